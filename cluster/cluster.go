@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options configure a cluster and the binaries it runs.
+type Options struct {
+	// CRDPaths are files or directories of CustomResourceDefinition
+	// manifests, installed before Start returns. A missing path is an error.
+	CRDPaths []string
+
+	// Workloads adds kube-controller-manager (garbage collection, the
+	// Deployment and ReplicaSet controllers and the rest), kube-scheduler
+	// and kwok with fake nodes, so that Deployments become Available and
+	// their Pods Running without a kubelet. It costs a larger first build
+	// and a few seconds per start; leave it off when no workload runs.
+	Workloads bool
+	// Nodes is the number of fake nodes with Workloads; zero means one.
+	Nodes int
+
+	// Progress receives build progress and notices; nil means standard error.
+	Progress io.Writer
+	// CacheDir is where binaries are built and kept; empty means the kfsm
+	// folder of the user cache directory.
+	CacheDir string
+}
+
+// Cluster is a running Kubernetes control plane.
+type Cluster struct {
+	// Config reaches the API server as a member of system:masters.
+	Config *rest.Config
+	// Kubeconfig is the path of a kubeconfig file for the same user. It is
+	// removed by Stop.
+	Kubeconfig string
+	// Assets are the binaries the cluster runs.
+	Assets Assets
+
+	env        *envtest.Environment
+	dir        string
+	components []*component
+
+	stopOnce sync.Once
+	stopErr  error
+	stopped  chan struct{}
+}
+
+// Start builds the binaries if needed, starts etcd and kube-apiserver (and
+// with Options.Workloads the workloads tier), installs the CRDs and returns
+// once the cluster serves requests. The cluster stops when Stop is called or
+// ctx is cancelled, whichever comes first.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	for _, p := range opts.CRDPaths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("CRD path: %w", err)
+		}
+	}
+	a, err := EnsureAssets(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kfsm-cluster-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the cluster's directory: %w", err)
+	}
+	c := &Cluster{Assets: a, dir: dir, stopped: make(chan struct{})}
+	if err := c.start(ctx, opts); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = c.Stop()
+		case <-c.stopped:
+		}
+	}()
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context, opts Options) error {
+	apiLog, etcdLog := &tail{}, &tail{}
+	c.env = &envtest.Environment{
+		ControlPlane: envtest.ControlPlane{
+			APIServer:   &envtest.APIServer{Path: filepath.Join(c.Assets.Dir, "kube-apiserver"), Err: apiLog, Out: apiLog},
+			Etcd:        &envtest.Etcd{Path: filepath.Join(c.Assets.Dir, "etcd"), Err: etcdLog, Out: etcdLog},
+			KubectlPath: c.Assets.Kubectl(),
+		},
+		CRDDirectoryPaths:        opts.CRDPaths,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if _, err := c.env.Start(); err != nil {
+		return fmt.Errorf("starting etcd and kube-apiserver: %w%s%s", err,
+			apiLog.section("kube-apiserver"), etcdLog.section("etcd"))
+	}
+	user, err := c.env.AddUser(envtest.User{Name: "kfsm", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("provisioning the cluster's admin user: %w", err)
+	}
+	c.Config = user.Config()
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	if opts.Workloads {
+		return c.startWorkloads(ctx, max(opts.Nodes, 1))
+	}
+	return nil
+}
+
+// Stop stops every component of the cluster, waits for the processes to
+// exit and removes the cluster's files. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		var errs []error
+		for i := len(c.components) - 1; i >= 0; i-- {
+			errs = append(errs, c.components[i].stop())
+		}
+		if c.env != nil && c.env.ControlPlane.APIServer != nil {
+			if err := c.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping etcd and kube-apiserver: %w", err))
+			}
+		}
+		errs = append(errs, os.RemoveAll(c.dir))
+		c.stopErr = errors.Join(errs...)
+		close(c.stopped)
+	})
+	return c.stopErr
+}
+
+// Done is closed once the cluster has stopped.
+func (c *Cluster) Done() <-chan struct{} { return c.stopped }
+
+// tail keeps the last lines a process wrote, to explain why it failed.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailBytes = 4096
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - tailBytes; over > 0 {
+		t.buf = t.buf[over:]
+	}
+	return len(p), nil
+}
+
+// section formats the tail for an error message, or nothing if empty.
+func (t *tail) section(name string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n--- last output of %s ---\n%s", name, t.buf)
+}

@@ -1,0 +1,52 @@
+// Package cluster runs a real Kubernetes control plane on this machine, for
+// tests and for the kfsm demo.
+//
+// The simplest use starts kube-apiserver and etcd and installs CRDs:
+//
+//	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{"config/crd"}})
+//	if err != nil { ... }
+//	defer c.Stop()
+//	cl, err := client.New(c.Config, client.Options{Scheme: scheme})
+//
+// The binaries are real Kubernetes components, built from the Go module proxy
+// (k8s.io/kubernetes and etcd, at the versions pinned in kfsm's tools/k8s
+// module) the first time they are needed. That first build takes several
+// minutes and prints progress; the binaries are then cached in the user cache
+// directory and verified on each use, and concurrent processes share one
+// build through a file lock. [EnsureAssets] does the build alone; the kfsm
+// command's "assets" subcommand calls it. When KUBEBUILDER_ASSETS names a
+// directory with a working kube-apiserver and etcd, as setup-envtest leaves
+// one, those binaries are used instead.
+//
+// The control plane is started by controller-runtime's envtest. With
+// [Options.Workloads] the cluster also runs kube-controller-manager,
+// kube-scheduler and kwok with fake nodes, so that owner-reference garbage
+// collection happens and Deployments become Available with Running pods,
+// although no kubelet runs and no container starts.
+//
+// # Guarantees
+//
+//   - Start returns a cluster that serves requests, with the CRDs installed
+//     and, with Workloads, controllers running and nodes Ready; or an error
+//     that names the component that failed with the end of its output, and
+//     nothing left running.
+//   - Stop, or cancelling the context given to Start, stops every process
+//     the cluster started and waits for them to exit. Workload components
+//     are also killed by the kernel if the calling process dies (Linux).
+//   - A cached binary is used only if it matches what the build produced;
+//     an interrupted or damaged build is rebuilt.
+//
+// # Assumptions
+//
+//   - The go command is available (on PATH, or the toolchain this program
+//     was built with) and the Go module proxy can be reached for the first
+//     build.
+//   - Unix file locks work in the cache directory.
+//
+// # Caveats
+//
+//   - Pods never run containers: kwok only reports them Running. Workloads
+//     that must really serve are run by the examples as local processes.
+//   - If the calling process is killed, envtest's etcd and kube-apiserver
+//     may outlive it; Stop is the clean way out.
+package cluster
