@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kfsm/kfsm/cluster"
+)
+
+func newDemoCommand() *cobra.Command {
+	var (
+		opts     cluster.Options
+		duration time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the kfsm demo on an embedded Kubernetes",
+		Long: `Demo starts a real kube-apiserver and etcd on this machine, writes a
+kubeconfig for them and prints how to reach them with kubectl. It runs until
+interrupted or until --duration has passed, then shuts everything down.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Progress = cmd.ErrOrStderr()
+			c, err := cluster.Start(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			// The duration counts from when the cluster is up, so that a
+			// first run, which builds the binaries, still shows something.
+			ctx := cmd.Context()
+			if duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "kubeconfig: %s\n", c.Kubeconfig)
+			fmt.Fprintf(out, "try: %s --kubeconfig %s get namespaces\n", c.Assets.Kubectl(), c.Kubeconfig)
+			if opts.Workloads {
+				fmt.Fprintf(out, "     %s --kubeconfig %s get nodes,deployments,pods -A\n", c.Assets.Kubectl(), c.Kubeconfig)
+			}
+			<-ctx.Done()
+			fmt.Fprintln(out, "stopping the cluster")
+			if err := c.Stop(); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, "stopped")
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&duration, "duration", 0, "stop this long after the cluster is up (default: run until interrupted)")
+	cmd.Flags().BoolVar(&opts.Workloads, "workloads", false, "also run kube-controller-manager, kube-scheduler and kwok, so Deployments really run")
+	return cmd
+}
