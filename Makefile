@@ -1,0 +1,50 @@
+# kfsm's developer tasks. The README names the two that matter to users:
+# "make demo" and "make test".
+
+GO  ?= go
+BIN := $(CURDIR)/bin
+
+# Generated files, checked by verify-generated.
+GENERATED := internal/testapi cluster/internal/k8smod
+
+.PHONY: test demo generate verify-generated lint assets
+
+## test: run every test, with the race detector, against a real API server
+test: assets
+	$(GO) test -race -timeout 30m ./...
+
+## demo: run the demo (an embedded Kubernetes) until Ctrl-C
+demo:
+	$(GO) run ./cmd/kfsm demo
+
+## assets: build the Kubernetes binaries once; later runs reuse the cache
+assets:
+	$(GO) run ./cmd/kfsm assets --workloads >/dev/null
+
+## generate: regenerate deepcopy code, CRDs and the embedded Kubernetes module
+generate: $(BIN)/controller-gen
+	$(BIN)/controller-gen object paths=./internal/testapi/...
+	$(BIN)/controller-gen crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
+	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
+	cp tools/k8s/go.sum cluster/internal/k8smod/go.sum.txt
+	cp tools/k8s/etcd/main.go cluster/internal/k8smod/etcd.go.txt
+
+## verify-generated: fail when generated files differ from what generate makes
+verify-generated: generate
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		echo "generated files are stale; run 'make generate' and commit:"; \
+		git status --porcelain -- $(GENERATED); git diff -- $(GENERATED) | head -50; exit 1; \
+	fi
+
+## lint: go vet and golangci-lint
+lint: $(BIN)/golangci-lint
+	$(GO) vet ./...
+	$(BIN)/golangci-lint run ./...
+
+# Tools are pinned in their own modules under tools/ (their dependencies do
+# not mix) and built from the module proxy.
+$(BIN)/controller-gen: tools/gen/go.mod tools/gen/go.sum
+	$(GO) -C tools/gen build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
+	$(GO) -C tools/lint build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
