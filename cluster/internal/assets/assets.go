@@ -76,10 +76,6 @@ type Cache struct {
 	Root string
 	// Progress receives human-readable progress; nil discards it.
 	Progress io.Writer
-	// GoCommand is the go binary; empty means "go" from PATH.
-	GoCommand string
-	// ProgressEvery is how often a long build reports; zero means 15s.
-	ProgressEvery time.Duration
 }
 
 // Result says where a group's binaries are and whether this call built them.

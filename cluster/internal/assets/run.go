@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -26,7 +27,10 @@ func (e *BuildError) Error() string {
 
 func (e *BuildError) Unwrap() error { return e.Err }
 
-const tailLines = 30
+const (
+	tailLines     = 30
+	progressEvery = 15 * time.Second
+)
 
 // progress counts what go build -v reports, for periodic messages.
 type progress struct {
@@ -58,10 +62,7 @@ func (p *progress) String() string {
 		time.Since(p.start).Round(time.Second), p.downloads, p.compiled, p.last)
 }
 
-func (c *Cache) goCommand() (string, error) {
-	if c.GoCommand != "" {
-		return c.GoCommand, nil
-	}
+func goCommand() (string, error) {
 	path, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("the go command is needed to build the cluster binaries: %w", err)
@@ -72,7 +73,7 @@ func (c *Cache) goCommand() (string, error) {
 // run runs the go command in dir and returns its standard output. Standard
 // error feeds p, when given, and its tail goes into the error.
 func (c *Cache) run(ctx context.Context, dir, step string, p *progress, args ...string) ([]byte, error) {
-	goCmd, err := c.goCommand()
+	goCmd, err := goCommand()
 	if err != nil {
 		return nil, &BuildError{Step: step, Err: err}
 	}
@@ -93,12 +94,8 @@ func (c *Cache) run(ctx context.Context, dir, step string, p *progress, args ...
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	if p != nil {
-		every := c.ProgressEvery
-		if every == 0 {
-			every = 15 * time.Second
-		}
 		wg.Go(func() {
-			t := time.NewTicker(every)
+			t := time.NewTicker(progressEvery)
 			defer t.Stop()
 			for {
 				select {
@@ -123,6 +120,9 @@ func (c *Cache) run(ctx context.Context, dir, step string, p *progress, args ...
 			tail = tail[1:]
 		}
 	}
+	// A line too long for the scanner ends the loop; keep the pipe flowing
+	// so that go never blocks on it.
+	_, _ = io.Copy(io.Discard, stderr)
 	err = cmd.Wait()
 	close(stop)
 	wg.Wait()
