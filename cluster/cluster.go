@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,8 +102,12 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
 	if _, err := c.env.Start(); err != nil {
-		return fmt.Errorf("starting etcd and kube-apiserver: %w%s%s", err,
-			apiLog.section("kube-apiserver"), etcdLog.section("etcd"))
+		// envtest's error names the process that failed; its output says why.
+		logs := apiLog.section("kube-apiserver")
+		if strings.Contains(err.Error(), "process etcd") {
+			logs = etcdLog.section("etcd")
+		}
+		return fmt.Errorf("starting etcd and kube-apiserver: %w%s", err, logs)
 	}
 	user, err := c.env.AddUser(envtest.User{Name: "kfsm", Groups: []string{"system:masters"}}, nil)
 	if err != nil {

@@ -359,3 +359,36 @@ func procStat(pid int) (ppid int, state string, ok bool) {
 	ppid, err = strconv.Atoi(fields[1])
 	return ppid, fields[0], err == nil
 }
+
+func TestAPIServerThatFailsIsNamedWithItsOutput(t *testing.T) {
+	built, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A kube-apiserver that passes the usability check but cannot serve.
+	dir := t.TempDir()
+	script := "#!/bin/sh\n[ \"$1\" = --version ] && { echo Kubernetes v1.36.3; exit 0; }\n" +
+		"[ \"$1\" = --help ] && exit 0\n" +
+		"echo 'failed to create listener: bind: address already in use' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "kube-apiserver"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(built.Dir, "etcd"), filepath.Join(dir, "etcd")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBEBUILDER_ASSETS", dir)
+
+	before := childProcesses(t)
+	_, err = cluster.Start(t.Context(), cluster.Options{})
+	if err == nil {
+		t.Fatal("Start() succeeded with a kube-apiserver that cannot start")
+	}
+	for _, want := range []string{"kube-apiserver", "address already in use"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start() error does not say %q:\n%v", want, err)
+		}
+	}
+	if left := alive(newProcesses(t, before)); len(left) > 0 {
+		t.Errorf("a failed start left processes running: %v", left)
+	}
+}

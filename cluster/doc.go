@@ -4,9 +4,13 @@
 // The simplest use starts kube-apiserver and etcd and installs CRDs:
 //
 //	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{"config/crd"}})
-//	if err != nil { ... }
-//	defer c.Stop()
-//	cl, err := client.New(c.Config, client.Options{Scheme: scheme})
+//	if err != nil {
+//		return err
+//	}
+//	defer func() { _ = c.Stop() }()
+//	cl, err := client.New(c.Config, client.Options{})
+//
+// ExampleStart shows it whole.
 //
 // The binaries are real Kubernetes components, built from the Go module proxy
 // (k8s.io/kubernetes and etcd, at the versions pinned in kfsm's tools/k8s
