@@ -1,0 +1,10 @@
+// Package graph is the pure model of a state machine's graph: states, their
+// ordered exits, the initial state, final states, the deletion path, and the
+// timeout and retries edges that keep objects from getting stuck.
+//
+// A Graph is data. Validate checks it and reports every problem at once;
+// DOT, Mermaid and JSON draw it, deterministically, so that a graph can be
+// read, diffed and reviewed like code. See the examples.
+//
+// The package has no Kubernetes dependency.
+package graph

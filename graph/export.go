@@ -1,0 +1,209 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The exports draw the same things distinguishably: the arrow into the
+// initial state, final states (a double border in DOT, an arrow to [*] in
+// Mermaid), the deletion path (entered from "on delete", its states shaded)
+// and the timeout and retries edges (dashed in DOT, labelled in both).
+// Edges keep declaration order and, where a state has several exits, show
+// their priority. Output depends only on the graph, so it can be diffed and
+// kept in golden files.
+
+// DOT renders the graph in Graphviz's DOT language.
+func (g *Graph) DOT() string {
+	var b strings.Builder
+	deletion := g.deletionSet()
+	fmt.Fprintf(&b, "digraph %s {\n", dotID(g.Name))
+	b.WriteString("\trankdir=LR;\n")
+	b.WriteString("\tnode [shape=box, style=rounded];\n")
+	if initial := g.Initial(); initial != "" {
+		b.WriteString("\t\"[start]\" [shape=point, width=0.15];\n")
+		fmt.Fprintf(&b, "\t\"[start]\" -> %s;\n", dotID(string(initial)))
+	}
+	if onDelete := g.OnDelete(); onDelete != "" {
+		b.WriteString("\t\"[on delete]\" [shape=plaintext, label=\"on delete\"];\n")
+		fmt.Fprintf(&b, "\t\"[on delete]\" -> %s [style=bold, color=gray40];\n", dotID(string(onDelete)))
+	}
+	for _, s := range g.States {
+		var attrs []string
+		if s.Final {
+			attrs = append(attrs, "peripheries=2")
+		}
+		if deletion[s.Name] {
+			attrs = append(attrs, `style="rounded,filled"`, "fillcolor=gray90")
+		}
+		fmt.Fprintf(&b, "\t%s%s;\n", dotID(string(s.Name)), dotAttrs(attrs))
+	}
+	exits := g.exitCounts()
+	for _, e := range g.Edges() {
+		var attrs []string
+		switch e.Kind {
+		case Exit:
+			if exits[e.From] > 1 {
+				attrs = append(attrs, "label="+strconv.Quote(strconv.Itoa(e.Priority)))
+			}
+		case TimeoutExit:
+			attrs = append(attrs, "style=dashed", "label="+strconv.Quote(edgeLabel(e)))
+		case RetriesExit:
+			attrs = append(attrs, "style=dashed", "color=red", "fontcolor=red", "label="+strconv.Quote(edgeLabel(e)))
+		}
+		fmt.Fprintf(&b, "\t%s -> %s%s;\n", dotID(string(e.From)), dotID(string(e.To)), dotAttrs(attrs))
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// Mermaid renders the graph as a Mermaid stateDiagram-v2. States get short
+// identifiers and show their names, so that any name is safe.
+func (g *Graph) Mermaid() string {
+	var b strings.Builder
+	b.WriteString("stateDiagram-v2\n")
+	b.WriteString("    direction LR\n")
+	// Declared states first, then undeclared edge targets, so that even an
+	// invalid graph can be drawn to see what is wrong.
+	ids := map[State]string{}
+	name := func(s State) {
+		if _, ok := ids[s]; !ok {
+			ids[s] = "s" + strconv.Itoa(len(ids))
+			fmt.Fprintf(&b, "    state %s as %s\n", strconv.Quote(string(s)), ids[s])
+		}
+	}
+	edges := g.Edges()
+	for _, s := range g.States {
+		name(s.Name)
+	}
+	for _, e := range edges {
+		name(e.To)
+	}
+	id := func(s State) string { return ids[s] }
+	if initial := g.Initial(); initial != "" {
+		fmt.Fprintf(&b, "    [*] --> %s\n", id(initial))
+	}
+	if onDelete := g.OnDelete(); onDelete != "" {
+		fmt.Fprintf(&b, "    [*] --> %s: on delete\n", id(onDelete))
+	}
+	exits := g.exitCounts()
+	for _, e := range edges {
+		label := ""
+		switch {
+		case e.Kind != Exit:
+			label = ": " + edgeLabel(e)
+		case exits[e.From] > 1:
+			label = ": " + strconv.Itoa(e.Priority)
+		}
+		fmt.Fprintf(&b, "    %s --> %s%s\n", id(e.From), id(e.To), label)
+	}
+	for _, s := range g.States {
+		if s.Final {
+			fmt.Fprintf(&b, "    %s --> [*]\n", id(s.Name))
+		}
+	}
+	if path := g.DeletionPath(); len(path) > 0 {
+		b.WriteString("    classDef deletion fill:#e8e8e8,stroke-dasharray:4 4\n")
+		classed := make([]string, len(path))
+		for i, s := range path {
+			classed[i] = id(s)
+		}
+		fmt.Fprintf(&b, "    class %s deletion\n", strings.Join(classed, ","))
+	}
+	return b.String()
+}
+
+// JSON renders the graph as indented JSON: the states with their roles and
+// the edges with their kinds, both in declaration order.
+func (g *Graph) JSON() ([]byte, error) {
+	type jsonState struct {
+		Name     State `json:"name"`
+		Initial  bool  `json:"initial,omitempty"`
+		Final    bool  `json:"final,omitempty"`
+		OnDelete bool  `json:"onDelete,omitempty"`
+		Deletion bool  `json:"deletionPath,omitempty"`
+	}
+	type jsonEdge struct {
+		From     State  `json:"from"`
+		To       State  `json:"to"`
+		Kind     string `json:"kind"`
+		Priority int    `json:"priority,omitempty"`
+		After    string `json:"after,omitempty"`
+		Limit    int    `json:"limit,omitempty"`
+	}
+	out := struct {
+		Name   string      `json:"name"`
+		Mode   string      `json:"mode"`
+		States []jsonState `json:"states"`
+		Edges  []jsonEdge  `json:"edges"`
+	}{Name: g.Name, Mode: g.Mode.String(), States: []jsonState{}, Edges: []jsonEdge{}}
+	deletion := g.deletionSet()
+	for _, s := range g.States {
+		out.States = append(out.States, jsonState{Name: s.Name, Initial: s.Initial, Final: s.Final, OnDelete: s.OnDelete, Deletion: deletion[s.Name]})
+	}
+	for _, e := range g.Edges() {
+		je := jsonEdge{From: e.From, To: e.To, Kind: e.Kind.String(), Priority: e.Priority, Limit: e.Limit}
+		if e.Kind == TimeoutExit {
+			je.After = e.After.String()
+		}
+		out.Edges = append(out.Edges, je)
+	}
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+func (g *Graph) deletionSet() map[State]bool {
+	set := map[State]bool{}
+	for _, s := range g.DeletionPath() {
+		set[s] = true
+	}
+	return set
+}
+
+func (g *Graph) exitCounts() map[State]int {
+	counts := map[State]int{}
+	for _, s := range g.States {
+		counts[s.Name] += len(s.Exits)
+	}
+	return counts
+}
+
+func edgeLabel(e Edge) string {
+	switch e.Kind {
+	case TimeoutExit:
+		return "timeout " + shortDuration(e.After)
+	case RetriesExit:
+		return fmt.Sprintf("after %d failures", e.Limit)
+	}
+	return ""
+}
+
+// shortDuration drops the zero units that time.Duration.String keeps:
+// 30m rather than 30m0s, 1h rather than 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func dotID(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
+}
+
+func dotAttrs(attrs []string) string {
+	if len(attrs) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(attrs, ", ") + "]"
+}

@@ -1,0 +1,90 @@
+package graph
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fuzzNames include an empty name and names that need quoting in exports.
+var fuzzNames = []State{"A", "B", "C", "D", "", `q"uote`, "back\\slash\nline", "E"}
+
+// graphFromBytes decodes fuzz input into a graph: the first byte picks the
+// mode, then every five bytes declare a state: its name, flags, exits as a
+// bit mask over the names, and timeout and retries targets and values.
+func graphFromBytes(data []byte) *Graph {
+	g := &Graph{Name: "fuzz"}
+	if len(data) == 0 {
+		return g
+	}
+	g.Mode = Mode(data[0] % 2)
+	data = data[1:]
+	for len(data) >= 5 {
+		name, flags, exits, timeout, retries := data[0], data[1], data[2], data[3], data[4]
+		data = data[5:]
+		s := StateSpec{
+			Name:     fuzzNames[name%8],
+			Initial:  flags&1 != 0,
+			Final:    flags&2 != 0,
+			OnDelete: flags&4 != 0,
+		}
+		for i := range 8 {
+			if exits&(1<<i) != 0 {
+				s.Exits = append(s.Exits, fuzzNames[(int(name)+i)%8])
+			}
+		}
+		if flags&8 != 0 {
+			s.Timeout = &Timeout{After: time.Duration(int8(timeout)) * time.Second, To: fuzzNames[timeout%8]}
+		}
+		if flags&16 != 0 {
+			s.Retries = &Retries{Limit: int(int8(retries)) % 4}
+			if flags&32 != 0 {
+				s.Retries.To = fuzzNames[retries%8]
+			}
+		}
+		g.States = append(g.States, s)
+	}
+	return g
+}
+
+func FuzzValidate(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 1, 2, 0, 0, 1, 2, 0, 0, 0})
+	f.Add([]byte{1, 0, 1, 0b11, 0, 0, 1, 0, 0b1, 0, 0, 2, 6, 0, 0, 0})
+	f.Add([]byte{0, 5, 4, 1, 9, 3, 6, 56, 0, 200, 131})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := graphFromBytes(data)
+		err := g.Validate()
+		again := g.Validate()
+		if (err == nil) != (again == nil) || (err != nil && err.Error() != again.Error()) {
+			t.Fatalf("Validate is not deterministic: %v then %v", err, again)
+		}
+		dot, mermaid := g.DOT(), g.Mermaid()
+		js, jerr := g.JSON()
+		if jerr != nil {
+			t.Fatalf("JSON() = %v", jerr)
+		}
+		if !json.Valid(js) {
+			t.Fatalf("JSON() is not valid JSON:\n%s", js)
+		}
+		if err != nil {
+			var verr *ValidationError
+			if !errors.As(err, &verr) || len(verr.Problems) == 0 {
+				t.Fatalf("Validate() = %v, want a *ValidationError with problems", err)
+			}
+			return
+		}
+		// A valid graph is drawn whole.
+		for _, s := range g.States {
+			if !strings.Contains(mermaid, "state "+strconv.Quote(string(s.Name))) || !strings.Contains(dot, dotID(string(s.Name))) {
+				t.Fatalf("state %q is missing from the exports", s.Name)
+			}
+		}
+		if g.Initial() == "" {
+			t.Fatal("a valid graph has no initial state")
+		}
+	})
+}
