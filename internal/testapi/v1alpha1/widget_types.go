@@ -14,9 +14,9 @@ import (
 // GroupVersion is the API group and version of Widget.
 var GroupVersion = schema.GroupVersion{Group: "testing.kfsm.dev", Version: "v1alpha1"}
 
-// AddToScheme adds Widget and WidgetList to a scheme.
+// AddToScheme adds the test types to a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{})
+	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
