@@ -1,0 +1,98 @@
+package fsm
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace/noop"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// benchObject is a minimal kfsm object; the test API cannot be imported
+// here without an import cycle.
+type benchObject struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Status            Status `json:"status,omitempty"`
+}
+
+func (o *benchObject) FSMStatus() *Status { return &o.Status }
+
+func (o *benchObject) DeepCopyObject() runtime.Object {
+	c := &benchObject{TypeMeta: o.TypeMeta}
+	o.DeepCopyInto(&c.ObjectMeta)
+	o.Status.DeepCopyInto(&c.Status)
+	return c
+}
+
+var benchGVK = schema.GroupVersionKind{Group: "bench.kfsm.dev", Version: "v1", Kind: "BenchObject"}
+
+// nopRecorder drops events, as a recorder that is not listened to would.
+type nopRecorder struct{}
+
+func (nopRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
+
+func benchMachine() *Machine[*benchObject] {
+	m := New[*benchObject]("bench", Lifecycle).
+		WithTracerProvider(noop.NewTracerProvider()).
+		Initial("A").
+		State("A", func(context.Context, *Request[*benchObject]) Result { return Next("B") }, To("B")).
+		State("B", func(context.Context, *Request[*benchObject]) Result { return Wait(0, "Resting") }, To("A"))
+	if err := m.Build(); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// BenchmarkStep is one transition as the engine makes it: the handler of A
+// moves to B (edge check, history, metrics, event, spans), B's handler
+// waits, and the conditions are set. No client I/O.
+func BenchmarkStep(b *testing.B) {
+	m := benchMachine()
+	r := newReconciler(m, nil, nopRecorder{})
+	obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns", Generation: 1}}
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	r.walk(ctx, obj, false) // the first walk creates the history and conditions
+	b.ReportAllocs()
+	for b.Loop() {
+		obj.Status.State = "A"
+		r.walk(ctx, obj, false)
+	}
+	if obj.Status.State != "B" {
+		b.Fatalf("state = %s, want B", obj.Status.State)
+	}
+}
+
+// BenchmarkConvergedReconcile is a whole reconcile of an object that has
+// nothing left to do, through a fake client: what every resync costs.
+func BenchmarkConvergedReconcile(b *testing.B) {
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypeWithName(benchGVK, &benchObject{})
+	obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
+	m := New[*benchObject]("converged", Lifecycle).
+		WithTracerProvider(noop.NewTracerProvider()).
+		Initial("Ready").
+		State("Ready", func(context.Context, *Request[*benchObject]) Result { return Done() }, Final())
+	if err := m.Build(); err != nil {
+		b.Fatal(err)
+	}
+	r := newReconciler(m, c, nopRecorder{})
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "o"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package fsm_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// A door that opens when its spec asks and closes by itself after a minute.
+// In an operator, m.SetupWithManager(mgr) would run it.
+func ExampleNew() {
+	type request = fsm.Request[*v1alpha1.Gadget]
+	m := fsm.New[*v1alpha1.Gadget]("door", fsm.Lifecycle).
+		Initial("Closed").
+		State("Closed", func(_ context.Context, r *request) fsm.Result {
+			if r.Object.Spec.Mode == "open" {
+				return fsm.Next("Open")
+			}
+			return fsm.Done()
+		}, fsm.To("Open")).
+		State("Open", func(_ context.Context, r *request) fsm.Result {
+			if r.Object.Spec.Mode != "open" {
+				return fsm.Next("Closed")
+			}
+			return fsm.Wait(0, "HeldOpen")
+		}, fsm.To("Closed"), fsm.Timeout(time.Minute, "Closed")).
+		OnDelete("Removed").
+		State("Removed", nil, fsm.Final())
+	if err := m.Build(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(m.Graph().Mermaid())
+	// Output:
+	// stateDiagram-v2
+	//     direction LR
+	//     state "Closed" as s0
+	//     state "Open" as s1
+	//     state "Removed" as s2
+	//     [*] --> s0
+	//     [*] --> s2: on delete
+	//     s0 --> s1
+	//     s1 --> s0
+	//     s1 --> s0: timeout 1m
+	//     s2 --> [*]
+	//     classDef deletion fill:#e8e8e8,stroke-dasharray:4 4
+	//     class s2 deletion
+}
+
+// Build lists every problem of a declaration at once.
+func ExampleMachine_Build() {
+	m := fsm.New[*v1alpha1.Gadget]("typo", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", nil, fsm.To("Finsihed")).
+		State("Finished", nil, fsm.Final())
+	fmt.Println(m.Build())
+	// Output:
+	// state graph "typo" has 3 problems
+	//   - state Start has an exit to Finsihed, which is not declared
+	//   - state Finished cannot be reached from the initial state Start
+	//   - state Start has no handler
+}

@@ -1,0 +1,199 @@
+package fsm_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// One API server serves every test of the package; each test works in a
+// namespace of its own.
+var (
+	testCluster *cluster.Cluster
+	scheme      = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{filepath.Join("..", "internal", "testapi", "crd")}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testCluster = c
+	code := m.Run()
+	cancel()
+	_ = c.Stop()
+	os.Exit(code)
+}
+
+// env is a test's view of the shared cluster: a namespace, a client that
+// counts writes, and a recorder that keeps events.
+type env struct {
+	t         *testing.T
+	namespace string
+	client    client.Client // counts writes
+	direct    client.Client // does not
+	writes    atomic.Int64
+	events    *eventLog
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	direct, err := client.NewWithWatch(testCluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, direct: direct, events: &eventLog{}}
+	e.client = interceptor.NewClient(direct, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			e.writes.Add(1)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			e.writes.Add(1)
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			e.writes.Add(1)
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			e.writes.Add(1)
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			e.writes.Add(1)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			e.writes.Add(1)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fsm-test-"}}
+	if err := direct.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	e.namespace = ns.Name
+	return e
+}
+
+// gadget creates a gadget in the test's namespace.
+func (e *env) gadget(name string, spec v1alpha1.GadgetSpec) *v1alpha1.Gadget {
+	e.t.Helper()
+	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.namespace}, Spec: spec}
+	if err := e.direct.Create(e.t.Context(), g); err != nil {
+		e.t.Fatal(err)
+	}
+	return g
+}
+
+// get reads a gadget from the API server.
+func (e *env) get(name string) *v1alpha1.Gadget {
+	e.t.Helper()
+	var g v1alpha1.Gadget
+	if err := e.direct.Get(e.t.Context(), client.ObjectKey{Namespace: e.namespace, Name: name}, &g); err != nil {
+		e.t.Fatal(err)
+	}
+	return &g
+}
+
+// reconciler builds m's reconciler on the counting client.
+func (e *env) reconciler(m *fsm.Machine[*v1alpha1.Gadget]) reconcile.Reconciler {
+	e.t.Helper()
+	r, err := m.Reconciler(e.client, e.events)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// reconcile runs one reconcile of the named gadget.
+func (e *env) reconcile(r reconcile.Reconciler, name string) reconcile.Result {
+	e.t.Helper()
+	res, err := r.Reconcile(e.t.Context(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: e.namespace, Name: name}})
+	if err != nil {
+		e.t.Fatalf("Reconcile() = %v", err)
+	}
+	return res
+}
+
+// eventLog is an events.EventRecorder that keeps what it is told.
+type eventLog struct {
+	mu     sync.Mutex
+	events []recordedEvent
+}
+
+type recordedEvent struct{ Type, Reason, Note string }
+
+var _ events.EventRecorder = (*eventLog)(nil)
+
+func (l *eventLog) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _ string, note string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, recordedEvent{Type: eventtype, Reason: reason, Note: fmt.Sprintf(note, args...)})
+}
+
+func (l *eventLog) all() []recordedEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]recordedEvent(nil), l.events...)
+}
+
+func (l *eventLog) reasons() []string {
+	var out []string
+	for _, ev := range l.all() {
+		out = append(out, ev.Reason)
+	}
+	return out
+}
+
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// cacheFor limits a test manager's cache to the test's namespace.
+func cacheFor(namespace string) cache.Options {
+	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
+}
+
+// ctrlConfig lets tests run several managers with the same machine, which
+// controller-runtime otherwise refuses as a duplicate controller name.
+func ctrlConfig() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
+}
