@@ -26,7 +26,7 @@ func (o *benchObject) FSMStatus() *Status { return &o.Status }
 
 func (o *benchObject) DeepCopyObject() runtime.Object {
 	c := &benchObject{TypeMeta: o.TypeMeta}
-	o.DeepCopyInto(&c.ObjectMeta)
+	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	o.Status.DeepCopyInto(&c.Status)
 	return c
 }

@@ -5,26 +5,57 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
-// A door that opens when its spec asks and closes by itself after a minute.
-// In an operator, m.SetupWithManager(mgr) would run it.
+// Door is the tutorial's resource. A real one is generated with
+// controller-gen; the deepcopy below is what it would write.
+type Door struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              DoorSpec   `json:"spec,omitempty"`
+	Status            DoorStatus `json:"status,omitempty"`
+}
+
+type DoorSpec struct {
+	Open bool `json:"open,omitempty"`
+}
+
+type DoorStatus struct {
+	fsm.Status `json:",inline"`
+	Opened     int32 `json:"opened,omitempty"` // your own fields go here too
+}
+
+func (d *Door) FSMStatus() *fsm.Status { return &d.Status.Status }
+
+func (d *Door) DeepCopyObject() runtime.Object {
+	c := *d
+	d.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	d.Status.Status.DeepCopyInto(&c.Status.Status)
+	return &c
+}
+
+// A door that opens when its spec asks and closes by itself after a
+// minute: the README's tutorial. In an operator, m.SetupWithManager(mgr)
+// runs it.
 func ExampleNew() {
-	type request = fsm.Request[*v1alpha1.Gadget]
-	m := fsm.New[*v1alpha1.Gadget]("door", fsm.Lifecycle).
+	m := fsm.New[*Door]("door", fsm.Lifecycle).
 		Initial("Closed").
-		State("Closed", func(_ context.Context, r *request) fsm.Result {
-			if r.Object.Spec.Mode == "open" {
+		State("Closed", func(ctx context.Context, r *fsm.Request[*Door]) fsm.Result {
+			if r.Object.Spec.Open {
 				return fsm.Next("Open")
 			}
-			return fsm.Done()
+			return fsm.Done() // converged: Ready=True
 		}, fsm.To("Open")).
-		State("Open", func(_ context.Context, r *request) fsm.Result {
-			if r.Object.Spec.Mode != "open" {
+		State("Open", func(ctx context.Context, r *fsm.Request[*Door]) fsm.Result {
+			if !r.Object.Spec.Open {
 				return fsm.Next("Closed")
 			}
+			r.Object.Status.Opened++
 			return fsm.Wait(0, "HeldOpen")
 		}, fsm.To("Closed"), fsm.Timeout(time.Minute, "Closed")).
 		OnDelete("Removed").
