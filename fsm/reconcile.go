@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,9 +107,9 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 	}
 
-	before := obj.DeepCopyObject()
+	before := statusOf(obj.DeepCopyObject())
 	out := r.walk(ctx, obj, deleting)
-	if !equality.Semantic.DeepEqual(before, obj) {
+	if !equality.Semantic.DeepEqual(before, statusOf(obj)) {
 		if err := r.client.Status().Update(ctx, obj); err != nil {
 			return r.writeFailed(ctx, err)
 		}
@@ -122,6 +124,20 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	r.track(req.NamespacedName, obj.FSMStatus())
 	return reconcile.Result{RequeueAfter: out.requeueAfter}, nil
+}
+
+// statusOf returns the Status field of a Kubernetes object, the part kfsm
+// writes, or the whole object for a type without one. Comparing only the
+// status keeps a handler that touches the spec by mistake from costing a
+// write on every reconcile.
+func statusOf(obj runtime.Object) any {
+	v := reflect.ValueOf(obj)
+	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
+		if f := v.Elem().FieldByName("Status"); f.IsValid() {
+			return f.Interface()
+		}
+	}
+	return obj
 }
 
 // writeFailed turns a failed write into a result: conflicts and vanished
