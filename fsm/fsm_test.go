@@ -832,3 +832,29 @@ func failOr(err error, r fsm.Result) fsm.Result {
 	}
 	return r
 }
+
+func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
+	e := newEnv(t)
+	var from []fsm.State
+	m := fsm.New[*gadget]("history", fsm.Lifecycle).
+		HistoryLimit(2).
+		Initial("Ping").
+		State("Ping", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Pong") }, fsm.To("Pong")).
+		State("Pong", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Ping") }, fsm.To("Ping"))
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	for range 3 {
+		e.reconcile(r, "g")
+	}
+	var got []string
+	for _, h := range e.get("g").Status.History {
+		got = append(got, string(h.From)+">"+string(h.To))
+	}
+	// Three reconciles: Ping, Pong | Ping, Pong | Ping, Pong, then Ping.
+	if diff := cmp.Diff([]string{"Ping>Pong", "Pong>Ping"}, got); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]fsm.State{"", "Ping", "Pong", "Ping", "Pong", "Ping"}, from); diff != "" {
+		t.Errorf("Request.From (-want +got):\n%s", diff)
+	}
+}
