@@ -270,10 +270,7 @@ func TestGivingUpStallsUntilTheSpecChanges(t *testing.T) {
 				t.Errorf("a stalled object ran its handler %d times and made %d writes", calls.Load()-before, e.writes.Load())
 			}
 
-			g.Spec.Mode = "fixed"
-			if err := e.direct.Update(t.Context(), g); err != nil {
-				t.Fatal(err)
-			}
+			e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "fixed" })
 			e.reconcile(r, "g")
 			g = e.get("g")
 			if condition(g, fsm.ConditionStalled) != nil || g.Status.State != "Work" || g.Status.Failures != 0 {
@@ -361,10 +358,7 @@ func TestPipelineConditionsFollowThePass(t *testing.T) {
 		t.Errorf("state = %q, want Build, where the pass rests", g.Status.State)
 	}
 
-	g.Spec.Target = 2
-	if err := e.direct.Update(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 2 })
 	e.reconcile(r, "g")
 	g = e.get("g")
 	wantCondition(t, g, "Build", metav1.ConditionTrue, fsm.ReasonPassed)
@@ -375,10 +369,7 @@ func TestPipelineConditionsFollowThePass(t *testing.T) {
 
 	// Back below target: the pass stops at Build again, and nothing says
 	// the later states still hold.
-	g.Spec.Target = 0
-	if err := e.direct.Update(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 0 })
 	e.reconcile(r, "g")
 	g = e.get("g")
 	wantCondition(t, g, "Build", metav1.ConditionFalse, "WaitingForTarget")
@@ -615,11 +606,7 @@ func TestRestartedManagerResumesWhereObjectsWere(t *testing.T) {
 
 	stop = startManager(t, e, machine())
 	defer stop()
-	g := e.get("g")
-	g.Spec.Target = 1
-	if err := e.direct.Update(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
 	poll(t, "the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
 	if starts.Load() != 1 {
 		t.Errorf("the initial state ran %d times, want 1: the second manager must resume, not restart", starts.Load())

@@ -49,20 +49,12 @@ func TestKstatusReadsKfsmObjects(t *testing.T) {
 		}
 		return res.Status
 	}
-	update := func(change func(*v1alpha1.GadgetSpec)) {
-		t.Helper()
-		g := e.get("g")
-		change(&g.Spec)
-		if err := e.direct.Update(t.Context(), g); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	e.reconcile(r, "g")
 	if got := compute(); got != status.InProgressStatus {
 		t.Errorf("while waiting: kstatus = %s, want InProgress", got)
 	}
-	update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
 	if got := compute(); got != status.InProgressStatus {
 		t.Errorf("with a spec not yet observed: kstatus = %s, want InProgress", got)
 	}
@@ -70,7 +62,7 @@ func TestKstatusReadsKfsmObjects(t *testing.T) {
 	if got := compute(); got != status.CurrentStatus {
 		t.Errorf("once Ready: kstatus = %s, want Current", got)
 	}
-	update(func(s *v1alpha1.GadgetSpec) { s.Mode = "broken" })
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "broken" })
 	e.reconcile(r, "g")
 	if got := compute(); got != status.FailedStatus {
 		t.Errorf("once Stalled: kstatus = %s, want Failed", got)

@@ -127,6 +127,17 @@ func (e *env) get(name string) *v1alpha1.Gadget {
 	return &g
 }
 
+// update changes the spec of gadget "g", the one most tests use, in the
+// API server.
+func (e *env) update(change func(*v1alpha1.GadgetSpec)) {
+	e.t.Helper()
+	g := e.get("g")
+	change(&g.Spec)
+	if err := e.direct.Update(e.t.Context(), g); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // reconciler builds m's reconciler on the counting client.
 func (e *env) reconciler(m *fsm.Machine[*v1alpha1.Gadget]) reconcile.Reconciler {
 	e.t.Helper()
