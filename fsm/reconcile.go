@@ -51,8 +51,16 @@ type reconciler[T Object] struct {
 	recorder events.EventRecorder
 
 	mu      sync.Mutex
-	written map[types.UID]uint64 // resourceVersion of kfsm's last write
+	written map[types.NamespacedName]writeMark
 	tracked map[types.NamespacedName]tracked
+}
+
+// writeMark is kfsm's last write of an object: its UID, so that an object
+// deleted and created again under the same name is not mistaken for it,
+// and the resourceVersion the write returned.
+type writeMark struct {
+	uid types.UID
+	rv  uint64
 }
 
 // tracked is what the gauges count for one object.
@@ -64,7 +72,7 @@ type tracked struct {
 func newReconciler[T Object](m *Machine[T], c client.Client, rec events.EventRecorder) *reconciler[T] {
 	return &reconciler[T]{
 		m: m, b: m.built, client: c, recorder: rec,
-		written: map[types.UID]uint64{},
+		written: map[types.NamespacedName]writeMark{},
 		tracked: map[types.NamespacedName]tracked{},
 	}
 }
@@ -546,14 +554,15 @@ func (r *reconciler[T]) stale(obj T) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	last, ok := r.written[obj.GetUID()]
-	if !ok {
+	key := client.ObjectKeyFromObject(obj)
+	last, ok := r.written[key]
+	if !ok || last.uid != obj.GetUID() {
 		return false
 	}
-	if rv < last {
+	if rv < last.rv {
 		return true
 	}
-	delete(r.written, obj.GetUID()) // the cache has caught up
+	delete(r.written, key) // the cache has caught up
 	return false
 }
 
@@ -564,7 +573,7 @@ func (r *reconciler[T]) wrote(obj T) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.written[obj.GetUID()] = rv
+	r.written[client.ObjectKeyFromObject(obj)] = writeMark{uid: obj.GetUID(), rv: rv}
 }
 
 // track keeps the objects and stalled gauges in step with obj's status.
@@ -593,6 +602,7 @@ func (r *reconciler[T]) track(key types.NamespacedName, st *Status) {
 func (r *reconciler[T]) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.written, key)
 	was, known := r.tracked[key]
 	if !known {
 		return
