@@ -282,11 +282,11 @@ func (m *Machine[T]) Build() error {
 		s.spanName = "kfsm.State " + string(s.name)
 		s.waiting = fmt.Sprintf("waiting in state %s", s.name)
 		s.done = fmt.Sprintf("state %s is done", s.name)
-		b.notes[[2]State{"", b.initial}] = transitionNote("", b.initial)
 		if b.onDelete != "" {
 			b.notes[[2]State{s.name, b.onDelete}] = transitionNote(s.name, b.onDelete)
 		}
 	}
+	b.notes[[2]State{"", b.initial}] = transitionNote("", b.initial)
 	for _, e := range g.Edges() {
 		b.notes[[2]State{State(e.From), State(e.To)}] = transitionNote(State(e.From), State(e.To))
 	}
