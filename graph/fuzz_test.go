@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,6 +70,24 @@ func FuzzValidate(f *testing.F) {
 		}
 		if !json.Valid(js) {
 			t.Fatalf("JSON() is not valid JSON:\n%s", js)
+		}
+		// Every path found walks declared exits from its start to its goal.
+		for _, from := range fuzzNames {
+			for _, to := range fuzzNames {
+				path, ok := g.Path(from, to)
+				if !ok {
+					continue
+				}
+				if path[0] != from || path[len(path)-1] != to {
+					t.Fatalf("Path(%q, %q) = %q", from, to, path)
+				}
+				for i := 1; i < len(path); i++ {
+					spec, _ := g.Lookup(path[i-1])
+					if !slices.Contains(spec.Exits, path[i]) {
+						t.Fatalf("Path(%q, %q) = %q takes an undeclared step", from, to, path)
+					}
+				}
+			}
 		}
 		if err != nil {
 			var verr *ValidationError
