@@ -11,7 +11,7 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod
 
 ## test: run every test, with the race detector, against a real API server
 test: assets
-	$(GO) test -race -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 ## demo: run the demo (an embedded Kubernetes) until Ctrl-C
 demo:
