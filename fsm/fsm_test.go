@@ -845,3 +845,32 @@ func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
 		t.Errorf("Request.From (-want +got):\n%s", diff)
 	}
 }
+
+func TestWaitClearsFailuresAndReasonsAreMadeValid(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	m := fsm.New[*gadget]("wait-reason", fsm.Lifecycle).
+		Initial("Work").
+		State("Work", func(context.Context, *request) fsm.Result {
+			if calls.Add(1) == 1 {
+				return fsm.Fail(errors.New("not yet"))
+			}
+			return fsm.Wait(time.Minute, "waiting for the db")
+		}, fsm.To("Finished"), fsm.Retries(2)).
+		State("Finished", done, fsm.Final())
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+
+	e.reconcile(r, "g")
+	if g := e.get("g"); g.Status.Failures != 1 {
+		t.Fatalf("failures = %d after one failure, want 1", g.Status.Failures)
+	}
+	e.reconcile(r, "g")
+	g := e.get("g")
+	if g.Status.Failures != 0 {
+		t.Errorf("failures = %d after a Wait, want 0: retries count failures in a row", g.Status.Failures)
+	}
+	// "waiting for the db" is no valid condition reason; the API server
+	// would refuse the status with it.
+	wantCondition(t, g, fsm.ConditionReady, metav1.ConditionFalse, "WaitingForTheDb")
+}

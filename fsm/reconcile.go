@@ -278,8 +278,10 @@ func (w *walker[T]) run(cur State, deleting bool) outcome {
 			continue
 
 		case resultWait:
-			w.rest(cur, res.reason)
-			w.settle(cur, metav1.ConditionFalse, reasonOr(res.reason, "Waiting"), def.waiting, true, nil)
+			reason := reasonOr(res.reason, "Waiting")
+			w.rest(cur, reason)
+			w.st.Failures = 0 // retries count failures in a row
+			w.settle(cur, metav1.ConditionFalse, reason, def.waiting, true, nil)
 			return outcome{requeueAfter: w.withTimeout(def, res.after)}
 
 		case resultDone:
