@@ -78,7 +78,7 @@ func k8sSource() assets.Source {
 	gomod := read("go.mod.txt")
 	return assets.Source{
 		Name:    "k8s",
-		Version: KubernetesVersion(),
+		Version: kubernetesVersionIn(gomod),
 		Files: map[string][]byte{
 			"go.mod":       gomod,
 			"go.sum":       read("go.sum.txt"),
@@ -96,6 +96,10 @@ func KubernetesVersion() string {
 	if err != nil {
 		panic(err)
 	}
+	return kubernetesVersionIn(gomod)
+}
+
+func kubernetesVersionIn(gomod []byte) string {
 	m := kubernetesVersion.FindSubmatch(gomod)
 	if m == nil {
 		panic("the embedded Kubernetes module does not require k8s.io/kubernetes")

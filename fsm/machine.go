@@ -90,7 +90,6 @@ type watch struct {
 
 // built is what Build derives from the declaration, for the runtime.
 type built[T Object] struct {
-	graph    *graph.Graph
 	states   map[State]*stateDef[T]
 	initial  State
 	onDelete State
@@ -273,7 +272,7 @@ func (m *Machine[T]) Build() error {
 		return &graph.ValidationError{Graph: m.name, Problems: problems}
 	}
 
-	b := &built[T]{graph: g, states: map[State]*stateDef[T]{}, deletion: map[State]bool{}, notes: map[[2]State]string{}}
+	b := &built[T]{states: map[State]*stateDef[T]{}, deletion: map[State]bool{}, notes: map[[2]State]string{}}
 	b.initial = State(g.Initial())
 	b.onDelete = State(g.OnDelete())
 	for i, s := range m.states {
