@@ -57,7 +57,10 @@ func benchMachine() *Machine[*benchObject] {
 // waits, and the conditions are set. No client I/O.
 func BenchmarkStep(b *testing.B) {
 	m := benchMachine()
-	r := newReconciler(m, nil, nopRecorder{})
+	r, err := newReconciler(m, nil, nopRecorder{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns", Generation: 1}}
 	ctx := logr.NewContext(context.Background(), logr.Discard())
 	r.walk(ctx, obj, false) // the first walk creates the history and conditions
@@ -85,7 +88,10 @@ func BenchmarkConvergedReconcile(b *testing.B) {
 	if err := m.Build(); err != nil {
 		b.Fatal(err)
 	}
-	r := newReconciler(m, c, nopRecorder{})
+	r, err := newReconciler(m, c, nopRecorder{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := logr.NewContext(context.Background(), logr.Discard())
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "o"}}
 	if _, err := r.Reconcile(ctx, req); err != nil {

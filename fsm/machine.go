@@ -12,13 +12,16 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kfsm/kfsm/graph"
 )
@@ -46,6 +49,14 @@ const (
 	// its condition: not a valid condition type, or one of Ready,
 	// Reconciling and Stalled.
 	BadConditionType graph.ProblemCode = "BadConditionType"
+	// BadMachineName is a machine name that is not a DNS label; it goes
+	// into the finalizer, the field owner and the labels of children.
+	BadMachineName graph.ProblemCode = "BadMachineName"
+	// ReservedState is a state named like the Default event.
+	ReservedState graph.ProblemCode = "ReservedState"
+	// GoalInPipeline is a goal on a pipeline machine, which starts from
+	// its initial state on every reconcile and so walks towards nothing.
+	GoalInPipeline graph.ProblemCode = "GoalInPipeline"
 )
 
 // conditionType is the pattern metav1.Condition requires of a type.
@@ -69,6 +80,9 @@ type Machine[T Object] struct {
 	clock        clock.PassiveClock
 	tracer       trace.TracerProvider
 	historyLimit int
+	goal         func(T) State
+	actionLimit  int
+	workers      int
 
 	built *built[T]
 }
@@ -97,6 +111,7 @@ type built[T Object] struct {
 	notes    map[[2]State]string
 	metrics  *machineMetrics
 	tracer   trace.Tracer
+	hops     map[[2]State]State // from, goal → next hop, for goal machines
 }
 
 // StateOption configures a state.
@@ -140,7 +155,7 @@ func RetriesThen(n int, to State) StateOption {
 // in metrics, events, logs, its finalizer and its field owner; use a short
 // DNS label such as "moose".
 func New[T Object](name string, mode Mode) *Machine[T] {
-	return &Machine[T]{name: name, mode: mode, clock: clock.RealClock{}, historyLimit: 10}
+	return &Machine[T]{name: name, mode: mode, clock: clock.RealClock{}, historyLimit: 10, actionLimit: 4}
 }
 
 // Initial names the state where new objects start.
@@ -168,8 +183,10 @@ func (m *Machine[T]) State(s State, h Handler[T], opts ...StateOption) *Machine[
 	return m
 }
 
-// Owns reconciles an object when a child of type obj that it controls
-// changes: the equivalent of controller-runtime's builder Owns.
+// Owns declares obj's type as a type of children: handlers may apply and
+// delete such children (see [Request.Apply]), and a change to one of them
+// reconciles its parent, as controller-runtime's builder Owns does, also
+// for a child that cannot carry an owner reference.
 func (m *Machine[T]) Owns(obj client.Object) *Machine[T] {
 	m.owns = append(m.owns, obj)
 	return m
@@ -179,6 +196,74 @@ func (m *Machine[T]) Owns(obj client.Object) *Machine[T] {
 // type obj changes, for objects that are referenced but not owned.
 func (m *Machine[T]) Watches(obj client.Object, fn handler.MapFunc) *Machine[T] {
 	m.watches = append(m.watches, watch{obj: obj, fn: fn})
+	return m
+}
+
+// Goal makes the machine walk towards the state that goal returns for an
+// object, for example its spec.desiredState; an empty answer means no
+// goal. Handlers see the goal and the next hop of the shortest path in
+// [Request.Goal] and [Request.NextHop] and move with Next(r.NextHop); at
+// the goal, NextHop is empty and the object stays. A goal that is not a
+// state, or that no path of declared exits leads to from where the object
+// is, runs no handler: the object is Stalled with reason GoalUnreachable
+// and a message saying why. Only lifecycle machines take a goal.
+func (m *Machine[T]) Goal(goal func(T) State) *Machine[T] {
+	m.goal = goal
+	return m
+}
+
+// CheckGoal reports whether an object in state from can reach goal
+// through the declared exits: nil if so, else an error that says why. An
+// empty from stands for the initial state. An admission webhook can use
+// it to refuse a desired state that the object could never reach.
+func (m *Machine[T]) CheckGoal(from, goal State) error {
+	if b := m.built; b != nil && b.hops != nil && from != "" {
+		// The walk asks on every reconcile: answer yes without a graph.
+		if _, ok := b.hops[[2]State{from, goal}]; ok {
+			return nil
+		}
+		if _, ok := b.states[goal]; ok && from == goal {
+			return nil
+		}
+	}
+	g := m.Graph()
+	if from == "" {
+		from = State(g.Initial())
+	}
+	if _, ok := g.Lookup(graph.State(goal)); !ok {
+		return fmt.Errorf("goal %s is not a state of machine %s (states: %s)", goal, m.name, joinStates(m.stateNames()))
+	}
+	if _, ok := g.Lookup(graph.State(from)); !ok {
+		return fmt.Errorf("state %s is not a state of machine %s", from, m.name)
+	}
+	if g.Reachable(graph.State(from), graph.State(goal)) {
+		return nil
+	}
+	var reach []State
+	for _, s := range g.States {
+		if s.Name != graph.State(from) && g.Reachable(graph.State(from), s.Name) {
+			reach = append(reach, State(s.Name))
+		}
+	}
+	if len(reach) == 0 {
+		return fmt.Errorf("no path leads from state %s to goal %s: %s has no way out through declared exits", from, goal, from)
+	}
+	return fmt.Errorf("no path leads from state %s to goal %s through the declared exits; from %s the machine can reach only %s", from, goal, from, joinStates(reach))
+}
+
+// ActionLimit sets how many asynchronous actions of the machine run at
+// once; more wait their turn. The default is 4.
+func (m *Machine[T]) ActionLimit(n int) *Machine[T] {
+	m.actionLimit = n
+	return m
+}
+
+// Workers sets how many objects the machine reconciles at once: the
+// equivalent of controller-runtime's MaxConcurrentReconciles. The default
+// is the manager's, 1 unless configured. An object is never reconciled
+// twice at once.
+func (m *Machine[T]) Workers(n int) *Machine[T] {
+	m.workers = n
 	return m
 }
 
@@ -255,6 +340,10 @@ func (m *Machine[T]) Build() error {
 		}
 	}
 	for _, s := range m.states {
+		if s.name == Default {
+			problems = append(problems, graph.Problem{Code: ReservedState, States: []graph.State{graph.State(s.name)},
+				Detail: fmt.Sprintf("state %s is named like the Default event", s.name)})
+		}
 		if s.handler == nil && !s.final {
 			problems = append(problems, graph.Problem{Code: NoHandler, States: []graph.State{graph.State(s.name)},
 				Detail: fmt.Sprintf("state %s has no handler", s.name)})
@@ -265,8 +354,15 @@ func (m *Machine[T]) Build() error {
 				Detail: fmt.Sprintf("pipeline state %s cannot name its condition: use a valid condition type other than Ready, Reconciling and Stalled", s.name)})
 		}
 	}
-	if m.name == "" {
+	switch {
+	case m.name == "":
 		problems = append(problems, graph.Problem{Code: graph.EmptyName, Detail: "the machine has no name"})
+	case len(validation.IsDNS1123Label(m.name)) > 0:
+		problems = append(problems, graph.Problem{Code: BadMachineName,
+			Detail: fmt.Sprintf("machine name %q is not a DNS label: %s", m.name, strings.Join(validation.IsDNS1123Label(m.name), "; "))})
+	}
+	if m.goal != nil && m.mode == Pipeline {
+		problems = append(problems, graph.Problem{Code: GoalInPipeline, Detail: "a pipeline starts from its initial state on every reconcile; declare a goal on a lifecycle machine"})
 	}
 	if len(problems) > 0 {
 		return &graph.ValidationError{Graph: m.name, Problems: problems}
@@ -292,6 +388,16 @@ func (m *Machine[T]) Build() error {
 	for _, s := range g.DeletionPath() {
 		b.deletion[State(s)] = true
 	}
+	if m.goal != nil {
+		b.hops = map[[2]State]State{}
+		for _, from := range g.States {
+			for _, to := range g.States {
+				if hop, ok := g.NextHop(from.Name, to.Name); ok && from.Name != to.Name {
+					b.hops[[2]State{State(from.Name), State(to.Name)}] = State(hop)
+				}
+			}
+		}
+	}
 	b.metrics = newMachineMetrics(m.name, g)
 	tp := m.tracer
 	if tp == nil {
@@ -308,13 +414,20 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err := m.Build(); err != nil {
 		return err
 	}
-	r := newReconciler(m, mgr.GetClient(), mgr.GetEventRecorder(m.FieldOwner()))
-	b := builder.ControllerManagedBy(mgr).Named(m.name).For(newObject[T]())
+	r, err := newReconciler(m, mgr.GetClient(), mgr.GetEventRecorder(m.FieldOwner()))
+	if err != nil {
+		return err
+	}
+	b := builder.ControllerManagedBy(mgr).Named(m.name).For(newObject[T]()).
+		WatchesRawSource(source.Func(r.actions.start))
 	for _, o := range m.owns {
-		b = b.Owns(o)
+		b = b.Owns(o).Watches(o, handler.EnqueueRequestsFromMapFunc(r.parentOf))
 	}
 	for _, w := range m.watches {
 		b = b.Watches(w.obj, handler.EnqueueRequestsFromMapFunc(w.fn))
+	}
+	if m.workers > 0 {
+		b = b.WithOptions(controller.Options{MaxConcurrentReconciles: m.workers})
 	}
 	return b.Complete(r)
 }
@@ -326,7 +439,15 @@ func (m *Machine[T]) Reconciler(c client.Client, rec events.EventRecorder) (reco
 	if err := m.Build(); err != nil {
 		return nil, err
 	}
-	return newReconciler(m, c, rec), nil
+	return newReconciler(m, c, rec)
+}
+
+func (m *Machine[T]) stateNames() []State {
+	names := make([]State, len(m.states))
+	for i, s := range m.states {
+		names[i] = s.name
+	}
+	return names
 }
 
 // newObject returns a new, empty T; T is a pointer to a struct.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/cluster"
@@ -36,6 +38,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard()) // tests that read logs attach their own
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
@@ -43,7 +46,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{filepath.Join("..", "internal", "testapi", "crd")}})
+	// The workloads tier brings the garbage collector, which deletes the
+	// children of deleted parents.
+	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{filepath.Join("..", "internal", "testapi", "crd")}, Workloads: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -32,10 +32,23 @@ var (
 		Name: "kfsm_stalled_objects",
 		Help: "Objects that are Stalled.",
 	}, []string{"machine"})
+	actionsRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kfsm_actions_running",
+		Help: "Asynchronous actions running now.",
+	}, []string{"machine", "action"})
+	actionsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kfsm_actions_completed_total",
+		Help: "Asynchronous actions that succeeded.",
+	}, []string{"machine", "action"})
+	actionsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kfsm_actions_failed_total",
+		Help: "Asynchronous actions that failed or panicked.",
+	}, []string{"machine", "action"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(transitionsTotal, stateDuration, objectsGauge, handlerErrorsTotal, stalledGauge)
+	metrics.Registry.MustRegister(transitionsTotal, stateDuration, objectsGauge, handlerErrorsTotal, stalledGauge,
+		actionsRunning, actionsCompleted, actionsFailed)
 }
 
 // machineMetrics holds a machine's series, resolved once at build so that a

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +50,8 @@ type reconciler[T Object] struct {
 	b        *built[T]
 	client   client.Client
 	recorder events.EventRecorder
+	owns     map[schema.GroupKind]ownedType
+	actions  *actions
 
 	mu      sync.Mutex
 	written map[types.NamespacedName]writeMark
@@ -69,12 +72,20 @@ type tracked struct {
 	stalled bool
 }
 
-func newReconciler[T Object](m *Machine[T], c client.Client, rec events.EventRecorder) *reconciler[T] {
+func newReconciler[T Object](m *Machine[T], c client.Client, rec events.EventRecorder) (*reconciler[T], error) {
+	var owns map[schema.GroupKind]ownedType
+	if len(m.owns) > 0 {
+		var err error
+		if owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
+			return nil, fmt.Errorf("machine %s: %w", m.name, err)
+		}
+	}
 	return &reconciler[T]{
-		m: m, b: m.built, client: c, recorder: rec,
+		m: m, b: m.built, client: c, recorder: rec, owns: owns,
+		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm")),
 		written: map[types.NamespacedName]writeMark{},
 		tracked: map[types.NamespacedName]tracked{},
-	}
+	}, nil
 }
 
 // Reconcile reads the object, walks the machine, then writes the status
@@ -90,6 +101,7 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
+			r.actions.cancel(req.NamespacedName, false)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -101,12 +113,19 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 
 	deleting := !obj.GetDeletionTimestamp().IsZero()
+	if deleting {
+		r.actions.cancel(req.NamespacedName, true)
+	}
 	hasFinalizer := controllerutil.ContainsFinalizer(obj, r.m.Finalizer())
 	if deleting && !hasFinalizer {
 		// Not ours to clean up: no deletion path, or it already ran.
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
+	// The results of finished actions that this reconcile reports are
+	// consumed only if its writes go through.
+	committed := false
+	defer func() { r.actions.settle(req.NamespacedName, committed) }()
 	if !deleting && r.b.onDelete != "" && !hasFinalizer {
 		// Before any handler: whatever a handler creates, the deletion
 		// path gets the chance to clean up.
@@ -128,8 +147,10 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 			return r.writeFailed(ctx, err)
 		}
 		r.forget(req.NamespacedName)
+		r.actions.cancel(req.NamespacedName, false)
 		return reconcile.Result{}, nil
 	}
+	committed = true
 	r.track(req.NamespacedName, obj.FSMStatus())
 	return reconcile.Result{RequeueAfter: out.requeueAfter}, nil
 }
@@ -181,7 +202,7 @@ func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome 
 	st := obj.FSMStatus()
 	gen := obj.GetGeneration()
 	now := r.m.clock.Now()
-	w := walker[T]{r: r, ctx: ctx, obj: obj, st: st, now: now, log: logf.FromContext(ctx), req: new(Request[T])}
+	w := &walker[T]{r: r, ctx: ctx, obj: obj, st: st, now: now, log: logf.FromContext(ctx), deleting: deleting}
 	defer func() { st.ObservedGeneration = gen }()
 
 	if st.ObservedGeneration != gen {
@@ -195,6 +216,14 @@ func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome 
 	if cur == "" {
 		return outcome{}
 	}
+	if goal := r.m.goal; goal != nil && !deleting {
+		if w.goal = goal(obj); w.goal != "" {
+			if err := r.m.CheckGoal(cur, w.goal); err != nil {
+				w.unreachableGoal(cur, err)
+				return outcome{}
+			}
+		}
+	}
 	return w.run(cur, deleting)
 }
 
@@ -205,7 +234,7 @@ func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome 
 func stalledForGeneration(st *Status, gen int64) bool {
 	c := meta.FindStatusCondition(st.Conditions, ConditionStalled)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen &&
-		c.Reason != ReasonIllegalTransition && c.Reason != ReasonUnknownState
+		c.Reason != ReasonIllegalTransition && c.Reason != ReasonUnknownState && c.Reason != ReasonGoalUnreachable
 }
 
 // walker holds one walk's state.
@@ -217,8 +246,13 @@ type walker[T Object] struct {
 	now     time.Time
 	log     logr.Logger
 	visited stateSet
-	passed  stateSet    // pipeline: states whose handler moved on
-	req     *Request[T] // one per walk, filled anew for each handler
+	passed  stateSet   // pipeline: states whose handler moved on
+	req     Request[T] // one per walk, filled anew for each handler
+
+	deleting  bool
+	goal      State       // the goal function's answer, if any
+	applied   []OutputRef // children applied in this run (lifecycle) or pass (pipeline)
+	outputErr error       // the first failed Apply or Delete of this run
 }
 
 // start returns the state the walk begins in, or "" when nothing may run.
@@ -264,17 +298,23 @@ func (w *walker[T]) run(cur State, deleting bool) outcome {
 		}
 
 		res := w.call(def)
+		if res.kind == resultDone {
+			if err := w.pruneOnDone(def, deleting); err != nil {
+				res = Fail(err)
+			}
+		}
 		switch res.kind {
 		case resultNext:
-			if !slices.Contains(def.exits, res.next) {
-				w.illegal(cur, res.next)
+			next, ok := def.choose(res)
+			if !ok {
+				w.illegal(cur, res)
 				return outcome{}
 			}
 			w.passed.add(def.index)
-			if done, out := w.moveOn(cur, res.next, ReasonNext); done {
+			if done, out := w.moveOn(cur, next, ReasonNext); done {
 				return out
 			}
-			cur = res.next
+			cur = next
 			continue
 
 		case resultWait:
@@ -313,6 +353,49 @@ func (w *walker[T]) run(cur State, deleting bool) outcome {
 	}
 }
 
+// choose picks the exit that a Next takes: among the events raised, the
+// exit declared first, with Default standing for the last exit. Any event
+// that is not an exit makes the whole Next illegal.
+func (d *stateDef[T]) choose(res Result) (State, bool) {
+	best := d.exitIndex(res.next)
+	for _, ev := range res.also {
+		i := d.exitIndex(ev)
+		if i < 0 {
+			return "", false
+		}
+		best = min(best, i)
+	}
+	if best < 0 {
+		return "", false
+	}
+	return d.exits[best], true
+}
+
+func (d *stateDef[T]) exitIndex(event State) int {
+	if event == Default {
+		return len(d.exits) - 1
+	}
+	return slices.Index(d.exits, event)
+}
+
+// pruneOnDone deletes the children that a Done no longer desires: those
+// of the state in a lifecycle machine, those of the pass when a pipeline
+// reached a final state, and all of them at the end of the deletion path.
+func (w *walker[T]) pruneOnDone(def *stateDef[T], deleting bool) error {
+	if len(w.r.owns) == 0 && len(w.st.Outputs) == 0 {
+		return nil
+	}
+	switch {
+	case deleting && def.final:
+		return w.prune(w.ctx, def.name, true)
+	case w.r.m.mode == Lifecycle:
+		return w.prune(w.ctx, def.name, false)
+	case def.final:
+		return w.prune(w.ctx, def.name, false)
+	}
+	return nil
+}
+
 // moveOn records the move from cur to next. It says to stop when next was
 // already run in this reconcile, so that a state runs at most once per
 // reconcile; the next reconcile, soon, continues there.
@@ -334,8 +417,9 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 	w.st.Failures++
 	w.r.b.metrics.handlerError(cur)
 	msg := truncate(err.Error())
+	reason := failureReason(err)
 	w.log.Error(err, "handler failed", "state", cur, "attempt", w.st.Failures)
-	w.r.recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, ReasonHandlerFailed, string(cur), "state %s failed (attempt %d): %s", cur, w.st.Failures, msg)
+	w.r.recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, reason, string(cur), "state %s failed (attempt %d): %s", cur, w.st.Failures, msg)
 
 	if def.retries != nil && int(w.st.Failures) >= def.retries.Limit {
 		if def.retries.To != "" {
@@ -349,9 +433,23 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times in a row: %s", cur, w.st.Failures, msg))
 		return true, outcome{}, ""
 	}
-	w.rest(cur, ReasonHandlerFailed)
-	w.settle(cur, metav1.ConditionFalse, ReasonHandlerFailed, fmt.Sprintf("state %s failed: %s", cur, msg), true, nil)
+	w.rest(cur, reason)
+	w.settle(cur, metav1.ConditionFalse, reason, fmt.Sprintf("state %s failed: %s", cur, msg), true, nil)
 	return true, outcome{requeueAfter: w.withTimeout(def, backoff(w.st.Failures))}, ""
+}
+
+// failureReason names a failure for conditions and events: child
+// problems get reasons of their own, so that they are found by reason.
+func failureReason(err error) string {
+	var conflict *ConflictError
+	var undeclared *UndeclaredOutputError
+	switch {
+	case errors.As(err, &conflict):
+		return ReasonApplyConflict
+	case errors.As(err, &undeclared):
+		return ReasonUndeclaredOutput
+	}
+	return ReasonHandlerFailed
 }
 
 func backoff(failures int32) time.Duration {
@@ -389,16 +487,24 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	if log.Enabled() {
 		log = log.WithValues("machine", w.r.m.name, "state", def.name)
 	}
-	req := w.req
+	req := &w.req
 	*req = Request[T]{
-		Object:   w.obj,
-		Client:   w.r.client,
-		Log:      log,
-		Clock:    w.r.m.clock,
-		State:    def.name,
-		From:     w.from(),
-		Attempt:  int(w.st.Failures) + 1,
-		recorder: w.r.recorder,
+		Object:  w.obj,
+		Client:  w.r.client,
+		Log:     log,
+		Clock:   w.r.m.clock,
+		State:   def.name,
+		From:    w.from(),
+		Attempt: int(w.st.Failures) + 1,
+		Goal:    w.goal,
+		w:       w,
+	}
+	if w.goal != "" && w.goal != def.name {
+		req.NextHop = w.r.b.hops[[2]State{def.name, w.goal}]
+	}
+	w.outputErr = nil
+	if w.r.m.mode == Lifecycle {
+		w.applied = w.applied[:0] // a lifecycle state desires what its latest run applied
 	}
 	if w.st.StateSince != nil && w.st.State == def.name {
 		req.Since = w.st.StateSince.Time
@@ -409,6 +515,9 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 		if p := recover(); p != nil {
 			w.log.Error(fmt.Errorf("%v", p), "handler panicked", "state", def.name, "stack", string(debug.Stack()))
 			res = Fail(fmt.Errorf("handler panicked: %v", p))
+		}
+		if w.outputErr != nil && res.kind != resultFail {
+			res = Fail(w.outputErr)
 		}
 		if res.kind == resultFail {
 			span.SetStatus(codes.Error, res.err.Error())
@@ -520,28 +629,46 @@ func (w *walker[T]) isStalled(reason, message string) bool {
 
 // illegal refuses an undeclared transition: the state stays, and the
 // object is reported so that the bug is seen.
-func (w *walker[T]) illegal(cur, next State) {
-	exits := make([]string, len(w.r.b.states[cur].exits))
-	for i, e := range w.r.b.states[cur].exits {
-		exits[i] = string(e)
+func (w *walker[T]) illegal(cur State, res Result) {
+	def := w.r.b.states[cur]
+	var msg string
+	if len(res.also) == 0 {
+		msg = fmt.Sprintf("state %s asked to move to %s, which is not among its exits [%s]; the transition was refused", cur, res.next, joinStates(def.exits))
+	} else {
+		events := append([]State{res.next}, res.also...)
+		bad := events[slices.IndexFunc(events, func(e State) bool { return def.exitIndex(e) < 0 })]
+		msg = fmt.Sprintf("state %s raised events [%s]; %s is not among its exits [%s]; the transition was refused", cur, joinStates(events), bad, joinStates(def.exits))
 	}
-	msg := fmt.Sprintf("state %s asked to move to %s, which is not among its exits [%s]; the transition was refused", cur, next, strings.Join(exits, ", "))
 	if !w.isStalled(ReasonIllegalTransition, msg) {
-		w.log.Error(errors.New(msg), "illegal transition", "from", cur, "to", next)
+		w.log.Error(errors.New(msg), "illegal transition", "from", cur, "to", res.next)
 	}
 	w.rest(cur, ReasonIllegalTransition)
 	w.stall(cur, ReasonIllegalTransition, msg)
+}
+
+// unreachableGoal reports a goal that the object cannot walk to. No
+// handler runs: it would be told to walk where no path leads.
+func (w *walker[T]) unreachableGoal(cur State, err error) {
+	msg := err.Error()
+	if !w.isStalled(ReasonGoalUnreachable, msg) {
+		w.log.Error(err, "unreachable goal", "state", cur, "goal", w.goal)
+	}
+	w.stall(cur, ReasonGoalUnreachable, msg)
+}
+
+func joinStates(states []State) string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // unknownState reports a persisted state the graph does not have, for
 // example after a state was renamed. The state is kept: resetting it
 // would throw away where the object really is.
 func (w *walker[T]) unknownState() {
-	names := make([]string, len(w.r.m.states))
-	for i, s := range w.r.m.states {
-		names[i] = string(s.name)
-	}
-	msg := fmt.Sprintf("the object is in state %q, which machine %s does not declare (states: %s); it was left there", w.st.State, w.r.m.name, strings.Join(names, ", "))
+	msg := fmt.Sprintf("the object is in state %q, which machine %s does not declare (states: %s); it was left there", w.st.State, w.r.m.name, joinStates(w.r.m.stateNames()))
 	if !w.isStalled(ReasonUnknownState, msg) {
 		w.log.Error(errors.New(msg), "unknown state", "state", w.st.State)
 	}

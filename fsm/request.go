@@ -1,10 +1,10 @@
 package fsm
 
 import (
+	"context"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -31,12 +31,70 @@ type Request[T Object] struct {
 	// Attempt counts the runs of this handler since the last success: 1,
 	// then 2 after a failure, and so on.
 	Attempt int
+	// Goal is the state the machine's goal function asks for, empty
+	// without one. NextHop is the exit to take towards it: the first step
+	// of the shortest path through the declared exits, ties going to the
+	// exit declared first. It is empty when the object is at its goal.
+	Goal, NextHop State
 
-	recorder events.EventRecorder
+	w *walker[T]
 }
 
 // Event records a Kubernetes event about the object: eventtype is
 // "Normal" or "Warning", reason a CamelCase word, note a sentence.
 func (r *Request[T]) Event(eventtype, reason, note string) {
-	r.recorder.Eventf(r.Object, nil, eventtype, reason, string(r.State), note)
+	r.w.r.recorder.Eventf(r.Object, nil, eventtype, reason, string(r.State), "%s", note)
+}
+
+// Apply creates or updates child, an object of a type declared with Owns,
+// with server-side apply: the fields set in child are applied under the
+// machine's field owner, and child is updated with the server's answer.
+// A namespaced child without a namespace goes in the object's namespace.
+//
+// kfsm makes the object child's controller (an owner reference) when it
+// can, labels it app.kubernetes.io/managed-by=kfsm with the object's UID,
+// and records it in Status.Outputs. A child that cannot carry an owner
+// reference (cluster-scoped under a namespaced object, or in another
+// namespace) needs an OnDelete state: the deletion path deletes it, as
+// garbage collection cannot. Children that are no longer desired are
+// pruned; see the package doc.
+//
+// Applying an unchanged child changes nothing on the server. Fields owned
+// by another field manager make Apply fail with a [ConflictError] unless
+// [ForceOwnership] is given. If an Apply fails, the handler's run fails
+// with its error whatever the handler returns: a child is never skipped
+// silently.
+//
+// Typed objects are applied with every field that their JSON encoding
+// has, zero values of fields without omitempty included; to apply exactly
+// the fields you set, pass an *unstructured.Unstructured.
+func (r *Request[T]) Apply(ctx context.Context, child client.Object, opts ...ApplyOption) error {
+	return r.w.apply(ctx, child, opts)
+}
+
+// Delete deletes child, a child that kfsm applied for the object, and
+// removes it from Status.Outputs. Deleting a child that is already gone
+// is not an error; an object that kfsm did not apply for this object is
+// left alone, with an error. A failed Delete fails the handler's run.
+func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
+	return r.w.remove(ctx, child)
+}
+
+// Action runs a long task outside the reconcile, so that it holds no
+// reconcile worker, and reports where it stands. The first call for a name
+// starts run in the machine's pool (see [Machine.ActionLimit]) and reports
+// ActionPending; while it runs, calls report ActionPending; once it
+// returns, the object is reconciled at once and calls report
+// ActionSucceeded or ActionFailed with the error. After the reconcile that
+// saw the result, the action is forgotten: calling Action again with the
+// name starts it anew, which is how a failed action is retried.
+//
+// run gets a context that is cancelled when the object is deleted (for
+// actions started before the deletion) or the manager stops. It must not
+// use the Request, which is reused; copy what it needs. An action that was
+// running when the manager stopped is started again by the handler's next
+// call after the restart, so run must be idempotent.
+func (r *Request[T]) Action(name string, run func(ctx context.Context) error) Action {
+	w := r.w
+	return w.r.actions.get(client.ObjectKeyFromObject(w.obj), w.obj.GetUID(), name, w.deleting, run)
 }

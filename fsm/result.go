@@ -10,6 +10,7 @@ import (
 type Result struct {
 	kind    resultKind
 	next    State
+	also    []State // more events, for Next with several
 	after   time.Duration
 	reason  string
 	message string
@@ -32,7 +33,17 @@ const (
 // state's declared exits, and runs to's handler in the same reconcile
 // (unless to was already run in this reconcile; then the next reconcile
 // continues, at once).
-func Next(to State) Result { return Result{kind: resultNext, next: to} }
+//
+// Given several events, Next takes the exit that was declared first among
+// those raised: with fsm.To(Servicing, Stopping), Next(Stopping,
+// Servicing) moves to Servicing. The event [Default] stands for the last
+// declared exit. Every event must name an exit; one that does not makes
+// the transition illegal, whatever the others say.
+func Next(to State, also ...State) Result { return Result{kind: resultNext, next: to, also: also} }
+
+// Default is the event that takes a state's last declared exit, its
+// default child in OKT's words. Pass it to Next.
+const Default State = "(default)"
 
 // Wait keeps the object in its state and runs the handler again after the
 // given time, or on the next change of the object or its children when

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -50,9 +51,36 @@ type Status struct {
 	// +optional
 	// +listType=atomic
 	History []Transition `json:"history,omitempty"`
+	// Outputs are the children that kfsm applied for the object and has
+	// not deleted, sorted.
+	// +optional
+	// +listType=atomic
+	Outputs []OutputRef `json:"outputs,omitempty"`
 	// Failures counts the consecutive failed attempts in State.
 	// +optional
 	Failures int32 `json:"failures,omitempty"`
+}
+
+// OutputRef names a child object that kfsm applied.
+//
+// +kubebuilder:object:generate=true
+type OutputRef struct {
+	// Group is the child's API group, empty for the core group.
+	// +optional
+	Group string `json:"group,omitempty"`
+	Kind  string `json:"kind"`
+	// Namespace is empty for a cluster-scoped child.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// State is the lifecycle state whose handler last applied the child;
+	// pruning is by state in lifecycle machines.
+	// +optional
+	State State `json:"state,omitempty"`
+	// UID identifies the child, so that kfsm never deletes another object
+	// that took its name.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
 }
 
 // Transition is one move between states.
@@ -96,4 +124,14 @@ const (
 	ReasonIllegalTransition = "IllegalTransition"
 	ReasonUnknownState      = "UnknownState"
 	ReasonProgressing       = "Progressing"
+	// A child could not be applied because another field manager owns
+	// some of its fields; see ConflictError.
+	ReasonApplyConflict = "ApplyConflict"
+	// A handler applied or deleted a child of a type the machine does not
+	// declare with Owns.
+	ReasonUndeclaredOutput = "UndeclaredOutput"
+	// A child that was no longer desired was deleted.
+	ReasonPruned = "Pruned"
+	// The object's goal is not a state, or no path leads there.
+	ReasonGoalUnreachable = "GoalUnreachable"
 )

@@ -1,0 +1,182 @@
+package fsm_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// backupMachine runs action as an asynchronous "backup" in state Backup,
+// then moves to Done; a failed backup fails the state.
+func backupMachine(name string, action func(ctx context.Context, g string) error) *fsm.Machine[*gadget] {
+	return fsm.New[*gadget](name, fsm.Lifecycle).
+		Initial("Backup").
+		State("Backup", func(_ context.Context, r *request) fsm.Result {
+			gadgetName := r.Object.Name // the action must not keep the request
+			a := r.Action("backup", func(ctx context.Context) error { return action(ctx, gadgetName) })
+			switch a.State {
+			case fsm.ActionPending:
+				return fsm.Wait(0, "BackingUp") // no timer: only completion wakes it
+			case fsm.ActionFailed:
+				return fsm.Fail(a.Err)
+			}
+			return fsm.Next("Finished")
+		}, fsm.To("Finished")).
+		State("Finished", done, fsm.Final()).
+		OnDelete("Released").
+		State("Released", done, fsm.Final())
+}
+
+func ready(e *env, name string) bool {
+	return meta.IsStatusConditionTrue(e.get(name).Status.Conditions, fsm.ConditionReady)
+}
+
+func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
+	e := newEnv(t)
+	var finished atomic.Int64 // when the slow backup returned, in Unix nanoseconds
+	m := backupMachine("actions", func(ctx context.Context, g string) error {
+		if g != "slow" {
+			return nil
+		}
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		finished.Store(time.Now().UnixNano())
+		return nil
+	}).Workers(1)
+	stop := startManager(t, e, m)
+	defer stop()
+
+	e.gadget("slow", v1alpha1.GadgetSpec{})
+	poll(t, "the slow backup to start", func() bool {
+		c := condition(e.get("slow"), fsm.ConditionReady)
+		return c != nil && c.Reason == "BackingUp"
+	})
+	e.gadget("quick", v1alpha1.GadgetSpec{})
+	poll(t, "the quick gadget to finish", func() bool { return ready(e, "quick") })
+	if finished.Load() != 0 {
+		t.Error("the quick gadget finished only after the slow backup: the one worker was held")
+	}
+	poll(t, "the slow gadget to finish", func() bool { return ready(e, "slow") })
+	if finished.Load() == 0 {
+		t.Fatal("the slow gadget finished without its backup")
+	}
+	g := e.get("slow")
+	if g.Status.State != "Finished" {
+		t.Errorf("state %s, want Finished", g.Status.State)
+	}
+	if got := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"}); got != 2 {
+		t.Errorf("kfsm_actions_completed_total = %v, want 2", got)
+	}
+	if got := metricValue(t, "kfsm_actions_running", map[string]string{"machine": "actions", "action": "backup"}); got != 0 {
+		t.Errorf("kfsm_actions_running = %v, want 0", got)
+	}
+}
+
+func TestFailedActionIsReportedAndRetried(t *testing.T) {
+	e := newEnv(t)
+	var runs atomic.Int32
+	m := backupMachine("actions-fail", func(context.Context, string) error {
+		if runs.Add(1) == 1 {
+			return errors.New("disk full")
+		}
+		return nil
+	})
+	stop := startManager(t, e, m)
+	defer stop()
+
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	poll(t, "the retried backup to succeed", func() bool { return ready(e, "g") })
+	if runs.Load() != 2 {
+		t.Errorf("the backup ran %d times, want 2: once failing, once retried", runs.Load())
+	}
+	if got := metricValue(t, "kfsm_actions_failed_total", map[string]string{"machine": "actions-fail", "action": "backup"}); got != 1 {
+		t.Errorf("kfsm_actions_failed_total = %v, want 1", got)
+	}
+	if got := metricValue(t, "kfsm_handler_errors_total", map[string]string{"machine": "actions-fail", "state": "Backup"}); got != 1 {
+		t.Errorf("the failed backup failed the state %v times, want 1", got)
+	}
+}
+
+func TestFailedActionErrorReachesTheCondition(t *testing.T) {
+	e := newEnv(t)
+	m := backupMachine("actions-error", func(context.Context, string) error { return errors.New("disk full") })
+	stop := startManager(t, e, m)
+	defer stop()
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	poll(t, "the failure in the Ready condition", func() bool {
+		c := condition(e.get("g"), fsm.ConditionReady)
+		return c != nil && c.Reason == fsm.ReasonHandlerFailed && strings.Contains(c.Message, "disk full")
+	})
+}
+
+func TestDeletionCancelsActions(t *testing.T) {
+	e := newEnv(t)
+	cancelled := make(chan error, 1)
+	m := backupMachine("actions-cancel", func(ctx context.Context, _ string) error {
+		<-ctx.Done()
+		cancelled <- ctx.Err()
+		return ctx.Err()
+	})
+	stop := startManager(t, e, m)
+	defer stop()
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	poll(t, "the backup to start", func() bool {
+		c := condition(e.get("g"), fsm.ConditionReady)
+		return c != nil && c.Reason == "BackingUp"
+	})
+	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the action ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("deleting the object did not cancel its action")
+	}
+	poll(t, "the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
+}
+
+func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
+	e := newEnv(t)
+	var starts atomic.Int32
+	machine := func() *fsm.Machine[*gadget] {
+		return backupMachine("actions-restart", func(ctx context.Context, _ string) error {
+			if starts.Add(1) == 1 {
+				<-ctx.Done() // the first run is cut short by the stop
+				return ctx.Err()
+			}
+			return nil
+		})
+	}
+	stop := startManager(t, e, machine())
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	poll(t, "the backup to start", func() bool { return starts.Load() == 1 })
+	stop()
+	if ready(e, "g") {
+		t.Fatal("the gadget finished although its backup was cut short")
+	}
+
+	stop = startManager(t, e, machine())
+	defer stop()
+	poll(t, "the backup to run again and the gadget to finish", func() bool { return ready(e, "g") })
+	if starts.Load() != 2 {
+		t.Errorf("the backup started %d times, want 2", starts.Load())
+	}
+	if c := condition(e.get("g"), fsm.ConditionReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v", c)
+	}
+}

@@ -1,0 +1,551 @@
+package fsm
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// What kfsm puts on the children it applies. The owner UID label is how
+// kfsm finds its children again, also those a crash kept out of the
+// parent's status; the owner annotation leads back to a parent that an
+// owner reference cannot name.
+const (
+	labelManagedBy  = "app.kubernetes.io/managed-by"
+	managedBy       = "kfsm"
+	labelMachine    = "kfsm.dev/machine"
+	labelOwnerUID   = "kfsm.dev/owner-uid"
+	annotationOwner = "kfsm.dev/owner"
+	annotationState = "kfsm.dev/state"
+)
+
+// ApplyOption changes how [Request.Apply] applies a child.
+type ApplyOption func(*applyOptions)
+
+type applyOptions struct{ force bool }
+
+// ForceOwnership takes over the fields that another field manager owns
+// instead of failing with a [ConflictError]: the equivalent of kubectl
+// apply --server-side --force-conflicts. Use it when kfsm's machine is
+// meant to win over whoever else writes the child.
+func ForceOwnership() ApplyOption { return func(o *applyOptions) { o.force = true } }
+
+// ConflictError is what [Request.Apply] returns when another server-side
+// applier owns fields that the child sets: two declarations disagree, and
+// a person must decide. The handler's state then fails with reason
+// ApplyConflict and the managers named in the Ready condition. Fields that
+// were changed by updates rather than applies (kubectl edit, a controller
+// that updates) are drift, and Apply takes them back without an error.
+type ConflictError struct {
+	Child    OutputRef
+	Managers []string // the conflicting field managers
+	Fields   []string // the contested fields, such as .data.key
+	Err      error    // the API server's answer
+
+	drift bool // every conflicting manager wrote with an update, not an apply
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("applying %s: fields %s are owned by field manager %s; pass fsm.ForceOwnership() to take them over",
+		e.Child, strings.Join(e.Fields, ", "), quoteAll(e.Managers))
+}
+
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// UndeclaredOutputError is what [Request.Apply] and [Request.Delete]
+// return for a child whose type the machine does not declare with Owns.
+// Nothing is written. The handler's state fails with reason
+// UndeclaredOutput.
+type UndeclaredOutputError struct {
+	Machine string
+	Kind    schema.GroupKind
+}
+
+func (e *UndeclaredOutputError) Error() string {
+	return fmt.Sprintf("machine %s does not own %s: declare the type with Owns to apply or delete such children", e.Machine, e.Kind)
+}
+
+// String names the child as kubectl would: Kind[.group] [namespace/]name.
+func (o OutputRef) String() string {
+	kind := o.Kind
+	if o.Group != "" {
+		kind += "." + o.Group
+	}
+	if o.Namespace == "" {
+		return kind + " " + o.Name
+	}
+	return kind + " " + o.Namespace + "/" + o.Name
+}
+
+func (o OutputRef) key() OutputRef {
+	return OutputRef{Group: o.Group, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+}
+
+func compareRefs(a, b OutputRef) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// ownedType is a type declared with Owns, resolved against the scheme.
+type ownedType struct {
+	gvk          schema.GroupVersionKind
+	unstructured bool
+}
+
+// resolveOwned resolves the Owns declarations once, so that a handler's
+// Apply checks its child's type with a map lookup.
+func resolveOwned(objs []client.Object, scheme *runtime.Scheme) (map[schema.GroupKind]ownedType, error) {
+	owned := make(map[schema.GroupKind]ownedType, len(objs))
+	for _, o := range objs {
+		gvk, err := apiutil.GVKForObject(o, scheme)
+		if err != nil {
+			return nil, fmt.Errorf("Owns(%T): %w", o, err)
+		}
+		_, isUnstructured := o.(runtime.Unstructured)
+		owned[gvk.GroupKind()] = ownedType{gvk: gvk, unstructured: isUnstructured}
+	}
+	return owned, nil
+}
+
+// newObject returns an empty object of an owned type, typed or
+// unstructured as the type was declared, so that reads go to the same
+// informer that the Owns watch started.
+func (t ownedType) newObject(scheme *runtime.Scheme) client.Object {
+	if !t.unstructured {
+		if o, err := scheme.New(t.gvk); err == nil {
+			if obj, ok := o.(client.Object); ok {
+				return obj
+			}
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(t.gvk)
+	return u
+}
+
+func (t ownedType) newList(scheme *runtime.Scheme) client.ObjectList {
+	listGVK := t.gvk.GroupVersion().WithKind(t.gvk.Kind + "List")
+	if !t.unstructured {
+		if o, err := scheme.New(listGVK); err == nil {
+			if list, ok := o.(client.ObjectList); ok {
+				return list
+			}
+		}
+	}
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(listGVK)
+	return u
+}
+
+// owned returns the declared type of a child, or an UndeclaredOutputError.
+func (r *reconciler[T]) owned(child client.Object) (ownedType, error) {
+	gvk, err := apiutil.GVKForObject(child, r.client.Scheme())
+	if err != nil {
+		return ownedType{}, fmt.Errorf("cannot tell the kind of child %T: %w", child, err)
+	}
+	t, ok := r.owns[gvk.GroupKind()]
+	if !ok {
+		return ownedType{}, &UndeclaredOutputError{Machine: r.m.name, Kind: gvk.GroupKind()}
+	}
+	return t, nil
+}
+
+// locate completes a child's namespace: a namespaced child without one
+// goes in its parent's namespace.
+func (w *walker[T]) locate(child client.Object, t ownedType) (namespaced bool, err error) {
+	probe := &unstructured.Unstructured{}
+	probe.SetGroupVersionKind(t.gvk)
+	namespaced, err = w.r.client.IsObjectNamespaced(probe)
+	if err != nil {
+		return false, fmt.Errorf("cannot tell whether %s is namespaced: %w", t.gvk.Kind, err)
+	}
+	switch {
+	case namespaced && child.GetNamespace() == "":
+		if w.obj.GetNamespace() == "" {
+			return false, fmt.Errorf("%s %s needs a namespace: its parent is cluster-scoped", t.gvk.Kind, child.GetName())
+		}
+		child.SetNamespace(w.obj.GetNamespace())
+	case !namespaced && child.GetNamespace() != "":
+		return false, fmt.Errorf("%s is cluster-scoped: %s cannot be in namespace %s", t.gvk.Kind, child.GetName(), child.GetNamespace())
+	}
+	if child.GetName() == "" {
+		return false, fmt.Errorf("a %s child needs a name", t.gvk.Kind)
+	}
+	return namespaced, nil
+}
+
+// apply is Request.Apply: it applies child and records it.
+func (w *walker[T]) apply(ctx context.Context, child client.Object, opts []ApplyOption) error {
+	err := w.applyChild(ctx, child, opts)
+	if err != nil && w.outputErr == nil {
+		w.outputErr = err
+	}
+	return err
+}
+
+func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []ApplyOption) error {
+	t, err := w.r.owned(child)
+	if err != nil {
+		return err
+	}
+	namespaced, err := w.locate(child, t)
+	if err != nil {
+		return err
+	}
+	u, err := applyContent(child, t.gvk)
+	if err != nil {
+		return err
+	}
+	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+
+	parent := w.obj
+	if parent.GetNamespace() == "" || (namespaced && u.GetNamespace() == parent.GetNamespace()) {
+		if err := controllerutil.SetControllerReference(parent, u, w.r.client.Scheme()); err != nil {
+			return fmt.Errorf("applying %s: %w", ref, err)
+		}
+	} else if w.r.b.onDelete == "" {
+		return fmt.Errorf("applying %s: it cannot carry an owner reference to its parent in namespace %s, so garbage collection will not delete it; declare OnDelete so that the deletion path does", ref, parent.GetNamespace())
+	}
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[labelManagedBy] = managedBy
+	labels[labelMachine] = w.r.m.name
+	labels[labelOwnerUID] = string(parent.GetUID())
+	u.SetLabels(labels)
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[annotationOwner] = client.ObjectKeyFromObject(parent).String()
+	if w.r.m.mode == Lifecycle {
+		annotations[annotationState] = string(w.req.State)
+		ref.State = w.req.State
+	}
+	u.SetAnnotations(annotations)
+
+	var o applyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	applyOpts := []client.ApplyOption{client.FieldOwner(w.r.m.FieldOwner())}
+	if o.force {
+		applyOpts = append(applyOpts, client.ForceOwnership)
+	}
+	content := u.DeepCopy() // the request again, should it need forcing
+	if err := w.r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), applyOpts...); err != nil {
+		err = applyFailed(ref, err)
+		ce := (*ConflictError)(nil)
+		if !errors.As(err, &ce) || !ce.drift {
+			return err
+		}
+		// Only imperative writes stand in the way, such as kubectl edit:
+		// that is drift, and a controller puts it right.
+		if w.log.Enabled() {
+			w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", ref.String(), "managers", ce.Managers, "fields", ce.Fields)
+		}
+		u = content
+		if err := w.r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), append(applyOpts, client.ForceOwnership)...); err != nil {
+			return applyFailed(ref, err)
+		}
+	}
+	if err := copyBack(u, child); err != nil {
+		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
+	}
+	ref.UID = u.GetUID()
+	w.recordOutput(ref)
+	return nil
+}
+
+// applyContent is the child as an apply request: what the author set, with
+// the type filled in and the fields that the server owns left out.
+func applyContent(child client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	// A JSON round trip, rather than a deep copy, accepts unstructured
+	// content that holds Go ints, and gives typed objects their omitempty.
+	data, err := json.Marshal(child)
+	if err != nil {
+		return nil, fmt.Errorf("encoding child %s: %w", child.GetName(), err)
+	}
+	content := map[string]any{}
+	if err := utiljson.Unmarshal(data, &content); err != nil {
+		return nil, fmt.Errorf("encoding child %s: %w", child.GetName(), err)
+	}
+	delete(content, "status")
+	if md, ok := content["metadata"].(map[string]any); ok {
+		for _, f := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
+			delete(md, f)
+		}
+	}
+	dropNulls(content)
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// dropNulls removes null fields, such as the creationTimestamp of a pod
+// template, which a typed object always has: applied, they would claim
+// fields that the author never set.
+func dropNulls(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			dropNulls(v)
+		case []any:
+			for _, item := range v {
+				if im, ok := item.(map[string]any); ok {
+					dropNulls(im)
+				}
+			}
+		}
+	}
+}
+
+// copyBack gives the author the child as the server answered: its UID,
+// its defaults and its status.
+func copyBack(u *unstructured.Unstructured, child client.Object) error {
+	if cu, ok := child.(*unstructured.Unstructured); ok {
+		cu.Object = u.Object
+		return nil
+	}
+	v := reflect.ValueOf(child).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, child)
+}
+
+// managerInConflict reads a conflict cause from the API server. A manager
+// that applied is named alone ("conflict with \"team-b\""); one that wrote
+// with an update carries the version it used ("conflict with
+// \"kubectl-edit\" using v1 at 2026-01-02T03:04:05Z").
+var managerInConflict = regexp.MustCompile(`conflict with "([^"]*)"(?: with subresource "[^"]*")?( using .*)?$`)
+
+func applyFailed(ref OutputRef, err error) error {
+	var status apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return fmt.Errorf("applying %s: %w", ref, err)
+	}
+	ce := &ConflictError{Child: ref, Err: err, drift: true}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type != metav1.CauseTypeFieldManagerConflict {
+			continue
+		}
+		m := managerInConflict.FindStringSubmatch(c.Message)
+		if m == nil {
+			continue
+		}
+		if !slices.Contains(ce.Managers, m[1]) {
+			ce.Managers = append(ce.Managers, m[1])
+		}
+		ce.Fields = append(ce.Fields, c.Field)
+		ce.drift = ce.drift && m[2] != ""
+	}
+	if len(ce.Managers) == 0 {
+		return fmt.Errorf("applying %s: %w", ref, err)
+	}
+	return ce
+}
+
+// recordOutput notes that ref was applied: in this run's desired set and in
+// the status.
+func (w *walker[T]) recordOutput(ref OutputRef) {
+	if !slices.ContainsFunc(w.applied, func(a OutputRef) bool { return a.key() == ref.key() }) {
+		w.applied = append(w.applied, ref)
+	}
+	outs := &w.st.Outputs
+	i, found := slices.BinarySearchFunc(*outs, ref, compareRefs)
+	switch {
+	case !found:
+		*outs = slices.Insert(*outs, i, ref)
+	case (*outs)[i] != ref:
+		(*outs)[i] = ref
+	}
+}
+
+func (w *walker[T]) forgetOutput(ref OutputRef) {
+	if i, found := slices.BinarySearchFunc(w.st.Outputs, ref, compareRefs); found {
+		w.st.Outputs = slices.Delete(w.st.Outputs, i, i+1)
+	}
+	w.applied = slices.DeleteFunc(w.applied, func(a OutputRef) bool { return a.key() == ref.key() })
+}
+
+// remove is Request.Delete.
+func (w *walker[T]) remove(ctx context.Context, child client.Object) error {
+	err := w.removeChild(ctx, child)
+	if err != nil && w.outputErr == nil {
+		w.outputErr = err
+	}
+	return err
+}
+
+func (w *walker[T]) removeChild(ctx context.Context, child client.Object) error {
+	t, err := w.r.owned(child)
+	if err != nil {
+		return err
+	}
+	if _, err := w.locate(child, t); err != nil {
+		return err
+	}
+	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: child.GetNamespace(), Name: child.GetName()}
+	if i, found := slices.BinarySearchFunc(w.st.Outputs, ref, compareRefs); found {
+		ref = w.st.Outputs[i]
+	} else {
+		// Not in the status: it is a child only if it carries the labels
+		// kfsm applies, for example after a crash before the status write.
+		obj := t.newObject(w.r.client.Scheme())
+		if err := w.r.client.Get(ctx, client.ObjectKeyFromObject(child), obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("deleting %s: %w", ref, err)
+		}
+		if obj.GetLabels()[labelOwnerUID] != string(w.obj.GetUID()) {
+			return fmt.Errorf("%s is not a child that kfsm applied for %s; it was left alone", ref, client.ObjectKeyFromObject(w.obj))
+		}
+		ref.UID = obj.GetUID()
+	}
+	if err := w.r.deleteChild(ctx, ref, t); err != nil {
+		return err
+	}
+	w.forgetOutput(ref)
+	return nil
+}
+
+// deleteChild deletes one child, only if it is still the object kfsm
+// applied (same UID); a child already gone is fine.
+func (r *reconciler[T]) deleteChild(ctx context.Context, ref OutputRef, t ownedType) error {
+	obj := t.newObject(r.client.Scheme())
+	obj.SetNamespace(ref.Namespace)
+	obj.SetName(ref.Name)
+	opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
+	if ref.UID != "" {
+		opts = append(opts, client.Preconditions{UID: &ref.UID})
+	}
+	err := r.client.Delete(ctx, obj, opts...)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone, or the name now belongs to another object: not ours.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting %s: %w", ref, err)
+	}
+	return nil
+}
+
+// children returns the object's children: those in its status and those
+// that carry its owner UID label, such as a child applied just before a
+// crash kept it out of the status. The status is the fresher record of
+// the two for a child in both.
+func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
+	refs := slices.Clone(w.st.Outputs)
+	uid := string(w.obj.GetUID())
+	for _, t := range w.r.owns {
+		list := t.newList(w.r.client.Scheme())
+		if err := w.r.client.List(ctx, list, client.MatchingLabels{labelOwnerUID: uid}); err != nil {
+			return nil, fmt.Errorf("listing %s children: %w", t.gvk.Kind, err)
+		}
+		err := meta.EachListItem(list, func(o runtime.Object) error {
+			obj, ok := o.(client.Object)
+			if !ok {
+				return nil
+			}
+			ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+				State: State(obj.GetAnnotations()[annotationState]), UID: obj.GetUID()}
+			if !slices.ContainsFunc(refs, func(r OutputRef) bool { return r.key() == ref.key() }) {
+				refs = append(refs, ref)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return refs, nil
+}
+
+// prune deletes the children that are no longer desired. A pipeline pass
+// that reached a final state desires what it applied; a lifecycle state
+// whose handler returned Done desires what that run applied, among the
+// children that state applied before. At the end of the deletion path,
+// all is set and every child goes.
+func (w *walker[T]) prune(ctx context.Context, state State, all bool) error {
+	refs, err := w.children(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if !all {
+			if slices.ContainsFunc(w.applied, func(a OutputRef) bool { return a.key() == ref.key() }) {
+				continue
+			}
+			if w.r.m.mode == Lifecycle && ref.State != state {
+				continue
+			}
+		}
+		t, ok := w.r.owns[schema.GroupKind{Group: ref.Group, Kind: ref.Kind}]
+		if !ok {
+			// Recorded by an older version of the machine that owned the
+			// type: deleting it now would need the type's scheme.
+			continue
+		}
+		if err := w.r.deleteChild(ctx, ref, t); err != nil {
+			return err
+		}
+		w.forgetOutput(ref)
+		why := "no longer desired"
+		if all {
+			why = "its parent is being deleted"
+		}
+		if w.log.Enabled() {
+			w.log.Info("pruned", "machine", w.r.m.name, "child", ref.String(), "why", why)
+		}
+		w.r.recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, ReasonPruned, "Delete", "deleted %s: %s", ref, why)
+	}
+	return nil
+}
+
+// parentOf maps a child that cannot carry an owner reference back to its
+// parent through the labels and annotation that Apply put on it. Children
+// with a controller reference are left to the Owns watch.
+func (r *reconciler[T]) parentOf(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[labelMachine] != r.m.name || metav1.GetControllerOf(o) != nil {
+		return nil
+	}
+	owner := o.GetAnnotations()[annotationOwner]
+	if owner == "" {
+		return nil
+	}
+	ns, name, found := strings.Cut(owner, "/")
+	if !found {
+		ns, name = "", owner
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}

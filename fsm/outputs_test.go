@@ -1,0 +1,480 @@
+package fsm_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// webMachine is a pipeline with two children: a ConfigMap always, and a
+// Service while the gadget's mode is "expose" (or "force", which takes
+// the Service's fields over from other managers).
+func webMachine(name string) *fsm.Machine[*gadget] {
+	return fsm.New[*gadget](name, fsm.Pipeline).
+		Initial("Config").
+		State("Config", func(ctx context.Context, r *request) fsm.Result {
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name + "-config"},
+				Data:       map[string]string{"target": strconv.Itoa(int(r.Object.Spec.Target))},
+			}
+			return failOr(r.Apply(ctx, cm), fsm.Next("Expose"))
+		}, fsm.To("Expose")).
+		State("Expose", func(ctx context.Context, r *request) fsm.Result {
+			if r.Object.Spec.Mode != "expose" && r.Object.Spec.Mode != "force" {
+				return fsm.Next("Serving")
+			}
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name},
+				Spec: corev1.ServiceSpec{
+					Selector: map[string]string{"app": r.Object.Name},
+					Ports:    []corev1.ServicePort{{Name: "http", Port: 80}},
+				},
+			}
+			var opts []fsm.ApplyOption
+			if r.Object.Spec.Mode == "force" {
+				opts = append(opts, fsm.ForceOwnership())
+			}
+			return failOr(r.Apply(ctx, svc, opts...), fsm.Next("Serving"))
+		}, fsm.To("Serving")).
+		State("Serving", done, fsm.Final()).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{})
+}
+
+// ignoreUID compares output refs without their UIDs, which the server picks.
+var ignoreUID = cmpopts.IgnoreFields(fsm.OutputRef{}, "UID")
+
+func (e *env) key(name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: e.namespace, Name: name}
+}
+
+// exists reports whether the named object of obj's type exists.
+func (e *env) exists(obj client.Object, name string) bool {
+	e.t.Helper()
+	err := e.direct.Get(e.t.Context(), e.key(name), obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
+	return err == nil
+}
+
+func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
+	e := newEnv(t)
+	stop := startManager(t, e, webMachine("web"))
+	defer stop()
+
+	e.gadget("g", v1alpha1.GadgetSpec{Target: 1, Mode: "expose"})
+	poll(t, "the gadget to be Ready", func() bool { return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady) })
+
+	g := e.get("g")
+	var cm corev1.ConfigMap
+	var svc corev1.Service
+	if !e.exists(&cm, "g-config") || !e.exists(&svc, "g") {
+		t.Fatal("the ConfigMap and Service were not applied")
+	}
+	for _, child := range []client.Object{&cm, &svc} {
+		if owner := metav1.GetControllerOf(child); owner == nil || owner.UID != g.UID {
+			t.Errorf("%s has controller %v, want the gadget", child.GetName(), owner)
+		}
+		if got := child.GetLabels()["app.kubernetes.io/managed-by"]; got != "kfsm" {
+			t.Errorf("%s has managed-by label %q, want kfsm", child.GetName(), got)
+		}
+		if !managedBy(child, "kfsm-web") {
+			t.Errorf("%s has no fields applied by kfsm-web: %v", child.GetName(), child.GetManagedFields())
+		}
+	}
+	want := []fsm.OutputRef{
+		{Kind: "ConfigMap", Namespace: e.namespace, Name: "g-config"},
+		{Kind: "Service", Namespace: e.namespace, Name: "g"},
+	}
+	if diff := cmp.Diff(want, g.Status.Outputs, ignoreUID); diff != "" {
+		t.Errorf("status.outputs (-want +got):\n%s", diff)
+	}
+
+	// Un-exposed: the Service goes, the ConfigMap stays.
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
+	poll(t, "the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
+	if !e.exists(&corev1.ConfigMap{}, "g-config") {
+		t.Error("the ConfigMap, still desired, was deleted")
+	}
+	poll(t, "status.outputs to drop the Service", func() bool {
+		return cmp.Equal(want[:1], e.get("g").Status.Outputs, ignoreUID)
+	})
+
+	// A child changed or deleted by hand is put back.
+	cm.Data = map[string]string{"target": "99", "extra": "kept"}
+	if err := e.direct.Update(t.Context(), &cm); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the ConfigMap to be restored", func() bool {
+		var got corev1.ConfigMap
+		return e.exists(&got, "g-config") && got.Data["target"] == "1"
+	})
+	if err := e.direct.Delete(t.Context(), &cm); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the ConfigMap to be created again", func() bool {
+		var got corev1.ConfigMap
+		return e.exists(&got, "g-config") && got.UID != cm.UID
+	})
+}
+
+func managedBy(obj client.Object, manager string) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+func TestConvergedParentWithChildrenChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	r := e.reconciler(webMachine("web-converged"))
+	e.gadget("g", v1alpha1.GadgetSpec{Target: 1, Mode: "expose"})
+	e.reconcile(r, "g")
+	if !meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady) {
+		t.Fatalf("not Ready after one reconcile: %+v", e.get("g").Status.Conditions)
+	}
+
+	versions := func() []string {
+		var cm corev1.ConfigMap
+		var svc corev1.Service
+		e.exists(&cm, "g-config")
+		e.exists(&svc, "g")
+		return []string{e.get("g").ResourceVersion, cm.ResourceVersion, svc.ResourceVersion}
+	}
+	before, writes := versions(), e.writes.Load()
+	for range 3 {
+		e.reconcile(r, "g")
+	}
+	if diff := cmp.Diff(before, versions()); diff != "" {
+		t.Errorf("reconciling a converged parent changed resource versions (gadget, ConfigMap, Service) (-before +after):\n%s", diff)
+	}
+	if n := e.writes.Load() - writes; n != 0 {
+		t.Errorf("reconciling a converged parent made %d writes besides applies, want 0", n)
+	}
+}
+
+func TestFieldConflictIsReportedAndForcedOnRequest(t *testing.T) {
+	e := newEnv(t)
+	r := e.reconciler(webMachine("web-conflict"))
+
+	// Another team's tool owns the Service's selector.
+	theirs := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "theirs"},
+			Ports:    []corev1.ServicePort{{Name: "web", Port: 8080}},
+		},
+	}
+	if err := e.direct.Patch(t.Context(), theirs, client.Apply, client.FieldOwner("other-team")); err != nil { //nolint:staticcheck // the plainest way to be another field manager
+		t.Fatal(err)
+	}
+
+	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
+	e.reconcile(r, "g")
+	g := e.get("g")
+	wantCondition(t, g, fsm.ConditionReady, metav1.ConditionFalse, fsm.ReasonApplyConflict)
+	if msg := condition(g, fsm.ConditionReady).Message; !strings.Contains(msg, `"other-team"`) || !strings.Contains(msg, ".spec.selector") {
+		t.Errorf("Ready message %q does not name the manager other-team and the field", msg)
+	}
+	var svc corev1.Service
+	if e.exists(&svc, "g"); svc.Spec.Selector["app"] != "theirs" {
+		t.Errorf("the Service's selector is %v, want theirs untouched", svc.Spec.Selector)
+	}
+
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "force" })
+	e.reconcile(r, "g")
+	wantCondition(t, e.get("g"), fsm.ConditionReady, metav1.ConditionTrue, fsm.ReasonDone)
+	if e.exists(&svc, "g"); svc.Spec.Selector["app"] != "g" {
+		t.Errorf("the forced Service's selector is %v, want app=g", svc.Spec.Selector)
+	}
+}
+
+func TestCrashBetweenApplyAndStatusWriteLeavesNoOrphan(t *testing.T) {
+	e := newEnv(t)
+	// The status write fails as if the process had died just before it.
+	crashing := interceptor.NewClient(e.direct.(client.WithWatch), interceptor.Funcs{
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+			return errors.New("injected crash")
+		},
+	})
+	before, err := webMachine("web-crash").Reconciler(crashing, e.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kept", "dropped"} {
+		e.gadget(name, v1alpha1.GadgetSpec{Mode: "expose"})
+		if _, err := before.Reconcile(t.Context(), reconcileRequest(e, name)); err == nil {
+			t.Fatal("the injected crash did not fail the reconcile")
+		}
+		if !e.exists(&corev1.Service{}, name) || len(e.get(name).Status.Outputs) != 0 {
+			t.Fatal("the crash should leave the Service applied and unrecorded")
+		}
+	}
+
+	// After the restart, one gadget still wants its Service, the other no
+	// longer does.
+	g := e.get("dropped")
+	g.Spec.Mode = ""
+	if err := e.direct.Update(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	after := e.reconciler(webMachine("web-crash"))
+	e.reconcile(after, "kept")
+	e.reconcile(after, "dropped")
+
+	if !e.exists(&corev1.Service{}, "kept") {
+		t.Error("the Service still desired was deleted")
+	}
+	if got := e.get("kept").Status.Outputs; len(got) != 2 {
+		t.Errorf("kept records %v, want its ConfigMap and Service", got)
+	}
+	if e.exists(&corev1.Service{}, "dropped") {
+		t.Error("the Service no longer desired, applied before the crash, was left behind")
+	}
+	if got := e.get("dropped").Status.Outputs; len(got) != 1 || got[0].Kind != "ConfigMap" {
+		t.Errorf("dropped records %v, want only its ConfigMap", got)
+	}
+}
+
+func reconcileRequest(e *env, name string) reconcile.Request {
+	return reconcile.Request{NamespacedName: e.key(name)}
+}
+
+func TestUndeclaredChildTypeIsAnErrorAndNotWritten(t *testing.T) {
+	e := newEnv(t)
+	var applyErr error
+	m := fsm.New[*gadget]("undeclared", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", func(ctx context.Context, r *request) fsm.Result {
+			applyErr = r.Apply(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}})
+			return fsm.Done() // even a handler that ignores the error fails
+		}, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+
+	var undeclared *fsm.UndeclaredOutputError
+	if !errors.As(applyErr, &undeclared) || undeclared.Kind.Kind != "Secret" {
+		t.Errorf("Apply() = %v, want an UndeclaredOutputError for Secret", applyErr)
+	}
+	g := e.get("g")
+	wantCondition(t, g, fsm.ConditionReady, metav1.ConditionFalse, fsm.ReasonUndeclaredOutput)
+	if msg := condition(g, fsm.ConditionReady).Message; !strings.Contains(msg, "does not own Secret") {
+		t.Errorf("Ready message %q does not name the undeclared type", msg)
+	}
+	if e.exists(&corev1.Secret{}, "s") {
+		t.Error("the undeclared Secret was written")
+	}
+}
+
+func TestLifecyclePrunesWhatADoneStateNoLongerApplies(t *testing.T) {
+	e := newEnv(t)
+	cm := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	m := fsm.New[*gadget]("lifecycle-prune", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", func(ctx context.Context, r *request) fsm.Result {
+			return failOr(r.Apply(ctx, cm("from-start")), fsm.Next("Running"))
+		}, fsm.To("Running")).
+		State("Running", func(ctx context.Context, r *request) fsm.Result {
+			if err := r.Apply(ctx, cm("always")); err != nil {
+				return fsm.Fail(err)
+			}
+			if r.Object.Spec.Target == 0 {
+				if err := r.Apply(ctx, cm("while-zero")); err != nil {
+					return fsm.Fail(err)
+				}
+			}
+			if r.Object.Spec.Mode == "wait" {
+				return fsm.Wait(0, "Waiting") // not a complete answer: prunes nothing
+			}
+			return fsm.Done()
+		}, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+	for _, name := range []string{"from-start", "always", "while-zero"} {
+		if !e.exists(&corev1.ConfigMap{}, name) {
+			t.Fatalf("ConfigMap %s was not applied", name)
+		}
+	}
+	if got := e.get("g").Status.Outputs; len(got) != 3 || got[1].State != "Start" {
+		t.Errorf("status.outputs = %+v, want three children, from-start by Start", got)
+	}
+
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target, s.Mode = 1, "wait" })
+	e.reconcile(r, "g")
+	if !e.exists(&corev1.ConfigMap{}, "while-zero") {
+		t.Error("a Wait pruned a child")
+	}
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
+	e.reconcile(r, "g")
+	if e.exists(&corev1.ConfigMap{}, "while-zero") {
+		t.Error("Running's child that its Done run did not apply is still there")
+	}
+	if !e.exists(&corev1.ConfigMap{}, "from-start") || !e.exists(&corev1.ConfigMap{}, "always") {
+		t.Error("a child still desired, or another state's, was pruned")
+	}
+	if !strings.Contains(strings.Join(e.events.reasons(), " "), fsm.ReasonPruned) {
+		t.Errorf("no Pruned event among %v", e.events.reasons())
+	}
+}
+
+func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
+	e := newEnv(t)
+	var rules []rbacv1.PolicyRule
+	role := func(r *request) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Namespace + "-" + r.Object.Name}, Rules: rules}
+	}
+	rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
+	withCleanup := fsm.New[*gadget]("cluster-child", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", func(ctx context.Context, r *request) fsm.Result {
+			if err := r.Apply(ctx, role(r)); err != nil {
+				return fsm.Fail(err)
+			}
+			return failOr(r.Apply(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name + "-owned"}}), fsm.Done())
+		}, fsm.Final()).
+		OnDelete("Cleanup").
+		State("Cleanup", done, fsm.Final()).
+		Owns(&rbacv1.ClusterRole{}).
+		Owns(&corev1.ConfigMap{})
+	stop := startManager(t, e, withCleanup)
+	defer stop()
+
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	name := e.namespace + "-g"
+	poll(t, "the cluster-scoped child", func() bool {
+		return e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}) == nil
+	})
+	var cr rbacv1.ClusterRole
+	if err := e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &cr); err != nil {
+		t.Fatal(err)
+	}
+	if len(cr.OwnerReferences) != 0 {
+		t.Errorf("a cluster-scoped child has owner references %v", cr.OwnerReferences)
+	}
+
+	// A change to the child that no owner reference leads back from still
+	// reconciles the parent, which puts it right.
+	cr.Rules[0].Resources = []string{"secrets"}
+	if err := e.direct.Update(t.Context(), &cr); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the parent to restore its child", func() bool {
+		var got rbacv1.ClusterRole
+		return e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &got) == nil && cmp.Equal(got.Rules, rules)
+	})
+
+	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the parent to be gone", func() bool { return !e.exists(&gadget{}, "g") })
+	if err := e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the cluster-scoped child outlived its parent: %v", err)
+	}
+	if e.exists(&corev1.ConfigMap{}, "g-owned") {
+		t.Error("the owned child outlived the deletion path")
+	}
+}
+
+func TestGarbageCollectionDeletesOwnedChildren(t *testing.T) {
+	e := newEnv(t)
+	stop := startManager(t, e, webMachine("web-gc"))
+	defer stop()
+	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
+	poll(t, "the children", func() bool { return e.exists(&corev1.Service{}, "g") })
+
+	// No deletion path: the garbage collector of kube-controller-manager
+	// removes what the owner references point at.
+	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "garbage collection", func() bool {
+		return !e.exists(&corev1.Service{}, "g") && !e.exists(&corev1.ConfigMap{}, "g-config")
+	})
+}
+
+func TestClusterScopedChildNeedsADeletionPath(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("cluster-child-no-cleanup", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", func(ctx context.Context, r *request) fsm.Result {
+			return failOr(r.Apply(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Namespace + "-orphan"}}), fsm.Done())
+		}, fsm.Final()).
+		Owns(&rbacv1.ClusterRole{})
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+	if msg := condition(e.get("g"), fsm.ConditionReady).Message; !strings.Contains(msg, "declare OnDelete") {
+		t.Errorf("Ready message %q does not say that an OnDelete state is needed", msg)
+	}
+	err := e.direct.Get(t.Context(), client.ObjectKey{Name: e.namespace + "-orphan"}, &rbacv1.ClusterRole{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a child that nothing would delete was written: %v", err)
+	}
+}
+
+func TestDeleteRemovesOnlyChildren(t *testing.T) {
+	e := newEnv(t)
+	var deleteErr error
+	m := fsm.New[*gadget]("delete-child", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", func(ctx context.Context, r *request) fsm.Result {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}
+			if r.Object.Spec.Mode == "delete" {
+				deleteErr = r.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-mine"}})
+				return failOr(r.Delete(ctx, cm), fsm.Done())
+			}
+			return failOr(r.Apply(ctx, cm), fsm.Wait(0, "Applied"))
+		}, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	r := e.reconciler(m)
+	notMine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-mine", Namespace: e.namespace}}
+	if err := e.direct.Create(t.Context(), notMine); err != nil {
+		t.Fatal(err)
+	}
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+	if !e.exists(&corev1.ConfigMap{}, "mine") {
+		t.Fatal("the child was not applied")
+	}
+
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "delete" })
+	e.reconcile(r, "g")
+	if e.exists(&corev1.ConfigMap{}, "mine") {
+		t.Error("Delete left the child")
+	}
+	if got := e.get("g").Status.Outputs; len(got) != 0 {
+		t.Errorf("status.outputs = %v after the delete, want none", got)
+	}
+	if deleteErr == nil || !strings.Contains(deleteErr.Error(), "not a child") {
+		t.Errorf("Delete of an object kfsm did not apply = %v, want an error saying so", deleteErr)
+	}
+	if !e.exists(&corev1.ConfigMap{}, "not-mine") {
+		t.Error("Delete removed an object that kfsm did not apply")
+	}
+}
