@@ -42,19 +42,24 @@ func ready(e *env, name string) bool {
 
 func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 	e := newEnv(t)
-	var finished atomic.Int64 // when the slow backup returned, in Unix nanoseconds
+	var finished atomic.Bool
+	release := make(chan struct{}) // held until the quick gadget is done, so that the order is certain
 	m := backupMachine("actions", func(ctx context.Context, g string) error {
 		if g != "slow" {
 			return nil
 		}
-		select {
-		case <-time.After(2 * time.Second):
-		case <-ctx.Done():
-			return ctx.Err()
+		// Two seconds at least, and until the quick gadget is done.
+		for _, wait := range []<-chan struct{}{after(2 * time.Second), release} {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		finished.Store(time.Now().UnixNano())
+		finished.Store(true)
 		return nil
 	}).Workers(1)
+	completed := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"})
 	stop := startManager(t, e, m)
 	defer stop()
 
@@ -64,20 +69,18 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 		return c != nil && c.Reason == "BackingUp"
 	})
 	e.gadget("quick", v1alpha1.GadgetSpec{})
-	poll(t, "the quick gadget to finish", func() bool { return ready(e, "quick") })
-	if finished.Load() != 0 {
-		t.Error("the quick gadget finished only after the slow backup: the one worker was held")
-	}
+	poll(t, "the quick gadget to finish while the slow backup runs on the one worker", func() bool { return ready(e, "quick") })
+	close(release)
 	poll(t, "the slow gadget to finish", func() bool { return ready(e, "slow") })
-	if finished.Load() == 0 {
+	if !finished.Load() {
 		t.Fatal("the slow gadget finished without its backup")
 	}
 	g := e.get("slow")
 	if g.Status.State != "Finished" {
 		t.Errorf("state %s, want Finished", g.Status.State)
 	}
-	if got := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"}); got != 2 {
-		t.Errorf("kfsm_actions_completed_total = %v, want 2", got)
+	if got := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"}) - completed; got != 2 {
+		t.Errorf("kfsm_actions_completed_total grew by %v, want 2", got)
 	}
 	if got := metricValue(t, "kfsm_actions_running", map[string]string{"machine": "actions", "action": "backup"}); got != 0 {
 		t.Errorf("kfsm_actions_running = %v, want 0", got)
@@ -93,6 +96,9 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 		}
 		return nil
 	})
+	failedLabels := map[string]string{"machine": "actions-fail", "action": "backup"}
+	errorLabels := map[string]string{"machine": "actions-fail", "state": "Backup"}
+	failed, errs := metricValue(t, "kfsm_actions_failed_total", failedLabels), metricValue(t, "kfsm_handler_errors_total", errorLabels)
 	stop := startManager(t, e, m)
 	defer stop()
 
@@ -101,10 +107,10 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 	if runs.Load() != 2 {
 		t.Errorf("the backup ran %d times, want 2: once failing, once retried", runs.Load())
 	}
-	if got := metricValue(t, "kfsm_actions_failed_total", map[string]string{"machine": "actions-fail", "action": "backup"}); got != 1 {
-		t.Errorf("kfsm_actions_failed_total = %v, want 1", got)
+	if got := metricValue(t, "kfsm_actions_failed_total", failedLabels) - failed; got != 1 {
+		t.Errorf("kfsm_actions_failed_total grew by %v, want 1", got)
 	}
-	if got := metricValue(t, "kfsm_handler_errors_total", map[string]string{"machine": "actions-fail", "state": "Backup"}); got != 1 {
+	if got := metricValue(t, "kfsm_handler_errors_total", errorLabels) - errs; got != 1 {
 		t.Errorf("the failed backup failed the state %v times, want 1", got)
 	}
 }
@@ -179,4 +185,11 @@ func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
 	if c := condition(e.get("g"), fsm.ConditionReady); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %+v", c)
 	}
+}
+
+// after is time.After as a channel of struct{}.
+func after(d time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return c
 }

@@ -46,6 +46,81 @@
 // absent for states the pass did not reach. Choose it when the state can be
 // derived from the world again each time.
 //
+// # Children
+//
+// A handler creates and changes child objects with [Request.Apply] and
+// removes them with [Request.Delete]; their types must be declared with
+// [Machine.Owns], and a change to a child reconciles its parent. Apply is
+// server-side apply under the machine's field owner ("kfsm-<name>"), with
+// a controller owner reference to the parent where one can exist, the
+// label app.kubernetes.io/managed-by=kfsm and a label with the parent's
+// UID. Status.Outputs lists the children (group, kind, namespace, name).
+//
+// Children that are no longer desired are pruned, by this rule:
+//
+//   - Pipeline: a pass that ends Done in a final state desires exactly
+//     the children it applied; kfsm deletes the parent's other children.
+//     A pass that waits, fails or stops prunes nothing.
+//   - Lifecycle: each child belongs to the state whose handler applied it
+//     last. When a state's handler returns Done, that run desires exactly
+//     the children it applied among the state's own; kfsm deletes the
+//     state's other children. Next, Wait, Fail and Stop prune nothing, and
+//     the children of other states are left alone.
+//   - Deletion path: when its final state is done, every child goes,
+//     before the finalizer is removed.
+//
+// A child is found by the parent's UID label as well as in the status, so
+// a child applied just before a crash, and never recorded, is pruned all
+// the same. Only objects that carry the label are deleted, and only if
+// their UID is still the one kfsm applied. Garbage collection deletes the
+// children of a deleted parent through the owner references; children
+// that cannot have one (cluster-scoped under a namespaced parent, or in
+// another namespace) need an OnDelete state, whose path deletes them.
+//
+// Fields that someone changed with an update (kubectl edit, a controller
+// that updates) are drift and are taken back on the next Apply. Fields
+// that another server-side applier owns are a conflict: Apply returns a
+// [ConflictError] naming the manager, and the state fails with reason
+// ApplyConflict, unless the apply passes [ForceOwnership]. An Apply or
+// Delete that fails makes the handler's run fail, whatever it returns.
+//
+// # Goals
+//
+// A lifecycle machine may declare a goal with [Machine.Goal], typically
+// read from the spec (spec.desiredState). kfsm finds the shortest path of
+// declared exits from the current state (ties go to the exit declared
+// first) and gives handlers the goal and the next hop in
+// [Request.NextHop]; a handler that returns Next(r.NextHop) walks the
+// object there one state at a time, and at the goal NextHop is empty. A
+// new goal re-plans from where the object is. An unknown or unreachable
+// goal runs no handler and makes the object Stalled with reason
+// GoalUnreachable and a message that names the state, the goal and what
+// can be reached instead; [Machine.CheckGoal] gives the same answer to an
+// admission webhook.
+//
+// # Events with priority
+//
+// A handler that sees several things at once raises them all:
+// Next(Stopping, Servicing) takes whichever of the two exits was declared
+// first, and the event [Default] takes the last exit, the default child in
+// OKT's words. An event that names no exit makes the transition illegal.
+//
+// # Asynchronous actions
+//
+// Work that takes longer than a reconcile should, such as a backup, runs
+// as an action: [Request.Action] starts it in the machine's bounded pool
+// ([Machine.ActionLimit]) outside the reconcile worker and reports it
+// pending, succeeded or failed on later calls; its completion reconciles
+// the object at once. Deleting the object cancels the actions started
+// before the deletion. The metrics kfsm_actions_running,
+// kfsm_actions_completed_total and kfsm_actions_failed_total count them.
+//
+// # Objects a machine reads
+//
+// [Machine.Watches] reconciles objects when something they refer to but
+// do not own changes, such as a Secret named in the spec, through a
+// mapping function.
+//
 // # Conditions
 //
 // Every machine sets Ready, Reconciling and Stalled as kstatus reads them,
@@ -72,8 +147,9 @@
 //  2. Build and SetupWithManager refuse an invalid graph and list every
 //     problem at once (a *graph.ValidationError).
 //  3. kfsm writes the status only when it changed, at most once per
-//     reconcile. Reconciling an object that has converged makes no API write
-//     and records no event.
+//     reconcile. Reconciling an object that has converged changes nothing
+//     on the server and records no event: the status is not written, and
+//     an unchanged child's apply is a no-op for the API server.
 //  4. status.observedGeneration and the Ready, Reconciling and Stalled
 //     conditions follow the kstatus conventions.
 //  5. After kfsm writes an object at resourceVersion R, it runs no handler
@@ -88,6 +164,12 @@
 //     with the reason and message, until its generation changes.
 //  8. A panic in a handler is recovered and reported like Fail.
 //  9. Every transition is visible, as described above.
+//  10. Children are applied with server-side apply under the machine's
+//     field owner and recorded in Status.Outputs. Pruning follows the rule
+//     above: it never deletes a child that the latest complete answer
+//     applied, nor an object without the parent's UID label, and it finds
+//     children that a crash kept out of the status. An undeclared child
+//     type is an error, never a panic and never a write.
 //
 // Conflicts with other writers are retried without an error log.
 //
@@ -102,6 +184,8 @@
 //   - Handlers use the request's Clock rather than time.Now, so that tests
 //     can move time.
 //   - Only kfsm writes the fields of Status.
+//   - Actions are idempotent: an action that was running when the manager
+//     stopped is started again when the handler next asks for it.
 //
 // # Caveats
 //
@@ -109,6 +193,14 @@
 //     or something it watches changes.
 //   - The metrics kfsm_objects and kfsm_stalled_objects count the objects
 //     this process reconciled since it started.
+//   - Typed children are applied with every field their JSON has, so a
+//     field without omitempty is applied even at its zero value; pass an
+//     *unstructured.Unstructured to apply exactly the fields you set.
+//   - Apply takes over an existing object of the same name and makes it a
+//     child.
+//   - An action's result lives in memory until a reconcile has seen it; a
+//     Wait without a delay relies on the completion to come back, which a
+//     reconciler run without a manager (Machine.Reconciler) does not get.
 //   - A persisted state that the graph no longer declares (a state was
 //     renamed) is reported as Stalled with reason UnknownState and kept as
 //     it is: kfsm does not guess where the object should be.

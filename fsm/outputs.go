@@ -252,22 +252,17 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if o.force {
 		applyOpts = append(applyOpts, client.ForceOwnership)
 	}
-	content := u.DeepCopy() // the request again, should it need forcing
 	if err := w.r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), applyOpts...); err != nil {
 		err = applyFailed(ref, err)
-		ce := (*ConflictError)(nil)
-		if !errors.As(err, &ce) || !ce.drift {
-			return err
+		if ce := (*ConflictError)(nil); !o.force && errors.As(err, &ce) && ce.drift {
+			// Only imperative writes stand in the way, such as kubectl
+			// edit: that is drift, and a controller puts it right.
+			if w.log.Enabled() {
+				w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", ref.String(), "managers", ce.Managers, "fields", ce.Fields)
+			}
+			return w.applyChild(ctx, child, append(opts, ForceOwnership()))
 		}
-		// Only imperative writes stand in the way, such as kubectl edit:
-		// that is drift, and a controller puts it right.
-		if w.log.Enabled() {
-			w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", ref.String(), "managers", ce.Managers, "fields", ce.Fields)
-		}
-		u = content
-		if err := w.r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), append(applyOpts, client.ForceOwnership)...); err != nil {
-			return applyFailed(ref, err)
-		}
+		return err
 	}
 	if err := copyBack(u, child); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
