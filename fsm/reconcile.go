@@ -212,7 +212,7 @@ func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome 
 		return outcome{}
 	}
 
-	cur := w.start(deleting)
+	cur := w.start()
 	if cur == "" {
 		return outcome{}
 	}
@@ -224,7 +224,7 @@ func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome 
 			}
 		}
 	}
-	return w.run(cur, deleting)
+	return w.run(cur)
 }
 
 // stalledForGeneration reports whether a handler's Stop or exhausted
@@ -249,17 +249,17 @@ type walker[T Object] struct {
 	passed  stateSet   // pipeline: states whose handler moved on
 	req     Request[T] // one per walk, filled anew for each handler
 
-	deleting  bool
+	deleting  bool        // the object is being deleted: the deletion path runs
 	goal      State       // the goal function's answer, if any
 	applied   []OutputRef // children applied in this run (lifecycle) or pass (pipeline)
 	outputErr error       // the first failed Apply or Delete of this run
 }
 
 // start returns the state the walk begins in, or "" when nothing may run.
-func (w *walker[T]) start(deleting bool) State {
+func (w *walker[T]) start() State {
 	b := w.r.b
 	switch {
-	case deleting:
+	case w.deleting:
 		if w.r.m.mode == Lifecycle && b.deletion[w.st.State] {
 			return w.st.State
 		}
@@ -281,7 +281,7 @@ func (w *walker[T]) start(deleting bool) State {
 }
 
 // run walks from cur until a handler waits, fails, stops or is done.
-func (w *walker[T]) run(cur State, deleting bool) outcome {
+func (w *walker[T]) run(cur State) outcome {
 	b := w.r.b
 	for {
 		def := b.states[cur]
@@ -299,7 +299,7 @@ func (w *walker[T]) run(cur State, deleting bool) outcome {
 
 		res := w.call(def)
 		if res.kind == resultDone {
-			if err := w.pruneOnDone(def, deleting); err != nil {
+			if err := w.pruneOnDone(def); err != nil {
 				res = Fail(err)
 			}
 		}
@@ -328,7 +328,7 @@ func (w *walker[T]) run(cur State, deleting bool) outcome {
 			w.rest(cur, ReasonDone)
 			w.st.Failures = 0
 			w.settle(cur, metav1.ConditionTrue, ReasonDone, def.done, false, nil)
-			if deleting && def.final {
+			if w.deleting && def.final {
 				return outcome{removeFinalizer: true}
 			}
 			return outcome{requeueAfter: w.withTimeout(def, 0)}
@@ -381,16 +381,14 @@ func (d *stateDef[T]) exitIndex(event State) int {
 // pruneOnDone deletes the children that a Done no longer desires: those
 // of the state in a lifecycle machine, those of the pass when a pipeline
 // reached a final state, and all of them at the end of the deletion path.
-func (w *walker[T]) pruneOnDone(def *stateDef[T], deleting bool) error {
+func (w *walker[T]) pruneOnDone(def *stateDef[T]) error {
 	if len(w.r.owns) == 0 && len(w.st.Outputs) == 0 {
 		return nil
 	}
 	switch {
-	case deleting && def.final:
+	case w.deleting && def.final:
 		return w.prune(w.ctx, def.name, true)
-	case w.r.m.mode == Lifecycle:
-		return w.prune(w.ctx, def.name, false)
-	case def.final:
+	case w.r.m.mode == Lifecycle || def.final:
 		return w.prune(w.ctx, def.name, false)
 	}
 	return nil
