@@ -5,7 +5,7 @@ GO  ?= go
 BIN := $(CURDIR)/bin
 
 # Generated files, checked by verify-generated.
-GENERATED := fsm internal/testapi cluster/internal/k8smod
+GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 
 .PHONY: test demo generate verify-generated lint assets
 
@@ -23,8 +23,9 @@ assets:
 
 ## generate: regenerate deepcopy code, CRDs and the embedded Kubernetes module
 generate: $(BIN)/controller-gen
-	$(BIN)/controller-gen object paths=./fsm/ paths=./internal/testapi/...
+	$(BIN)/controller-gen object paths=./fsm/ paths=./internal/testapi/... paths=./examples/...
 	$(BIN)/controller-gen crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
+	$(BIN)/controller-gen crd paths=./examples/moose/... output:crd:artifacts:config=examples/moose/crd
 	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
 	cp tools/k8s/go.sum cluster/internal/k8smod/go.sum.txt
 	cp tools/k8s/etcd/main.go cluster/internal/k8smod/etcd.go.txt
