@@ -26,6 +26,7 @@ generate: $(BIN)/controller-gen
 	$(BIN)/controller-gen object paths=./fsm/ paths=./internal/testapi/... paths=./examples/...
 	$(BIN)/controller-gen crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
 	$(BIN)/controller-gen crd paths=./examples/moose/... output:crd:artifacts:config=examples/moose/crd
+	$(BIN)/controller-gen crd paths=./examples/webapp/... output:crd:artifacts:config=examples/webapp/crd
 	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
 	cp tools/k8s/go.sum cluster/internal/k8smod/go.sum.txt
 	cp tools/k8s/etcd/main.go cluster/internal/k8smod/etcd.go.txt
