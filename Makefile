@@ -13,9 +13,9 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 test: assets
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## demo: run the demo (an embedded Kubernetes) until Ctrl-C
+## demo: run the demo (two example operators on an embedded Kubernetes) until Ctrl-C
 demo:
-	$(GO) run ./cmd/kfsm demo
+	$(GO) run ./cmd/kfsm demo --workloads
 
 ## assets: build the Kubernetes binaries once; later runs reuse the cache
 assets:

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,11 +21,25 @@ func newDemoCommand() *cobra.Command {
 		Use:   "demo",
 		Short: "Run the kfsm demo on an embedded Kubernetes",
 		Long: `Demo starts a real kube-apiserver and etcd on this machine, writes a
-kubeconfig for them and prints how to reach them with kubectl. It runs until
-interrupted or until --duration has passed, then shuts everything down.`,
+kubeconfig for them and prints how to reach them with kubectl. It installs the
+Moose and WebApp CRDs, runs both example operators in one manager, creates a
+herd of 25 moose and two web apps, and prints every transition. It runs until
+interrupted or until --duration has passed, then shuts everything down.
+
+With --workloads the cluster also runs the controllers, the scheduler and kwok,
+so that the web apps' Deployments become Available and the apps Ready.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Progress = cmd.ErrOrStderr()
+			crds, err := os.MkdirTemp("", "kfsm-demo-crds-")
+			if err != nil {
+				return err
+			}
+			defer func() { _ = os.RemoveAll(crds) }()
+			if err := writeCRDs(crds); err != nil {
+				return err
+			}
+			opts.CRDPaths = []string{crds}
 			c, err := cluster.Start(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -38,14 +54,15 @@ interrupted or until --duration has passed, then shuts everything down.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "kubeconfig: %s\n", c.Kubeconfig)
-			fmt.Fprintf(out, "try: %s --kubeconfig %s get namespaces\n", c.Assets.Kubectl(), c.Kubeconfig)
-			if opts.Workloads {
-				fmt.Fprintf(out, "     %s --kubeconfig %s get nodes,deployments,pods -A\n", c.Assets.Kubectl(), c.Kubeconfig)
-			}
-			<-ctx.Done()
+			fmt.Fprintf(out, "try: %s --kubeconfig %s get moose -w\n", c.Assets.Kubectl(), c.Kubeconfig)
+			fmt.Fprintf(out, "     %s --kubeconfig %s get webapps,deployments,services\n", c.Assets.Kubectl(), c.Kubeconfig)
+			runErr := runOperators(ctx, c.Config, out)
 			fmt.Fprintln(out, "stopping the cluster")
 			if err := c.Stop(); err != nil {
-				return err
+				return errors.Join(runErr, err)
+			}
+			if runErr != nil {
+				return runErr
 			}
 			fmt.Fprintln(out, "stopped")
 			return nil

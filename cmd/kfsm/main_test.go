@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +45,7 @@ func TestDemoServesUntilItsDurationThenExits(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(t.Context(), pw, "demo", "--duration", "5s")
+		done <- run(t.Context(), pw, "demo", "--duration", "10s")
 		_ = pw.Close()
 	}()
 
@@ -58,7 +60,9 @@ func TestDemoServesUntilItsDurationThenExits(t *testing.T) {
 	if kubeconfig == "" {
 		t.Fatalf("the demo printed no kubeconfig line; it returned %v", <-done)
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	var rest bytes.Buffer
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&rest, pr); close(copied) }()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -81,5 +85,44 @@ func TestDemoServesUntilItsDurationThenExits(t *testing.T) {
 	}
 	if _, err := os.Stat(kubeconfig); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the demo left its kubeconfig behind: %v", err)
+	}
+	<-copied
+	if !strings.Contains(rest.String(), "moose/moose-01     Tagged    → Roaming   Next") {
+		t.Errorf("the demo printed no transition of moose-01 to Roaming:\n%s", rest.String())
+	}
+}
+
+// With the workloads tier, the web apps become Ready and the moose cycle;
+// the demo stops cleanly when interrupted.
+func TestDemoWithWorkloadsRunsBothOperators(t *testing.T) {
+	ctx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, pw, "demo", "--workloads", "--duration", "5m")
+		_ = pw.Close()
+	}()
+
+	want := map[string]bool{"webapp/shop": false, "webapp/blog": false, "moose eating": false}
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && slices.Contains(slices.Collect(maps.Values(want)), false) {
+		line := sc.Text()
+		switch {
+		case strings.Contains(line, "webapp/") && strings.Contains(line, "→ Serving"):
+			want[strings.Fields(line)[1]] = true
+		case strings.Contains(line, "moose/") && strings.Contains(line, "→ Eating"):
+			want["moose eating"] = true
+		}
+	}
+	for what, seen := range want {
+		if !seen {
+			t.Errorf("the demo never showed %s reaching its state", what)
+		}
+	}
+	interrupt()
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if err := <-done; err != nil {
+		t.Fatalf("interrupted, the demo returned %v, want nil", err)
 	}
 }
