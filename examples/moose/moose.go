@@ -47,13 +47,15 @@ type Herd struct {
 	// FriendChance is the chance, each time a roaming moose looks around,
 	// that it makes a new friend.
 	FriendChance float64
-	// LookAround is how often a roaming moose looks around.
+	// LookAround is how often a roaming moose looks around, however often
+	// it is reconciled.
 	LookAround time.Duration
 
 	mu      sync.Mutex
 	rand    *rand.Rand
 	loaded  bool
 	members map[client.ObjectKey]bool
+	looked  map[client.ObjectKey]time.Time       // last look around; losing it costs nothing
 	friends map[client.ObjectKey]map[string]bool // by moose, names in its namespace
 }
 
@@ -61,9 +63,10 @@ type Herd struct {
 func NewHerd(seed uint64) *Herd {
 	return &Herd{
 		EatFor: 5 * time.Second, SleepFor: 8 * time.Second,
-		FriendChance: 0.3, LookAround: 3 * time.Second,
+		FriendChance: 0.1, LookAround: 3 * time.Second,
 		rand:    rand.New(rand.NewPCG(seed, seed)),
 		members: map[client.ObjectKey]bool{},
+		looked:  map[client.ObjectKey]time.Time{},
 		friends: map[client.ObjectKey]map[string]bool{},
 	}
 }
@@ -100,7 +103,7 @@ func (h *Herd) roam(ctx context.Context, r *request) fsm.Result {
 	if left <= 0 {
 		return fsm.Next(Eating)
 	}
-	h.maybeBefriend(r.Object)
+	h.maybeBefriend(r.Object, r.Clock.Now())
 	h.show(r.Object)
 	return fsm.Wait(min(left, h.LookAround), "Roaming")
 }
@@ -136,6 +139,7 @@ func (h *Herd) release(ctx context.Context, r *request) fsm.Result {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.members, key)
+	delete(h.looked, key)
 	for name := range h.friends[key] {
 		delete(h.friends[client.ObjectKey{Namespace: key.Namespace, Name: name}], key.Name)
 	}
@@ -181,12 +185,17 @@ func (h *Herd) load(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// maybeBefriend lets a roaming moose make a friend, by chance, among the
-// members of its namespace that are not its friends yet.
-func (h *Herd) maybeBefriend(m *v1alpha1.Moose) {
+// maybeBefriend lets a roaming moose that has not looked around for a
+// while make a friend, by chance, among the members of its namespace that
+// are not its friends yet.
+func (h *Herd) maybeBefriend(m *v1alpha1.Moose, now time.Time) {
 	key := client.ObjectKeyFromObject(m)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if now.Sub(h.looked[key]) < h.LookAround {
+		return
+	}
+	h.looked[key] = now
 	if h.rand.Float64() >= h.FriendChance {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -141,6 +142,9 @@ func (o *Operator) register(ctx context.Context, r *request) fsm.Result {
 func (o *Operator) available(ctx context.Context, r *request) fsm.Result {
 	var d appsv1.Deployment
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Object.Namespace, Name: r.Object.Name}, &d); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fsm.Wait(0, "WaitingForDeployment") // just applied; the cache has not seen it yet
+		}
 		return fsm.Fail(err)
 	}
 	r.Object.Status.AvailableReplicas = d.Status.AvailableReplicas
