@@ -190,7 +190,9 @@
 // # Caveats
 //
 //   - A Wait without a delay runs the handler again only when the object
-//     or something it watches changes.
+//     or something it watches changes. So does Done, unless the machine
+//     resyncs ([Machine.Resync]) to compare with a world that sends no
+//     events.
 //   - The metrics kfsm_objects and kfsm_stalled_objects count the objects
 //     this process reconciled since it started.
 //   - Typed children are applied with every field their JSON has, so a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,4 +174,26 @@ func TestPrioritizedEvents(t *testing.T) {
 	if msg := condition(g, fsm.ConditionStalled).Message; msg != want {
 		t.Errorf("Stalled message %q, want %q", msg, want)
 	}
+}
+
+func TestResyncRequeuesDoneObjectsWithJitter(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("resync", fsm.Lifecycle).
+		Initial("Polling").
+		State("Polling", done, fsm.Final()).
+		Resync(time.Minute)
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	seen := map[time.Duration]bool{}
+	for range 5 {
+		res := e.reconcile(r, "g")
+		if res.RequeueAfter < 54*time.Second || res.RequeueAfter > 66*time.Second {
+			t.Fatalf("RequeueAfter = %v, want a minute give or take a tenth", res.RequeueAfter)
+		}
+		seen[res.RequeueAfter] = true
+	}
+	if len(seen) < 2 {
+		t.Error("five resyncs were all the same delay: no jitter")
+	}
+	wantCondition(t, e.get("g"), fsm.ConditionReady, metav1.ConditionTrue, fsm.ReasonDone)
 }

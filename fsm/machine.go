@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"slices"
@@ -83,6 +84,7 @@ type Machine[T Object] struct {
 	goal         func(T) State
 	actionLimit  int
 	workers      int
+	resync       time.Duration
 
 	built *built[T]
 }
@@ -265,6 +267,23 @@ func (m *Machine[T]) ActionLimit(n int) *Machine[T] {
 func (m *Machine[T]) Workers(n int) *Machine[T] {
 	m.workers = n
 	return m
+}
+
+// Resync reconciles objects that are done again about every period (give
+// or take a tenth, so that objects spread out), for handlers that compare
+// with something that does not send events, such as a version server. A
+// converged object stays Ready; the default is no resync.
+func (m *Machine[T]) Resync(every time.Duration) *Machine[T] {
+	m.resync = every
+	return m
+}
+
+// resyncAfter is the requeue after a Done: the resync period, jittered.
+func (m *Machine[T]) resyncAfter() time.Duration {
+	if m.resync <= 0 {
+		return 0
+	}
+	return m.resync + time.Duration((rand.Float64()*0.2-0.1)*float64(m.resync))
 }
 
 // WithClock sets the clock that handlers see and timeouts use; tests pass

@@ -331,7 +331,7 @@ func (w *walker[T]) run(cur State) outcome {
 			if w.deleting && def.final {
 				return outcome{removeFinalizer: true}
 			}
-			return outcome{requeueAfter: w.withTimeout(def, 0)}
+			return outcome{requeueAfter: w.withTimeout(def, w.r.m.resyncAfter())}
 
 		case resultStop:
 			w.rest(cur, reasonOr(res.reason, "Stopped"))
