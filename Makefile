@@ -21,12 +21,15 @@ demo:
 assets:
 	$(GO) run ./cmd/kfsm assets --workloads >/dev/null
 
-## generate: regenerate deepcopy code, CRDs and the embedded Kubernetes module
-generate: $(BIN)/controller-gen
+## generate: regenerate deepcopy code, CRDs, protobuf code and the embedded Kubernetes module
+generate: $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	$(BIN)/controller-gen object paths=./fsm/ paths=./internal/testapi/... paths=./examples/...
 	$(BIN)/controller-gen crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
 	$(BIN)/controller-gen crd paths=./examples/moose/... output:crd:artifacts:config=examples/moose/crd
 	$(BIN)/controller-gen crd paths=./examples/webapp/... output:crd:artifacts:config=examples/webapp/crd
+	$(BIN)/controller-gen crd paths=./examples/autoupdate/... output:crd:artifacts:config=examples/autoupdate/crd
+	PATH="$(BIN):$$PATH" "$$(tools/proto/protoc.sh)" --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative examples/autoupdate/proto/version.proto
 	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
 	cp tools/k8s/go.sum cluster/internal/k8smod/go.sum.txt
 	cp tools/k8s/etcd/main.go cluster/internal/k8smod/etcd.go.txt
@@ -47,6 +50,12 @@ lint: $(BIN)/golangci-lint
 # not mix) and built from the module proxy.
 $(BIN)/controller-gen: tools/gen/go.mod tools/gen/go.sum
 	$(GO) -C tools/gen build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(BIN)/protoc-gen-go: tools/proto/go.mod tools/proto/go.sum
+	$(GO) -C tools/proto build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
+
+$(BIN)/protoc-gen-go-grpc: tools/proto/go.mod tools/proto/go.sum
+	$(GO) -C tools/proto build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
 $(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
 	$(GO) -C tools/lint build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
