@@ -136,7 +136,8 @@
 // the Prometheus metrics kfsm_transitions_total, kfsm_state_duration_seconds,
 // kfsm_objects, kfsm_handler_errors_total and kfsm_stalled_objects
 // (registered with controller-runtime's registry), and each reconcile is an
-// OpenTelemetry span with a child span per handler. The graph can be drawn:
+// OpenTelemetry span with a child span per handler. [Machine.OnTransition]
+// tells systems outside the cluster, once the status is written. The graph can be drawn:
 // see [Machine.Graph] and package graph.
 //
 // # Guarantees

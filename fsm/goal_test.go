@@ -2,12 +2,16 @@ package fsm_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -196,4 +200,42 @@ func TestResyncRequeuesDoneObjectsWithJitter(t *testing.T) {
 		t.Error("five resyncs were all the same delay: no jitter")
 	}
 	wantCondition(t, e.get("g"), fsm.ConditionReady, metav1.ConditionTrue, fsm.ReasonDone)
+}
+
+func TestOnTransitionReportsWrittenTransitionsInOrder(t *testing.T) {
+	e := newEnv(t)
+	var seen []string
+	m := fsm.New[*gadget]("observed", fsm.Lifecycle).
+		Initial("A").
+		State("A", next("B"), fsm.To("B")).
+		State("B", next("C"), fsm.To("C")).
+		State("C", done, fsm.Final()).
+		OnTransition(func(_ context.Context, g *gadget, tr fsm.Transition) {
+			seen = append(seen, fmt.Sprintf("%s: %s→%s %s", g.Name, tr.From, tr.To, tr.Reason))
+		})
+	e.gadget("g", v1alpha1.GadgetSpec{})
+
+	// A status write that fails reports nothing: the transitions did not
+	// happen.
+	failing := interceptor.NewClient(e.direct.(client.WithWatch), interceptor.Funcs{
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+			return errors.New("injected write failure")
+		},
+	})
+	r, err := m.Reconciler(failing, e.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), reconcileRequest(e, "g")); err == nil {
+		t.Fatal("the injected failure did not fail the reconcile")
+	}
+	if len(seen) != 0 {
+		t.Fatalf("transitions reported although their status was not written: %v", seen)
+	}
+
+	e.reconcile(e.reconciler(m), "g")
+	want := []string{"g: →A Created", "g: A→B Next", "g: B→C Next"}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("observed transitions (-want +got):\n%s", diff)
+	}
 }

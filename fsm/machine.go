@@ -85,6 +85,7 @@ type Machine[T Object] struct {
 	actionLimit  int
 	workers      int
 	resync       time.Duration
+	observers    []func(context.Context, T, Transition)
 
 	built *built[T]
 }
@@ -266,6 +267,17 @@ func (m *Machine[T]) ActionLimit(n int) *Machine[T] {
 // twice at once.
 func (m *Machine[T]) Workers(n int) *Machine[T] {
 	m.workers = n
+	return m
+}
+
+// OnTransition calls observe for every transition of an object, in
+// order, once the status that records it is written: a transition that a
+// failed write undid is not reported. Use it to tell systems outside the
+// cluster, for example with a CloudEvent; observe runs in the reconcile,
+// so it should be quick. A crash between the write and the call loses the
+// call.
+func (m *Machine[T]) OnTransition(observe func(ctx context.Context, obj T, t Transition)) *Machine[T] {
+	m.observers = append(m.observers, observe)
 	return m
 }
 

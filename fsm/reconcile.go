@@ -141,6 +141,11 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 			return r.writeFailed(ctx, err)
 		}
 		r.wrote(obj)
+		for _, t := range out.transitions {
+			for _, observe := range r.m.observers {
+				observe(ctx, obj, t)
+			}
+		}
 	}
 	if out.removeFinalizer {
 		if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
@@ -193,6 +198,7 @@ func (r *reconciler[T]) patchFinalizer(ctx context.Context, obj T, change func(c
 type outcome struct {
 	requeueAfter    time.Duration
 	removeFinalizer bool
+	transitions     []Transition // made in the walk, for OnTransition observers
 }
 
 // walk runs the machine on obj in memory: it decides the state, runs the
@@ -201,14 +207,19 @@ type outcome struct {
 func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome {
 	st := obj.FSMStatus()
 	gen := obj.GetGeneration()
-	now := r.m.clock.Now()
-	w := &walker[T]{r: r, ctx: ctx, obj: obj, st: st, now: now, log: logf.FromContext(ctx), deleting: deleting}
-	defer func() { st.ObservedGeneration = gen }()
+	w := &walker[T]{r: r, ctx: ctx, obj: obj, st: st, now: r.m.clock.Now(), log: logf.FromContext(ctx), deleting: deleting}
+	out := w.walk()
+	st.ObservedGeneration = gen
+	out.transitions = w.moved
+	return out
+}
 
+func (w *walker[T]) walk() outcome {
+	st, gen := w.st, w.obj.GetGeneration()
 	if st.ObservedGeneration != gen {
 		// A new spec deserves fresh attempts.
 		st.Failures = 0
-	} else if !deleting && stalledForGeneration(st, gen) {
+	} else if !w.deleting && stalledForGeneration(st, gen) {
 		return outcome{}
 	}
 
@@ -216,9 +227,9 @@ func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome 
 	if cur == "" {
 		return outcome{}
 	}
-	if goal := r.m.goal; goal != nil && !deleting {
-		if w.goal = goal(obj); w.goal != "" {
-			if err := r.m.CheckGoal(cur, w.goal); err != nil {
+	if goal := w.r.m.goal; goal != nil && !w.deleting {
+		if w.goal = goal(w.obj); w.goal != "" {
+			if err := w.r.m.CheckGoal(cur, w.goal); err != nil {
 				w.unreachableGoal(cur, err)
 				return outcome{}
 			}
@@ -249,10 +260,11 @@ type walker[T Object] struct {
 	passed  stateSet   // pipeline: states whose handler moved on
 	req     Request[T] // one per walk, filled anew for each handler
 
-	deleting  bool        // the object is being deleted: the deletion path runs
-	goal      State       // the goal function's answer, if any
-	applied   []OutputRef // children applied in this run (lifecycle) or pass (pipeline)
-	outputErr error       // the first failed Apply or Delete of this run
+	deleting  bool         // the object is being deleted: the deletion path runs
+	goal      State        // the goal function's answer, if any
+	applied   []OutputRef  // children applied in this run (lifecycle) or pass (pipeline)
+	outputErr error        // the first failed Apply or Delete of this run
+	moved     []Transition // for OnTransition observers, when there are some
 }
 
 // start returns the state the walk begins in, or "" when nothing may run.
@@ -550,7 +562,11 @@ func (w *walker[T]) move(next State, reason string) {
 	}
 	*w.st.StateSince = since
 	w.st.State, w.st.Failures = next, 0
-	w.st.History = append(w.st.History, Transition{From: from, To: next, Reason: reason, Time: since})
+	t := Transition{From: from, To: next, Reason: reason, Time: since}
+	w.st.History = append(w.st.History, t)
+	if len(w.r.m.observers) > 0 {
+		w.moved = append(w.moved, t)
+	}
 	if over := len(w.st.History) - w.r.m.historyLimit; over > 0 {
 		w.st.History = slices.Delete(w.st.History, 0, over)
 	}
