@@ -28,6 +28,7 @@ generate: $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	$(BIN)/controller-gen crd paths=./examples/moose/... output:crd:artifacts:config=examples/moose/crd
 	$(BIN)/controller-gen crd paths=./examples/webapp/... output:crd:artifacts:config=examples/webapp/crd
 	$(BIN)/controller-gen crd paths=./examples/autoupdate/... output:crd:artifacts:config=examples/autoupdate/crd
+	$(BIN)/controller-gen crd paths=./examples/database/... output:crd:artifacts:config=examples/database/crd
 	PATH="$(BIN):$$PATH" "$$(tools/proto/protoc.sh)" --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative examples/autoupdate/proto/version.proto
 	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
