@@ -92,7 +92,8 @@ func TestDemoServesUntilItsDurationThenExits(t *testing.T) {
 	}
 }
 
-// With the workloads tier, the web apps become Ready and the moose cycle;
+// With the workloads tier, the web apps become Ready, the moose cycle, the
+// managed client is installed and the database runs, with its CloudEvents;
 // the demo stops cleanly when interrupted.
 func TestDemoWithWorkloadsRunsBothOperators(t *testing.T) {
 	ctx, interrupt := context.WithCancel(t.Context())
@@ -104,15 +105,20 @@ func TestDemoWithWorkloadsRunsBothOperators(t *testing.T) {
 		_ = pw.Close()
 	}()
 
-	want := map[string]bool{"webapp/shop": false, "webapp/blog": false, "moose eating": false}
+	want := map[string]bool{"webapp/shop": false, "webapp/blog": false, "moose eating": false,
+		"autoupdate/agent": false, "database/orders": false, "cloudevent": false}
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() && slices.Contains(slices.Collect(maps.Values(want)), false) {
 		line := sc.Text()
 		switch {
-		case strings.Contains(line, "webapp/") && strings.Contains(line, "→ Serving"):
+		case strings.Contains(line, "webapp/") && strings.Contains(line, "→ Serving"),
+			strings.Contains(line, "autoupdate/agent") && strings.Contains(line, "→ Processed"),
+			strings.Contains(line, "database/orders") && strings.Contains(line, "→ Running"):
 			want[strings.Fields(line)[1]] = true
 		case strings.Contains(line, "moose/") && strings.Contains(line, "→ Eating"):
 			want["moose eating"] = true
+		case strings.Contains(line, "cloudevent dev.kfsm.transition: default/orders Start → Running"):
+			want["cloudevent"] = true
 		}
 	}
 	for what, seen := range want {

@@ -1,19 +1,26 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,6 +31,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kfsm/kfsm/examples/autoupdate"
+	"github.com/kfsm/kfsm/examples/autoupdate/host"
+	versionpb "github.com/kfsm/kfsm/examples/autoupdate/proto"
+	autoupdatev1 "github.com/kfsm/kfsm/examples/autoupdate/v1alpha1"
+	"github.com/kfsm/kfsm/examples/autoupdate/versionserver"
+	"github.com/kfsm/kfsm/examples/database"
+	"github.com/kfsm/kfsm/examples/database/agent"
+	databasev1 "github.com/kfsm/kfsm/examples/database/v1alpha1"
 	"github.com/kfsm/kfsm/examples/moose"
 	moosev1 "github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/examples/webapp"
@@ -36,7 +51,7 @@ const herdSize = 25
 
 // writeCRDs writes the examples' CRDs into dir, for the cluster to install.
 func writeCRDs(dir string) error {
-	for _, crds := range []fs.FS{moose.CRDs, webapp.CRDs} {
+	for _, crds := range []fs.FS{moose.CRDs, webapp.CRDs, autoupdate.CRDs, database.CRDs} {
 		err := fs.WalkDir(crds, ".", func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -54,12 +69,13 @@ func writeCRDs(dir string) error {
 	return nil
 }
 
-// runOperators runs the moose and web app operators in one manager, with
-// the web app's DNS registry, and creates the herd and two web apps. It
-// prints every transition to out, and returns when ctx ends.
+// runOperators runs the four example operators in one manager, with the
+// servers they talk to on loopback, creates their objects and plays the
+// demo's story. It prints every transition to out, and returns when ctx
+// ends.
 func runOperators(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, moosev1.AddToScheme, webappv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, moosev1.AddToScheme, webappv1.AddToScheme, autoupdatev1.AddToScheme, databasev1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -68,7 +84,8 @@ func runOperators(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	// default client rate limit would make it trickle in.
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 200, 400
-	log := logr.New(&transitionPrinter{out: out})
+	printer := &transitionPrinter{out: out}
+	log := logr.New(printer)
 	ctrl.SetLogger(log)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme, Logger: log, Metrics: metricsserver.Options{BindAddress: "0"},
@@ -78,30 +95,176 @@ func runOperators(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	registry, err := dns.Start("127.0.0.1:0")
+	w, err := startServers(ctx, printer)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = registry.Close() }()
-	if err := moose.NewHerd(uint64(time.Now().UnixNano())).Machine().SetupWithManager(mgr); err != nil {
-		return err
-	}
-	op := &webapp.Operator{DNS: &dns.Client{URL: registry.URL()}}
-	if err := op.Machine().SetupWithManager(mgr); err != nil {
-		return err
+	defer w.close()
+	for _, setup := range []func(ctrl.Manager) error{
+		moose.NewHerd(uint64(time.Now().UnixNano())).Machine().SetupWithManager,
+		(&webapp.Operator{DNS: &dns.Client{URL: w.registry.URL()}}).Machine().SetupWithManager,
+		w.autoupdate.Machine().SetupWithManager,
+		w.database.Machine().SetupWithManager,
+	} {
+		if err := setup(mgr); err != nil {
+			return err
+		}
 	}
 
-	fmt.Fprintf(out, "dns registry: %s/records\n", registry.URL())
+	fmt.Fprintf(out, "dns registry: %s/records\n", w.registry.URL())
+	fmt.Fprintf(out, "version server: %s (gRPC), client instances: %s/instances, database agent: %s/databases/default.orders\n",
+		w.versions.Addr(), w.host.URL(), w.agent.URL())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	if err := createDemoObjects(ctx, mgr.GetClient()); err != nil && ctx.Err() == nil {
 		return errors.Join(err, <-done)
 	}
+	go playStory(ctx, mgr.GetClient(), w.versions, printer)
 	return <-done
 }
 
+// servers are what the demo's operators talk to, all on loopback.
+type servers struct {
+	registry   *dns.Registry
+	versions   *versionserver.Server
+	host       *host.Host
+	agent      *agent.Agent
+	autoupdate *autoupdate.Operator
+	database   *database.Operator
+	closers    []func()
+}
+
+func (s *servers) close() {
+	for _, c := range slices.Backward(s.closers) {
+		c()
+	}
+}
+
+// startServers starts the DNS registry, the version server, the instance
+// host, the database agent and a CloudEvents receiver that prints what it
+// gets, and the operators that use them.
+func startServers(ctx context.Context, p *transitionPrinter) (w *servers, err error) {
+	w = &servers{}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+	if w.registry, err = dns.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { _ = w.registry.Close() })
+	if w.versions, err = versionserver.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, w.versions.Stop)
+	w.versions.Publish("stable", demoRelease("1.0.0", false))
+	if w.host, err = host.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { _ = w.host.Close() })
+	timings := agent.Timings{Start: time.Second, Stop: 500 * time.Millisecond, Backup: 3 * time.Second, Configure: time.Second}
+	if w.agent, err = agent.Start("127.0.0.1:0", timings); err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { _ = w.agent.Close() })
+
+	conn, err := grpc.NewClient(w.versions.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { _ = conn.Close() })
+	w.autoupdate = &autoupdate.Operator{Versions: versionpb.NewVersionServiceClient(conn), Host: &host.Client{URL: w.host.URL()}, Poll: 3 * time.Second}
+
+	sink, err := receiveCloudEvents(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	events, err := cloudevents.NewClientHTTP()
+	if err != nil {
+		return nil, err
+	}
+	w.database = &database.Operator{Agent: &agent.Client{URL: w.agent.URL()}, Sink: sink, Events: events}
+	return w, nil
+}
+
+// receiveCloudEvents serves a CloudEvents receiver on loopback that prints
+// each transition it gets, and returns its URL.
+func receiveCloudEvents(ctx context.Context, p *transitionPrinter) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	proto, err := cloudevents.NewHTTP(cehttp.WithListener(l))
+	if err != nil {
+		return "", err
+	}
+	c, err := cloudevents.NewClient(proto)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		_ = c.StartReceiver(ctx, func(e cloudevents.Event) {
+			var t database.Transition
+			if err := e.DataAs(&t); err == nil {
+				from := cmp.Or(string(t.From), "(new)")
+				p.print(fmt.Sprintf("%s  cloudevent %s: %s %s → %s", e.Time().Local().Format("15:04:05"), e.Type(), t.Object, from, t.To))
+			}
+		})
+	}()
+	return "http://" + l.Addr().String(), nil
+}
+
+func demoRelease(version string, broken bool) *versionpb.Package {
+	return &versionpb.Package{
+		Name: "agent", Version: version, ConfigYaml: "log: info\n",
+		Runtime: &versionpb.Runtime{StartupMillis: 1500, Broken: broken},
+	}
+}
+
+// playStory is the demo's script: a new release while the client runs, a
+// broken release that is refused, and a database asked to service and then
+// to stop.
+func playStory(ctx context.Context, c client.Client, versions *versionserver.Server, p *transitionPrinter) {
+	orders := client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "orders"}
+	changeDatabase := func(change func(*databasev1.DatabaseSpec)) error {
+		var db databasev1.Database
+		if err := c.Get(ctx, orders, &db); err != nil {
+			return err
+		}
+		change(&db.Spec)
+		return c.Update(ctx, &db)
+	}
+	steps := []struct {
+		after time.Duration
+		say   string
+		do    func() error
+	}{
+		{10 * time.Second, "releasing agent 1.1.0", func() error { versions.Publish("stable", demoRelease("1.1.0", false)); return nil }},
+		{20 * time.Second, "releasing agent 1.2.0, a broken build", func() error { versions.Publish("stable", demoRelease("1.2.0", true)); return nil }},
+		{35 * time.Second, "asking database orders to service, with a backup", func() error {
+			return changeDatabase(func(s *databasev1.DatabaseSpec) { s.DesiredState, s.Backup = "Servicing", "nightly-1" })
+		}},
+		{50 * time.Second, "asking database orders to stop", func() error {
+			return changeDatabase(func(s *databasev1.DatabaseSpec) { s.DesiredState = "Stopped" })
+		}},
+	}
+	began := time.Now()
+	for _, step := range steps {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(began.Add(step.after))):
+		}
+		p.print(fmt.Sprintf("%s  story: %s", time.Now().Format("15:04:05"), step.say))
+		if err := step.do(); err != nil && ctx.Err() == nil {
+			p.print(fmt.Sprintf("%s  story: %v", time.Now().Format("15:04:05"), err))
+		}
+	}
+}
+
 // createDemoObjects creates a herd with random weights, so that the moose
-// cycle at different rates, and two web apps.
+// cycle at different rates, two web apps, a managed client and a database.
 func createDemoObjects(ctx context.Context, c client.Client) error {
 	ns := metav1.NamespaceDefault
 	for i := range herdSize {
@@ -128,6 +291,14 @@ func createDemoObjects(ctx context.Context, c client.Client) error {
 		if err := c.Create(ctx, a); err != nil {
 			return fmt.Errorf("creating web app %s: %w", a.Name, err)
 		}
+	}
+	mc := &autoupdatev1.ManagedClient{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns}, Spec: autoupdatev1.ManagedClientSpec{Channel: "stable"}}
+	if err := c.Create(ctx, mc); err != nil {
+		return fmt.Errorf("creating managed client %s: %w", mc.Name, err)
+	}
+	db := &databasev1.Database{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns}, Spec: databasev1.DatabaseSpec{DesiredState: "Running"}}
+	if err := c.Create(ctx, db); err != nil {
+		return fmt.Errorf("creating database %s: %w", db.Name, err)
 	}
 	return nil
 }

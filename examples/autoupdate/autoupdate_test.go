@@ -225,7 +225,12 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 			t.Errorf("%s: failed versions (-want +got):\n%s", step.name, diff)
 		}
 		if len(mc.Status.Instances) != 1 || mc.Status.Instances[0].Phase != autoupdate.PhaseProcessed {
-			t.Errorf("%s: status.instances = %+v, want the one processed instance", step.name, mc.Status.Instances)
+			t.Fatalf("%s: status.instances = %+v, want the one processed instance", step.name, mc.Status.Instances)
+		}
+		// The instance that runs really serves.
+		hc := &host.Client{URL: e.host.URL()}
+		if health, err := hc.Check(t.Context(), mc.Status.Instances[0].Address, time.Second); health != host.Healthy {
+			t.Errorf("%s: the running instance answers %v (%v), want healthy", step.name, health, err)
 		}
 	}
 
