@@ -306,15 +306,11 @@ func createDemoObjects(ctx context.Context, c client.Client) error {
 // transitionPrinter is the demo's log: one line per transition, from the
 // log line that kfsm writes for each, and errors.
 type transitionPrinter struct {
-	mu  *sync.Mutex
+	mu  sync.Mutex
 	out io.Writer
 }
 
-func (p *transitionPrinter) Init(logr.RuntimeInfo) {
-	if p.mu == nil {
-		p.mu = &sync.Mutex{}
-	}
-}
+func (p *transitionPrinter) Init(logr.RuntimeInfo) {}
 
 func (p *transitionPrinter) Enabled(level int) bool { return level == 0 }
 

@@ -13,6 +13,7 @@
 package autoupdate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -64,20 +65,11 @@ type Operator struct {
 
 // defaults fills in the timings left zero.
 func (o *Operator) defaults() {
-	o.Poll = cmpOr(o.Poll, 30*time.Second)
-	o.HealthEvery = cmpOr(o.HealthEvery, 500*time.Millisecond)
-	o.HealthTimeout = cmpOr(o.HealthTimeout, time.Second)
-	o.UpdateTimeout = cmpOr(o.UpdateTimeout, time.Minute)
-	if o.HealthThreshold == 0 {
-		o.HealthThreshold = 3
-	}
-}
-
-func cmpOr(d, fallback time.Duration) time.Duration {
-	if d == 0 {
-		return fallback
-	}
-	return d
+	o.Poll = cmp.Or(o.Poll, 30*time.Second)
+	o.HealthEvery = cmp.Or(o.HealthEvery, 500*time.Millisecond)
+	o.HealthTimeout = cmp.Or(o.HealthTimeout, time.Second)
+	o.UpdateTimeout = cmp.Or(o.UpdateTimeout, time.Minute)
+	o.HealthThreshold = cmp.Or(o.HealthThreshold, 3)
 }
 
 // Machine returns the managed client's machine.

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/google/uuid"
@@ -231,7 +230,13 @@ func (o *Operator) end(ctx context.Context, r *request) fsm.Result {
 // remove stops the database and has the agent forget it.
 func (o *Operator) remove(ctx context.Context, r *request) fsm.Result {
 	name := agentName(r.Object)
-	if err := o.Agent.Do(ctx, name, "stop"); err != nil && !strings.Contains(err.Error(), "no database") {
+	switch _, err := o.Agent.Get(ctx, name); {
+	case errors.Is(err, agent.ErrUnknown):
+		return fsm.Done() // never started, or already forgotten
+	case err != nil:
+		return fsm.Fail(err)
+	}
+	if err := o.Agent.Do(ctx, name, "stop"); err != nil {
 		return fsm.Fail(err)
 	}
 	if err := o.Agent.Forget(ctx, name); err != nil {
