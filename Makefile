@@ -13,7 +13,7 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 test: assets
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## demo: run the demo (two example operators on an embedded Kubernetes) until Ctrl-C
+## demo: run the demo (the example operators on an embedded Kubernetes) until Ctrl-C
 demo:
 	$(GO) run ./cmd/kfsm demo --workloads
 
