@@ -13,6 +13,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 // backupMachine runs action as an asynchronous "backup" in state Backup,
@@ -64,14 +65,14 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 	defer stop()
 
 	e.gadget("slow", v1alpha1.GadgetSpec{})
-	poll(t, "the slow backup to start", func() bool {
+	testenv.Poll(t, "the slow backup to start", func() bool {
 		c := condition(e.get("slow"), fsm.ConditionReady)
 		return c != nil && c.Reason == "BackingUp"
 	})
 	e.gadget("quick", v1alpha1.GadgetSpec{})
-	poll(t, "the quick gadget to finish while the slow backup runs on the one worker", func() bool { return ready(e, "quick") })
+	testenv.Poll(t, "the quick gadget to finish while the slow backup runs on the one worker", func() bool { return ready(e, "quick") })
 	close(release)
-	poll(t, "the slow gadget to finish", func() bool { return ready(e, "slow") })
+	testenv.Poll(t, "the slow gadget to finish", func() bool { return ready(e, "slow") })
 	if !finished.Load() {
 		t.Fatal("the slow gadget finished without its backup")
 	}
@@ -103,7 +104,7 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 	defer stop()
 
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	poll(t, "the retried backup to succeed", func() bool { return ready(e, "g") })
+	testenv.Poll(t, "the retried backup to succeed", func() bool { return ready(e, "g") })
 	if runs.Load() != 2 {
 		t.Errorf("the backup ran %d times, want 2: once failing, once retried", runs.Load())
 	}
@@ -121,7 +122,7 @@ func TestFailedActionErrorReachesTheCondition(t *testing.T) {
 	stop := startManager(t, e, m)
 	defer stop()
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	poll(t, "the failure in the Ready condition", func() bool {
+	testenv.Poll(t, "the failure in the Ready condition", func() bool {
 		c := condition(e.get("g"), fsm.ConditionReady)
 		return c != nil && c.Reason == fsm.ReasonHandlerFailed && strings.Contains(c.Message, "disk full")
 	})
@@ -138,7 +139,7 @@ func TestDeletionCancelsActions(t *testing.T) {
 	stop := startManager(t, e, m)
 	defer stop()
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	poll(t, "the backup to start", func() bool {
+	testenv.Poll(t, "the backup to start", func() bool {
 		c := condition(e.get("g"), fsm.ConditionReady)
 		return c != nil && c.Reason == "BackingUp"
 	})
@@ -153,7 +154,7 @@ func TestDeletionCancelsActions(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("deleting the object did not cancel its action")
 	}
-	poll(t, "the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
+	testenv.Poll(t, "the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
 }
 
 func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
@@ -170,7 +171,7 @@ func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
 	}
 	stop := startManager(t, e, machine())
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	poll(t, "the backup to start", func() bool { return starts.Load() == 1 })
+	testenv.Poll(t, "the backup to start", func() bool { return starts.Load() == 1 })
 	stop()
 	if ready(e, "g") {
 		t.Fatal("the gadget finished although its backup was cut short")
@@ -178,7 +179,7 @@ func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
 
 	stop = startManager(t, e, machine())
 	defer stop()
-	poll(t, "the backup to run again and the gadget to finish", func() bool { return ready(e, "g") })
+	testenv.Poll(t, "the backup to run again and the gadget to finish", func() bool { return ready(e, "g") })
 	if starts.Load() != 2 {
 		t.Errorf("the backup started %d times, want 2", starts.Load())
 	}

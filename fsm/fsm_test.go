@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/graph"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 type (
@@ -557,11 +557,11 @@ func TestDeletionInterruptsAWaitAndTheObjectGoes(t *testing.T) {
 	defer stop()
 
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	poll(t, "the gadget to idle", func() bool { return e.get("g").Status.State == "Idle" })
+	testenv.Poll(t, "the gadget to idle", func() bool { return e.get("g").Status.State == "Idle" })
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the gadget to be gone", func() bool {
+	testenv.Poll(t, "the gadget to be gone", func() bool {
 		err := e.direct.Get(t.Context(), client.ObjectKey{Namespace: e.namespace, Name: "g"}, &gadget{})
 		return apierrors.IsNotFound(err)
 	})
@@ -570,7 +570,7 @@ func TestDeletionInterruptsAWaitAndTheObjectGoes(t *testing.T) {
 	}
 
 	// The transitions were reported as Kubernetes events (events.k8s.io).
-	poll(t, "transition events", func() bool {
+	testenv.Poll(t, "transition events", func() bool {
 		var list eventsv1.EventList
 		if err := e.direct.List(t.Context(), &list, client.InNamespace(e.namespace)); err != nil {
 			return false
@@ -601,13 +601,13 @@ func TestRestartedManagerResumesWhereObjectsWere(t *testing.T) {
 	}
 	stop := startManager(t, e, machine())
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	poll(t, "the gadget to pause", func() bool { return e.get("g").Status.State == "Paused" })
+	testenv.Poll(t, "the gadget to pause", func() bool { return e.get("g").Status.State == "Paused" })
 	stop()
 
 	stop = startManager(t, e, machine())
 	defer stop()
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
-	poll(t, "the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+	testenv.Poll(t, "the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
 	if starts.Load() != 1 {
 		t.Errorf("the initial state ran %d times, want 1: the second manager must resume, not restart", starts.Load())
 	}
@@ -643,30 +643,10 @@ func TestTransitionMetrics(t *testing.T) {
 }
 
 // startManager runs m in a manager of its own until the returned function
-// is called.
+// is called or the test ends.
 func startManager(t *testing.T, e *env, m *fsm.Machine[*gadget]) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(testCluster.Config, ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cacheFor(e.namespace),
-		Controller: ctrlConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	errc := make(chan error, 1)
-	go func() { errc <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
+	return testenv.StartManager(t, testCluster.Config, scheme, e.namespace, m.SetupWithManager)
 }
 
 // metricValue reads a counter or gauge, or a histogram's sample count, from
@@ -798,17 +778,17 @@ func TestOwnedAndWatchedObjectsTriggerReconciles(t *testing.T) {
 
 	e.gadget("g", v1alpha1.GadgetSpec{Mode: "credentials"})
 	var cm corev1.ConfigMap
-	poll(t, "the child ConfigMap", func() bool { return e.direct.Get(t.Context(), key("g-child"), &cm) == nil })
+	testenv.Poll(t, "the child ConfigMap", func() bool { return e.direct.Get(t.Context(), key("g-child"), &cm) == nil })
 	cm.Data = map[string]string{"ready": "yes"}
 	if err := e.direct.Update(t.Context(), &cm); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the child's change to move the gadget on", func() bool { return e.get("g").Status.State == "Referenced" })
+	testenv.Poll(t, "the child's change to move the gadget on", func() bool { return e.get("g").Status.State == "Referenced" })
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "credentials", Namespace: e.namespace}}
 	if err := e.direct.Create(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the secret to make the gadget Ready", func() bool {
+	testenv.Poll(t, "the secret to make the gadget Ready", func() bool {
 		return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady)
 	})
 }

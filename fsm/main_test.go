@@ -3,31 +3,26 @@ package fsm_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 // One API server serves every test of the package; each test works in a
@@ -45,19 +40,10 @@ func TestMain(m *testing.M) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	// The workloads tier brings the garbage collector, which deletes the
 	// children of deleted parents.
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{filepath.Join("..", "internal", "testapi", "crd")}, Workloads: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testCluster = c
-	code := m.Run()
-	cancel()
-	_ = c.Stop()
-	os.Exit(code)
+	opts := cluster.Options{CRDPaths: []string{filepath.Join("..", "internal", "testapi", "crd")}, Workloads: true}
+	testenv.Main(m, opts, func(c *cluster.Cluster) { testCluster = c })
 }
 
 // env is a test's view of the shared cluster: a namespace, a client that
@@ -191,25 +177,4 @@ func (l *eventLog) reasons() []string {
 		out = append(out, ev.Reason)
 	}
 	return out
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// cacheFor limits a test manager's cache to the test's namespace.
-func cacheFor(namespace string) cache.Options {
-	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
-}
-
-// ctrlConfig lets tests run several managers with the same machine, which
-// controller-runtime otherwise refuses as a duplicate controller name.
-func ctrlConfig() config.Controller {
-	return config.Controller{SkipNameValidation: ptr.To(true)}
 }

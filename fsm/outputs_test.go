@@ -20,6 +20,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 // webMachine is a pipeline with two children: a ConfigMap always, and a
@@ -80,7 +81,7 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 	defer stop()
 
 	e.gadget("g", v1alpha1.GadgetSpec{Target: 1, Mode: "expose"})
-	poll(t, "the gadget to be Ready", func() bool { return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady) })
+	testenv.Poll(t, "the gadget to be Ready", func() bool { return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady) })
 
 	g := e.get("g")
 	var cm corev1.ConfigMap
@@ -109,11 +110,11 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 
 	// Un-exposed: the Service goes, the ConfigMap stays.
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
-	poll(t, "the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
+	testenv.Poll(t, "the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
 	if !e.exists(&corev1.ConfigMap{}, "g-config") {
 		t.Error("the ConfigMap, still desired, was deleted")
 	}
-	poll(t, "status.outputs to drop the Service", func() bool {
+	testenv.Poll(t, "status.outputs to drop the Service", func() bool {
 		return cmp.Equal(want[:1], e.get("g").Status.Outputs, ignoreUID)
 	})
 
@@ -122,14 +123,14 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 	if err := e.direct.Update(t.Context(), &cm); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the ConfigMap to be restored", func() bool {
+	testenv.Poll(t, "the ConfigMap to be restored", func() bool {
 		var got corev1.ConfigMap
 		return e.exists(&got, "g-config") && got.Data["target"] == "1"
 	})
 	if err := e.direct.Delete(t.Context(), &cm); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the ConfigMap to be created again", func() bool {
+	testenv.Poll(t, "the ConfigMap to be created again", func() bool {
 		var got corev1.ConfigMap
 		return e.exists(&got, "g-config") && got.UID != cm.UID
 	})
@@ -367,7 +368,7 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	name := e.namespace + "-g"
-	poll(t, "the cluster-scoped child", func() bool {
+	testenv.Poll(t, "the cluster-scoped child", func() bool {
 		return e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}) == nil
 	})
 	var cr rbacv1.ClusterRole
@@ -384,7 +385,7 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 	if err := e.direct.Update(t.Context(), &cr); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the parent to restore its child", func() bool {
+	testenv.Poll(t, "the parent to restore its child", func() bool {
 		var got rbacv1.ClusterRole
 		return e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &got) == nil && cmp.Equal(got.Rules, rules)
 	})
@@ -392,7 +393,7 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the parent to be gone", func() bool { return !e.exists(&gadget{}, "g") })
+	testenv.Poll(t, "the parent to be gone", func() bool { return !e.exists(&gadget{}, "g") })
 	if err := e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the cluster-scoped child outlived its parent: %v", err)
 	}
@@ -406,14 +407,14 @@ func TestGarbageCollectionDeletesOwnedChildren(t *testing.T) {
 	stop := startManager(t, e, webMachine("web-gc"))
 	defer stop()
 	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
-	poll(t, "the children", func() bool { return e.exists(&corev1.Service{}, "g") })
+	testenv.Poll(t, "the children", func() bool { return e.exists(&corev1.Service{}, "g") })
 
 	// No deletion path: the garbage collector of kube-controller-manager
 	// removes what the owner references point at.
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "garbage collection", func() bool {
+	testenv.Poll(t, "garbage collection", func() bool {
 		return !e.exists(&corev1.Service{}, "g") && !e.exists(&corev1.ConfigMap{}, "g-config")
 	})
 }

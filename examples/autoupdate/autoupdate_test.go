@@ -1,8 +1,6 @@
 package autoupdate_test
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -18,14 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/autoupdate"
@@ -34,6 +26,7 @@ import (
 	"github.com/kfsm/kfsm/examples/autoupdate/v1alpha1"
 	"github.com/kfsm/kfsm/examples/autoupdate/versionserver"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 var (
@@ -44,17 +37,7 @@ var (
 func TestMain(m *testing.M) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{"crd"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testCluster = c
-	code := m.Run()
-	cancel()
-	_ = c.Stop()
-	os.Exit(code)
+	testenv.Main(m, cluster.Options{CRDPaths: []string{"crd"}}, func(c *cluster.Cluster) { testCluster = c })
 }
 
 // env is one test's world: a namespace, a real gRPC version server and an
@@ -74,10 +57,7 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "autoupdate-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.Namespace(t, c, "autoupdate")
 	versions, err := versionserver.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +68,8 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
-	e := &env{t: t, c: c, ns: ns.Name, versions: versions, host: h}
+	e := &env{t: t, c: c, ns: ns, versions: versions, host: h}
 	e.startOperator()
-	t.Cleanup(func() { e.stop() })
 	return e
 }
 
@@ -101,33 +80,13 @@ func (e *env) startOperator() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(testCluster.Config, ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	e.t.Cleanup(func() { _ = conn.Close() })
 	op := &autoupdate.Operator{
 		Versions: versionpb.NewVersionServiceClient(conn),
 		Host:     &host.Client{URL: e.host.URL()},
 		Poll:     300 * time.Millisecond, HealthEvery: 100 * time.Millisecond, HealthTimeout: 500 * time.Millisecond,
 	}
-	if err := op.Machine().SetupWithManager(mgr); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	e.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("manager: %v", err)
-		}
-		_ = conn.Close()
-	}
+	e.stop = testenv.StartManager(e.t, testCluster.Config, scheme, e.ns, op.Machine().SetupWithManager)
 }
 
 // agent reads the managed client "agent", the one every test manages.
@@ -144,16 +103,6 @@ func release(version string, broken bool) *versionpb.Package {
 	return &versionpb.Package{
 		Name: "agent", Version: version, ConfigYaml: "log: info\n",
 		Runtime: &versionpb.Runtime{StartupMillis: 200, Broken: broken},
-	}
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
@@ -207,15 +156,15 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 		}
 		switch {
 		case step.down:
-			poll(t, step.name, func() bool { return strings.Contains(e.agent().Status.ServerError, "down for maintenance") })
+			testenv.Poll(t, step.name, func() bool { return strings.Contains(e.agent().Status.ServerError, "down for maintenance") })
 		case len(step.failed) > 0 && step.version != step.publish.GetVersion():
 			// Refused: wait until the server was asked about it twice more.
 			asked := e.versions.Asked()
-			poll(t, step.name, func() bool {
+			testenv.Poll(t, step.name, func() bool {
 				return e.versions.Asked() >= asked+2 && slices.Contains(e.agent().Status.FailedVersions, step.publish.GetVersion()) && e.settled(step.version)()
 			})
 		default:
-			poll(t, step.name, e.settled(step.version))
+			testenv.Poll(t, step.name, e.settled(step.version))
 		}
 		mc := e.agent()
 		if diff := cmp.Diff(step.running, e.running()); diff != "" {
@@ -243,7 +192,7 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 	if !meta.IsStatusConditionTrue(mc.Status.Conditions, fsm.ConditionReady) {
 		t.Error("a client whose version server is down is no longer Ready, although it runs")
 	}
-	poll(t, "the warnings as events", func() bool {
+	testenv.Poll(t, "the warnings as events", func() bool {
 		var list eventsv1.EventList
 		if err := e.c.List(t.Context(), &list, client.InNamespace(e.ns)); err != nil {
 			return false
@@ -265,18 +214,18 @@ func TestRestartMidUpgradeCompletesIt(t *testing.T) {
 	if err := e.c.Create(t.Context(), mc); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the first install", e.settled("1.0.0"))
+	testenv.Poll(t, "the first install", e.settled("1.0.0"))
 
 	// A release that takes two seconds to start: stop the operator while
 	// it is health-checking it.
 	slow := release("2.0.0", false)
 	slow.Runtime.StartupMillis = 2000
 	e.versions.Publish("stable", slow)
-	poll(t, "the upgrade to start", func() bool { return e.agent().Status.State == autoupdate.Updating })
+	testenv.Poll(t, "the upgrade to start", func() bool { return e.agent().Status.State == autoupdate.Updating })
 	e.stop()
 
 	e.startOperator()
-	poll(t, "the upgrade to complete after the restart", e.settled("2.0.0"))
+	testenv.Poll(t, "the upgrade to complete after the restart", e.settled("2.0.0"))
 	mc = e.agent()
 	if len(mc.Status.FailedVersions) != 0 || mc.Status.HealthFailures != 0 {
 		t.Errorf("failed versions %v, health failures %d after the restart; want none", mc.Status.FailedVersions, mc.Status.HealthFailures)
@@ -296,11 +245,11 @@ func TestDeletingTheClientStopsItsInstances(t *testing.T) {
 	if err := e.c.Create(t.Context(), mc); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the first install", e.settled("1.0.0"))
+	testenv.Poll(t, "the first install", e.settled("1.0.0"))
 	if err := e.c.Delete(t.Context(), e.agent()); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the client to be gone", func() bool {
+	testenv.Poll(t, "the client to be gone", func() bool {
 		err := e.c.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "agent"}, &v1alpha1.ManagedClient{})
 		return apierrors.IsNotFound(err)
 	})

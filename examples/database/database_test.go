@@ -13,25 +13,19 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/database"
 	"github.com/kfsm/kfsm/examples/database/agent"
 	"github.com/kfsm/kfsm/examples/database/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 var (
@@ -42,17 +36,7 @@ var (
 func TestMain(m *testing.M) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{"crd"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testCluster = c
-	code := m.Run()
-	cancel()
-	_ = c.Stop()
-	os.Exit(code)
+	testenv.Main(m, cluster.Options{CRDPaths: []string{"crd"}}, func(c *cluster.Cluster) { testCluster = c })
 }
 
 // env is one test's world: a namespace, the database agent, a CloudEvents
@@ -83,10 +67,7 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "database-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.Namespace(t, c, "database")
 	a, err := agent.Start("127.0.0.1:0", agent.Timings{Start: 200 * time.Millisecond, Stop: 100 * time.Millisecond, Backup: time.Second, Configure: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -124,28 +105,9 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(testCluster.Config, ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns.Name: {}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	op := &database.Operator{Agent: &agent.Client{URL: a.URL()}, Sink: "http://" + l.Addr().String(), Events: events}
-	if err := op.Machine().SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	return &env{t: t, c: c, ns: ns.Name, agent: a, received: recv}
+	testenv.StartManager(t, testCluster.Config, scheme, ns, op.Machine().SetupWithManager)
+	return &env{t: t, c: c, ns: ns, agent: a, received: recv}
 }
 
 func (e *env) db() *v1alpha1.Database {
@@ -176,22 +138,12 @@ func (e *env) actual() agent.Database {
 // actual, for the latest spec.
 func (e *env) at(state fsm.State, actual string) {
 	e.t.Helper()
-	poll(e.t, fmt.Sprintf("%s with the database %s", state, actual), func() bool {
+	testenv.Poll(e.t, fmt.Sprintf("%s with the database %s", state, actual), func() bool {
 		d := e.db()
 		c := meta.FindStatusCondition(d.Status.Conditions, fsm.ConditionReady)
 		return d.Status.State == state && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == d.Generation &&
 			d.Status.Current == actual && e.actual().State == actual
 	})
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // path is the states the database went through, from its history.
@@ -214,7 +166,7 @@ func TestDatabaseWalksToWhatTheSpecAsks(t *testing.T) {
 	// A backup is maintenance: the database goes Servicing, the backup runs
 	// as an action, and it comes back Running.
 	e.change(func(s *v1alpha1.DatabaseSpec) { s.Backup = "nightly-1" })
-	poll(t, "the backup", func() bool { return e.db().Status.LastBackup == "nightly-1" })
+	testenv.Poll(t, "the backup", func() bool { return e.db().Status.LastBackup == "nightly-1" })
 	e.at(database.Running, agent.Running)
 	if got := e.actual().Backups; !cmp.Equal(got, []string{"nightly-1"}) {
 		t.Errorf("the agent took backups %v, want nightly-1", got)
@@ -227,7 +179,7 @@ func TestDatabaseWalksToWhatTheSpecAsks(t *testing.T) {
 		s.Config = map[string]string{"max_connections": "200"}
 	})
 	e.at(database.Servicing, agent.Servicing)
-	poll(t, "the configuration", func() bool { return e.actual().Config["max_connections"] == "200" })
+	testenv.Poll(t, "the configuration", func() bool { return e.actual().Config["max_connections"] == "200" })
 	if got := e.db().Status.Desired; got != database.Servicing {
 		t.Errorf("status.desired = %s, want Servicing", got)
 	}
@@ -243,7 +195,7 @@ func TestDatabaseWalksToWhatTheSpecAsks(t *testing.T) {
 
 	// Running again is not reachable from End: Stalled, with the reason.
 	e.change(func(s *v1alpha1.DatabaseSpec) { s.DesiredState = "Running" })
-	poll(t, "the unreachable goal to stall", func() bool {
+	testenv.Poll(t, "the unreachable goal to stall", func() bool {
 		c := meta.FindStatusCondition(e.db().Status.Conditions, fsm.ConditionStalled)
 		return c != nil && c.Reason == fsm.ReasonGoalUnreachable && strings.Contains(c.Message, "no path leads from state End to goal Running")
 	})
@@ -280,7 +232,7 @@ func TestStopTakesTheDefaultChildAndMaintenanceComesFirst(t *testing.T) {
 	if err := e.c.Delete(t.Context(), e.db()); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the first database to go", func() bool {
+	testenv.Poll(t, "the first database to go", func() bool {
 		return apierrors.IsNotFound(e.c.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "orders"}, &v1alpha1.Database{}))
 	})
 	if _, known := e.agent.Database(e.ns + ".orders"); known {

@@ -1,7 +1,6 @@
 package moose_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +23,7 @@ import (
 	"github.com/kfsm/kfsm/examples/moose"
 	"github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 var (
@@ -35,17 +34,7 @@ var (
 func TestMain(m *testing.M) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{"crd"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testCluster = c
-	code := m.Run()
-	cancel()
-	_ = c.Stop()
-	os.Exit(code)
+	testenv.Main(m, cluster.Options{CRDPaths: []string{"crd"}}, func(c *cluster.Cluster) { testCluster = c })
 }
 
 // herd is a test's herd: a namespace, a fake clock, and the moose
@@ -64,11 +53,7 @@ func newHerd(t *testing.T) *herd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "moose-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	h := &herd{t: t, c: c, ns: ns.Name, clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	h := &herd{t: t, c: c, ns: testenv.Namespace(t, c, "moose"), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	h.restart()
 	return h
 }

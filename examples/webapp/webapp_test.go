@@ -1,13 +1,10 @@
 package webapp_test
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,20 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/webapp"
 	"github.com/kfsm/kfsm/examples/webapp/dns"
 	"github.com/kfsm/kfsm/examples/webapp/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 var (
@@ -39,18 +31,8 @@ var (
 func TestMain(m *testing.M) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	ctx, cancel := context.WithCancel(context.Background())
 	// The workloads tier makes Deployments Available for real.
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{"crd"}, Workloads: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testCluster = c
-	code := m.Run()
-	cancel()
-	_ = c.Stop()
-	os.Exit(code)
+	testenv.Main(m, cluster.Options{CRDPaths: []string{"crd"}, Workloads: true}, func(c *cluster.Cluster) { testCluster = c })
 }
 
 // env runs the web app operator against the test cluster, in a namespace
@@ -68,40 +50,16 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "webapp-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.Namespace(t, c, "webapp")
 	registry, err := dns.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = registry.Close() })
 
-	mgr, err := ctrl.NewManager(testCluster.Config, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns.Name: {}}},
-		// Each test runs its own manager with the same machine.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	op := &webapp.Operator{DNS: &dns.Client{URL: registry.URL()}}
-	if err := op.Machine().SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	return &env{t: t, c: c, ns: ns.Name, registry: registry}
+	testenv.StartManager(t, testCluster.Config, scheme, ns, op.Machine().SetupWithManager)
+	return &env{t: t, c: c, ns: ns, registry: registry}
 }
 
 func (e *env) key(name string) client.ObjectKey { return client.ObjectKey{Namespace: e.ns, Name: name} }
@@ -130,16 +88,6 @@ func (e *env) change(name string, f func(*v1alpha1.WebAppSpec)) {
 	f(&a.Spec)
 	if err := e.c.Update(e.t.Context(), a); err != nil {
 		e.t.Fatal(err)
-	}
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
@@ -185,18 +133,18 @@ func TestWebAppLifecycle(t *testing.T) {
 
 	// Un-exposed: the Service is pruned; exposed again: it is back.
 	e.change("shop", func(s *v1alpha1.WebAppSpec) { s.Expose = false })
-	poll(t, "the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "shop") && e.ready("shop") })
+	testenv.Poll(t, "the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "shop") && e.ready("shop") })
 	if !e.exists(&appsv1.Deployment{}, "shop") {
 		t.Fatal("un-exposing removed the Deployment")
 	}
 	e.change("shop", func(s *v1alpha1.WebAppSpec) { s.Expose = true })
-	poll(t, "the Service to come back", func() bool { return e.exists(&corev1.Service{}, "shop") && e.ready("shop") })
+	testenv.Poll(t, "the Service to come back", func() bool { return e.exists(&corev1.Service{}, "shop") && e.ready("shop") })
 
 	// Deleted: the DNS record goes, then the finalizer, then the app.
 	if err := e.c.Delete(t.Context(), e.app("shop")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the app to be gone", func() bool { return !e.exists(&v1alpha1.WebApp{}, "shop") })
+	testenv.Poll(t, "the app to be gone", func() bool { return !e.exists(&v1alpha1.WebApp{}, "shop") })
 	if _, ok := e.registry.Records()["shop.example.com"]; ok {
 		t.Error("the DNS record outlived the app")
 	}
@@ -211,7 +159,7 @@ func TestDeletionWaitsForTheDNSRegistry(t *testing.T) {
 	if err := e.c.Create(t.Context(), app); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the app to be Ready", func() bool { return e.ready("blog") })
+	testenv.Poll(t, "the app to be Ready", func() bool { return e.ready("blog") })
 
 	if err := e.registry.Close(); err != nil {
 		t.Fatal(err)
@@ -219,7 +167,7 @@ func TestDeletionWaitsForTheDNSRegistry(t *testing.T) {
 	if err := e.c.Delete(t.Context(), e.app("blog")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the deregistration to fail", func() bool {
+	testenv.Poll(t, "the deregistration to fail", func() bool {
 		c := meta.FindStatusCondition(e.app("blog").Status.Conditions, string(webapp.Deregistered))
 		return c != nil && c.Reason == fsm.ReasonHandlerFailed
 	})
@@ -233,7 +181,7 @@ func TestDeletionWaitsForTheDNSRegistry(t *testing.T) {
 	if err := e.registry.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the app to be gone once the registry is back", func() bool { return !e.exists(&v1alpha1.WebApp{}, "blog") })
+	testenv.Poll(t, "the app to be gone once the registry is back", func() bool { return !e.exists(&v1alpha1.WebApp{}, "blog") })
 	if _, ok := e.registry.Records()["blog.example.com"]; ok {
 		t.Error("the DNS record outlived the app")
 	}
@@ -248,7 +196,7 @@ func TestInvalidConfigStopsTheApp(t *testing.T) {
 	if err := e.c.Create(t.Context(), app); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the app to stall", func() bool {
+	testenv.Poll(t, "the app to stall", func() bool {
 		c := meta.FindStatusCondition(e.app("bad").Status.Conditions, fsm.ConditionStalled)
 		return c != nil && c.Reason == "InvalidConfig"
 	})
