@@ -1,7 +1,6 @@
 package autoupdate_test
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -89,6 +88,15 @@ func (e *env) startOperator() {
 	e.stop = testenv.StartManager(e.t, testCluster.Config, scheme, e.ns, op.Machine().SetupWithManager)
 }
 
+// create creates the managed client "agent", on channel stable.
+func (e *env) create() {
+	e.t.Helper()
+	mc := &v1alpha1.ManagedClient{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: e.ns}, Spec: v1alpha1.ManagedClientSpec{Channel: "stable"}}
+	if err := e.c.Create(e.t.Context(), mc); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // agent reads the managed client "agent", the one every test manages.
 func (e *env) agent() *v1alpha1.ManagedClient {
 	e.t.Helper()
@@ -149,10 +157,7 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 		}
 		e.versions.SetAvailable(!step.down)
 		if i == 0 {
-			mc := &v1alpha1.ManagedClient{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: e.ns}, Spec: v1alpha1.ManagedClientSpec{Channel: "stable"}}
-			if err := e.c.Create(t.Context(), mc); err != nil {
-				t.Fatal(err)
-			}
+			e.create()
 		}
 		switch {
 		case step.down:
@@ -210,10 +215,7 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 func TestRestartMidUpgradeCompletesIt(t *testing.T) {
 	e := start(t)
 	e.versions.Publish("stable", release("1.0.0", false))
-	mc := &v1alpha1.ManagedClient{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: e.ns}, Spec: v1alpha1.ManagedClientSpec{Channel: "stable"}}
-	if err := e.c.Create(t.Context(), mc); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	testenv.Poll(t, "the first install", e.settled("1.0.0"))
 
 	// A release that takes two seconds to start: stop the operator while
@@ -226,7 +228,7 @@ func TestRestartMidUpgradeCompletesIt(t *testing.T) {
 
 	e.startOperator()
 	testenv.Poll(t, "the upgrade to complete after the restart", e.settled("2.0.0"))
-	mc = e.agent()
+	mc := e.agent()
 	if len(mc.Status.FailedVersions) != 0 || mc.Status.HealthFailures != 0 {
 		t.Errorf("failed versions %v, health failures %d after the restart; want none", mc.Status.FailedVersions, mc.Status.HealthFailures)
 	}
@@ -241,10 +243,7 @@ func TestRestartMidUpgradeCompletesIt(t *testing.T) {
 func TestDeletingTheClientStopsItsInstances(t *testing.T) {
 	e := start(t)
 	e.versions.Publish("stable", release("1.0.0", false))
-	mc := &v1alpha1.ManagedClient{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: e.ns}, Spec: v1alpha1.ManagedClientSpec{Channel: "stable"}}
-	if err := e.c.Create(t.Context(), mc); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	testenv.Poll(t, "the first install", e.settled("1.0.0"))
 	if err := e.c.Delete(t.Context(), e.agent()); err != nil {
 		t.Fatal(err)
@@ -259,12 +258,5 @@ func TestDeletingTheClientStopsItsInstances(t *testing.T) {
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	diagram := (&autoupdate.Operator{}).Machine().Graph().Mermaid()
-	if !strings.Contains(string(readme), "```mermaid\n"+diagram+"```") {
-		t.Errorf("README.md does not have the current diagram; it is:\n```mermaid\n%s```", diagram)
-	}
+	testenv.ReadmeHasDiagram(t, (&autoupdate.Operator{}).Machine().Graph().Mermaid())
 }

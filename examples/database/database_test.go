@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -252,12 +251,5 @@ func TestStopTakesTheDefaultChildAndMaintenanceComesFirst(t *testing.T) {
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	diagram := (&database.Operator{}).Machine().Graph().Mermaid()
-	if !strings.Contains(string(readme), "```mermaid\n"+diagram+"```") {
-		t.Errorf("README.md does not have the current diagram; it is:\n```mermaid\n%s```", diagram)
-	}
+	testenv.ReadmeHasDiagram(t, (&database.Operator{}).Machine().Graph().Mermaid())
 }

@@ -2,9 +2,7 @@ package moose_test
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -206,12 +204,5 @@ func TestKubectlShowsThePrinterColumns(t *testing.T) {
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	diagram := moose.NewHerd(1).Machine().Graph().Mermaid()
-	if !strings.Contains(string(readme), "```mermaid\n"+diagram+"```") {
-		t.Errorf("README.md does not have the current diagram; it is:\n```mermaid\n%s```", diagram)
-	}
+	testenv.ReadmeHasDiagram(t, moose.NewHerd(1).Machine().Graph().Mermaid())
 }

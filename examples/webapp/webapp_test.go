@@ -1,9 +1,7 @@
 package webapp_test
 
 import (
-	"os"
 	"os/exec"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -206,12 +204,5 @@ func TestInvalidConfigStopsTheApp(t *testing.T) {
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	diagram := (&webapp.Operator{}).Machine().Graph().Mermaid()
-	if !strings.Contains(string(readme), "```mermaid\n"+diagram+"```") {
-		t.Errorf("README.md does not have the current diagram; it is:\n```mermaid\n%s```", diagram)
-	}
+	testenv.ReadmeHasDiagram(t, (&webapp.Operator{}).Machine().Graph().Mermaid())
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,5 +95,18 @@ func Poll(t testing.TB, what string, cond func() bool) {
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// ReadmeHasDiagram fails unless README.md in the test's directory holds
+// diagram as a Mermaid block, so that a committed diagram stays current.
+func ReadmeHasDiagram(t testing.TB, diagram string) {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```mermaid\n"+diagram+"```") {
+		t.Errorf("README.md does not have the current diagram; it is:\n```mermaid\n%s```", diagram)
 	}
 }
