@@ -21,16 +21,16 @@ demo:
 assets:
 	$(GO) run ./cmd/kfsm assets --workloads >/dev/null
 
-## generate: regenerate deepcopy code, CRDs, protobuf code and the embedded Kubernetes module
-generate: $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
+## generate: regenerate deepcopy code, CRDs, protobuf code (buf with protoc-gen-go and
+## protoc-gen-go-grpc, all built from the module proxy) and the embedded Kubernetes module
+generate: $(BIN)/controller-gen $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	$(BIN)/controller-gen object paths=./fsm/ paths=./internal/testapi/... paths=./examples/...
 	$(BIN)/controller-gen crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
 	$(BIN)/controller-gen crd paths=./examples/moose/... output:crd:artifacts:config=examples/moose/crd
 	$(BIN)/controller-gen crd paths=./examples/webapp/... output:crd:artifacts:config=examples/webapp/crd
 	$(BIN)/controller-gen crd paths=./examples/autoupdate/... output:crd:artifacts:config=examples/autoupdate/crd
 	$(BIN)/controller-gen crd paths=./examples/database/... output:crd:artifacts:config=examples/database/crd
-	PATH="$(BIN):$$PATH" "$$(tools/proto/protoc.sh)" --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative examples/autoupdate/proto/version.proto
+	$(BIN)/buf generate --template tools/proto/buf.gen.yaml
 	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
 	cp tools/k8s/go.sum cluster/internal/k8smod/go.sum.txt
 	cp tools/k8s/etcd/main.go cluster/internal/k8smod/etcd.go.txt
@@ -51,6 +51,9 @@ lint: $(BIN)/golangci-lint
 # not mix) and built from the module proxy.
 $(BIN)/controller-gen: tools/gen/go.mod tools/gen/go.sum
 	$(GO) -C tools/gen build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(BIN)/buf: tools/proto/go.mod tools/proto/go.sum
+	$(GO) -C tools/proto build -o $@ github.com/bufbuild/buf/cmd/buf
 
 $(BIN)/protoc-gen-go: tools/proto/go.mod tools/proto/go.sum
 	$(GO) -C tools/proto build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
