@@ -7,7 +7,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kfsm/kfsm/cluster"
 )
@@ -22,14 +24,23 @@ func newDemoCommand() *cobra.Command {
 		Short: "Run the kfsm demo on an embedded Kubernetes",
 		Long: `Demo starts a real kube-apiserver and etcd on this machine, writes a
 kubeconfig for them and prints how to reach them with kubectl. It installs the
-Moose and WebApp CRDs, runs both example operators in one manager, creates a
-herd of 25 moose and two web apps, and prints every transition. It runs until
-interrupted or until --duration has passed, then shuts everything down.
+CRDs of the four example operators (moose, web apps, auto-updated clients and
+databases) and runs the operators in one manager, with the servers they talk to
+on loopback: a DNS registry, a gRPC version server, client instances and a
+database agent. It creates a herd of 25 moose, two web apps, a managed client
+and a database, plays a short story of releases and database requests, and
+prints every transition. It runs until interrupted or until --duration has
+passed, then shuts everything down.
 
 With --workloads the cluster also runs the controllers, the scheduler and kwok,
 so that the web apps' Deployments become Available and the apps Ready.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			// Before anything logs through controller-runtime, which would
+			// otherwise complain that no logger was set.
+			printer := &transitionPrinter{out: out}
+			ctrl.SetLogger(logr.New(printer))
 			opts.Progress = cmd.ErrOrStderr()
 			crds, err := os.MkdirTemp("", "kfsm-demo-crds-")
 			if err != nil {
@@ -52,11 +63,10 @@ so that the web apps' Deployments become Available and the apps Ready.`,
 				ctx, cancel = context.WithTimeout(ctx, duration)
 				defer cancel()
 			}
-			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "kubeconfig: %s\n", c.Kubeconfig)
 			fmt.Fprintf(out, "try: %s --kubeconfig %s get moose -w\n", c.Assets.Kubectl(), c.Kubeconfig)
 			fmt.Fprintf(out, "     %s --kubeconfig %s get webapps,deployments,services\n", c.Assets.Kubectl(), c.Kubeconfig)
-			runErr := runOperators(ctx, c.Config, out)
+			runErr := runOperators(ctx, c.Config, printer)
 			fmt.Fprintln(out, "stopping the cluster")
 			if err := c.Stop(); err != nil {
 				return errors.Join(runErr, err)

@@ -71,9 +71,9 @@ func writeCRDs(dir string) error {
 
 // runOperators runs the four example operators in one manager, with the
 // servers they talk to on loopback, creates their objects and plays the
-// demo's story. It prints every transition to out, and returns when ctx
-// ends.
-func runOperators(ctx context.Context, cfg *rest.Config, out io.Writer) error {
+// demo's story. It prints every transition with printer, and returns when
+// ctx ends.
+func runOperators(ctx context.Context, cfg *rest.Config, printer *transitionPrinter) error {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, moosev1.AddToScheme, webappv1.AddToScheme, autoupdatev1.AddToScheme, databasev1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -84,9 +84,7 @@ func runOperators(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	// default client rate limit would make it trickle in.
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 200, 400
-	printer := &transitionPrinter{out: out}
 	log := logr.New(printer)
-	ctrl.SetLogger(log)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme, Logger: log, Metrics: metricsserver.Options{BindAddress: "0"},
 		// A process may run the demo more than once, as its tests do.
@@ -111,9 +109,9 @@ func runOperators(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 		}
 	}
 
-	fmt.Fprintf(out, "dns registry: %s/records\n", w.registry.URL())
-	fmt.Fprintf(out, "version server: %s (gRPC), client instances: %s/instances, database agent: %s/databases/default.orders\n",
-		w.versions.Addr(), w.host.URL(), w.agent.URL())
+	printer.print(fmt.Sprintf("dns registry: %s/records", w.registry.URL()))
+	printer.print(fmt.Sprintf("version server: %s (gRPC), client instances: %s/instances, database agent: %s/databases/default.orders",
+		w.versions.Addr(), w.host.URL(), w.agent.URL()))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	if err := createDemoObjects(ctx, mgr.GetClient()); err != nil && ctx.Err() == nil {
