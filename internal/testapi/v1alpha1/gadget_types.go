@@ -22,6 +22,9 @@ type GadgetStatus struct {
 	// Count is a field of the author's own that handlers update.
 	// +optional
 	Count int32 `json:"count,omitempty"`
+	// Note is free text that handlers write.
+	// +optional
+	Note string `json:"note,omitempty"`
 }
 
 // Gadget is a test resource driven by kfsm machines.

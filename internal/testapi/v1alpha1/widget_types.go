@@ -16,7 +16,7 @@ var GroupVersion = schema.GroupVersion{Group: "testing.kfsm.dev", Version: "v1al
 
 // AddToScheme adds the test types to a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
+	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{}, &Door{}, &DoorList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
