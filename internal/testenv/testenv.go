@@ -59,12 +59,23 @@ func Namespace(t testing.TB, c client.Client, prefix string) string {
 // otherwise refuses as duplicate names.
 func StartManager(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme, namespace string, setup ...func(manager.Manager) error) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	return StartManagerWith(t, cfg, scheme, namespace, nil, setup...)
+}
+
+// StartManagerWith is StartManager with the manager's options changed by
+// configure first, for a logger, a client that counts or a resync period.
+func StartManagerWith(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme, namespace string, configure func(*ctrl.Options), setup ...func(manager.Manager) error) (stop func()) {
+	t.Helper()
+	opts := ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if configure != nil {
+		configure(&opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
