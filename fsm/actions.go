@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -65,21 +66,25 @@ type actions struct {
 	machine string
 	slots   chan struct{} // one per action that may run at once
 	log     logr.Logger
+	redact  func(string) string
 
-	mu    sync.Mutex
-	runs  map[actionKey]*actionRun
-	base  context.Context
-	stop  context.CancelFunc
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	mu      sync.Mutex
+	runs    map[actionKey]*actionRun
+	running map[string]int // actions running now, by name, for the gauge
+	base    context.Context
+	stop    context.CancelFunc
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
-func newActions(machine string, limit int, log logr.Logger) *actions {
+func newActions(machine string, limit int, log logr.Logger, redact func(string) string) *actions {
 	base, stop := context.WithCancel(context.Background())
 	return &actions{
 		machine: machine,
 		slots:   make(chan struct{}, max(limit, 1)),
 		log:     log,
+		redact:  redact,
 		runs:    map[actionKey]*actionRun{},
+		running: map[string]int{},
 		base:    base,
 		stop:    stop,
 	}
@@ -128,9 +133,9 @@ func (a *actions) run(ctx context.Context, key actionKey, r *actionRun, run func
 	case <-ctx.Done():
 		return
 	}
-	actionsRunning.WithLabelValues(a.machine, key.name).Inc()
+	a.countRunning(key.name, 1)
 	err := safely(ctx, run)
-	actionsRunning.WithLabelValues(a.machine, key.name).Dec()
+	a.countRunning(key.name, -1)
 	<-a.slots
 
 	a.mu.Lock()
@@ -143,7 +148,11 @@ func (a *actions) run(ctx context.Context, key actionKey, r *actionRun, run func
 	if err != nil {
 		r.state = ActionFailed
 		actionsFailed.WithLabelValues(a.machine, key.name).Inc()
-		a.log.Error(err, "action failed", "machine", a.machine, "object", key.object.String(), "action", key.name)
+		logged := err
+		if a.redact != nil {
+			logged = errors.New(a.redact(err.Error()))
+		}
+		a.log.Error(logged, "action failed", "machine", a.machine, "object", key.object.String(), "action", key.name)
 	} else {
 		actionsCompleted.WithLabelValues(a.machine, key.name).Inc()
 	}
@@ -153,6 +162,21 @@ func (a *actions) run(ctx context.Context, key actionKey, r *actionRun, run func
 		// At once, not after a requeue timer.
 		q.Add(reconcile.Request{NamespacedName: key.object})
 	}
+}
+
+// countRunning keeps kfsm_actions_running, and removes an action's series
+// when none runs, so that names of finished actions do not pile up.
+func (a *actions) countRunning(name string, delta int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.running[name] + delta
+	if n > 0 {
+		a.running[name] = n
+		actionsRunning.WithLabelValues(a.machine, name).Set(float64(n))
+		return
+	}
+	delete(a.running, name)
+	actionsRunning.DeleteLabelValues(a.machine, name)
 }
 
 func safely(ctx context.Context, run func(context.Context) error) (err error) {

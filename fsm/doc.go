@@ -23,7 +23,8 @@
 //   - [Next] moves to a declared exit and runs its handler at once;
 //   - [Wait] stays and runs the handler again later or on the next change;
 //   - [Done] says the object has converged here: it is Ready;
-//   - [Fail] retries with backoff and counts the failure;
+//   - [Fail] retries after a backoff (1 s, then 2 s, 4 s... up to 5
+//     minutes) and counts the failure;
 //   - [Stop] gives up until the spec changes: the object is Stalled.
 //
 // The object's type embeds [Status] in its status and returns it from one
@@ -77,6 +78,21 @@
 // that cannot have one (cluster-scoped under a namespaced parent, or in
 // another namespace) need an OnDelete state, whose path deletes them.
 //
+// Apply never takes over an object that kfsm did not create for the
+// parent: if one of the child's name exists, Apply fails with an
+// [AlreadyExistsError] and the state with reason AlreadyExists, and
+// nothing is written. A handler that means to take such an object over
+// says so: with [Adopt], kfsm applies its fields and labels but gives it
+// no owner reference and never deletes it (when it is no longer desired,
+// or its parent goes, kfsm removes its own labels and annotations and
+// leaves the object); with [AdoptAndDelete], it becomes a child like the
+// others. An object that another parent has is never adopted.
+//
+// On the children it applies, kfsm sets the labels [LabelManagedBy]
+// (kfsm), [LabelMachine] and [LabelOwnerUID], and the annotations
+// [AnnotationOwner], [AnnotationState] (lifecycle machines) and
+// [AnnotationAdopted] (adopted objects).
+//
 // Fields that someone changed with an update (kubectl edit, a controller
 // that updates) are drift and are taken back on the next Apply. Fields
 // that another server-side applier owns are a conflict: Apply returns a
@@ -128,17 +144,101 @@
 // wait --for=condition=Ready, Flux and Argo CD understand kfsm objects. The
 // state itself is informational; conditions are the contract.
 //
+// # Running under a manager
+//
+// Under controller-runtime's manager, every write comes back as a watch
+// event. kfsm's own writes (the finalizer, the status, children it applies
+// or deletes) never drive its loop: their events are dropped, and the next
+// reconcile after a write is the one kfsm scheduled, after a Wait, a
+// backoff, a timeout or a resync. Changes made by anyone else (the spec,
+// a label, a child edited by hand, a watched object) reconcile the object
+// at once.
+//
+// A failed handler's backoff is kept in status.retryAt, so it holds
+// whatever happens to the object meanwhile, and across a restart of the
+// operator: no handler runs before, unless the spec changes (a new
+// generation starts afresh), a retry is asked for, the deletion path
+// starts, or the state's timeout comes first.
+//
+// The status is written as a merge patch of what the walk changed, so a
+// change that someone else makes to the object during a walk does not
+// throw the walk away.
+//
+// A handler's failure is returned to controller-runtime as a
+// *[HandlerError]: it counts in controller_runtime_reconcile_errors_total
+// and is logged once, as a "Reconciler error" with the state, the attempt
+// and the error. The machine's rate limiter requeues the object when the
+// backoff ends. The failure that exhausts a state's retries is returned as
+// a reconcile.TerminalError, which controller-runtime counts in
+// controller_runtime_terminal_reconcile_errors_total and does not requeue.
+// kfsm recovers a handler's panic itself, so that the status records it:
+// it counts as a failure there, not in
+// controller_runtime_reconcile_panics_total.
+//
+// # Retrying and pausing an object
+//
+// Two annotations let a person act on one object without a spec change:
+//
+//   - [AnnotationRetry] (kfsm.dev/retry), set to a new value such as the
+//     time, runs the current state's handler now: a Stalled object
+//     resumes, with fresh retries, and a backoff ends. The value acted on
+//     is kept in status.lastHandledRetry.
+//   - [AnnotationPaused] (kfsm.dev/paused) set to "true" stops every
+//     handler of the object, the deletion path included, until it is
+//     removed; the Paused condition says so meanwhile.
+//
 // # Seeing what happens
 //
 // Every transition adds an entry to Status.History (bounded; see
 // [Machine.HistoryLimit]), records a Kubernetes event (events.k8s.io),
 // writes a log line with the machine, object, states and reason, counts in
-// the Prometheus metrics kfsm_transitions_total, kfsm_state_duration_seconds,
-// kfsm_objects, kfsm_handler_errors_total and kfsm_stalled_objects
-// (registered with controller-runtime's registry), and each reconcile is an
-// OpenTelemetry span with a child span per handler. [Machine.OnTransition]
-// tells systems outside the cluster, once the status is written. The graph can be drawn:
-// see [Machine.Graph] and package graph.
+// kfsm_transitions_total, and tells the [Machine.OnTransition] observers,
+// each once, and only once the status that records it is written. A
+// transition event's reason is why the object moved (Created, Next,
+// Timeout, RetriesExhausted, Deleted, or where a pipeline's pass rests),
+// its action the state it entered; moves that kfsm forced (Timeout,
+// RetriesExhausted) are warnings. Events about a child name it as the
+// related object. Notes are cut to the events API's 1,024 bytes.
+//
+// The Prometheus metrics, registered with controller-runtime's registry:
+// kfsm_transitions_total (machine, from, to, reason),
+// kfsm_state_duration_seconds, kfsm_objects, kfsm_stalled_objects,
+// kfsm_reconciling_objects, kfsm_handler_errors_total,
+// kfsm_status_write_errors_total and the action metrics. Package alerts
+// holds alert rules for them. Each reconcile is an OpenTelemetry span with
+// a child span per handler. The graph can be drawn: see [Machine.Graph]
+// and package graph.
+//
+// # Controller options
+//
+// The machine's controller takes controller-runtime's options as they
+// are: [Machine.WithOptions] (a controller.Options: rate limiter,
+// reconciliation timeout and the rest), [Machine.ForOptions] (the For
+// watch's options, such as builder.WithPredicates),
+// [Machine.WithEventFilter], and the builder's options on [Machine.Owns]
+// and [Machine.Watches].
+//
+// # Permissions
+//
+// A machine's service account needs, in the namespaces it serves (or
+// cluster-wide):
+//
+//   - on its own kind: get, list, watch, and patch (the finalizer, for a
+//     machine with OnDelete); on its status subresource: patch; on its
+//     finalizers subresource: update, where the OwnerReferencesPermission
+//     admission plugin is on (children's owner references block deletion);
+//   - on each kind it Owns: get, list, watch, patch (server-side apply),
+//     delete; and create where children are new;
+//   - on each kind it Watches: get, list, watch;
+//   - on events.k8s.io events: create and patch.
+//
+// As kubebuilder markers, for a Moose that owns ConfigMaps:
+//
+//	// +kubebuilder:rbac:groups=example.com,resources=moose,verbs=get;list;watch;patch
+//	// +kubebuilder:rbac:groups=example.com,resources=moose/status,verbs=patch
+//	// +kubebuilder:rbac:groups=example.com,resources=moose/finalizers,verbs=update
+//	// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+//	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //
 // # Guarantees
 //
@@ -148,31 +248,43 @@
 //  2. Build and SetupWithManager refuse an invalid graph and list every
 //     problem at once (a *graph.ValidationError).
 //  3. kfsm writes the status only when it changed, at most once per
-//     reconcile. Reconciling an object that has converged changes nothing
-//     on the server and records no event: the status is not written, and
-//     an unchanged child's apply is a no-op for the API server.
+//     reconcile, and its own writes never trigger the next reconcile.
+//     Reconciling an object that has converged changes nothing on the
+//     server and records no event: the status is not written, and an
+//     unchanged child's apply is a no-op for the API server.
 //  4. status.observedGeneration and the Ready, Reconciling and Stalled
 //     conditions follow the kstatus conventions.
 //  5. After kfsm writes an object at resourceVersion R, it runs no handler
-//     on a cached copy older than R; it waits for the cache instead.
+//     on any copy older than R, whenever it is read; it waits for the
+//     cache instead.
 //  6. Once an object is being deleted, the deletion path runs from the
 //     OnDelete state, whatever state the object was in. The finalizer is
 //     added before any handler runs and removed only when a final state of
 //     the deletion path is done. A machine without OnDelete adds none.
-//  7. Nothing is stuck silently: a Timeout edge moves an object that stays
+//  7. Nothing is stuck silently: a failed state is retried after its
+//     backoff, never sooner; a Timeout edge moves an object that stays
 //     too long, a RetriesThen edge moves one that fails too often; without
 //     such an edge, exhausted Retries and Stop make the object Stalled,
-//     with the reason and message, until its generation changes.
+//     with the reason and message, until its generation changes or a
+//     retry is asked for.
 //  8. A panic in a handler is recovered and reported like Fail.
-//  9. Every transition is visible, as described above.
+//  9. Every transition is visible, as described above, once: only after
+//     the status that records it is written. A status that cannot be
+//     written is reported (an event, a log line, a metric, and a Stalled
+//     condition if a smaller write gets through), and none of the walk's
+//     transitions is counted.
 //  10. Children are applied with server-side apply under the machine's
 //     field owner and recorded in Status.Outputs. Pruning follows the rule
 //     above: it never deletes a child that the latest complete answer
-//     applied, nor an object without the parent's UID label, and it finds
-//     children that a crash kept out of the status. An undeclared child
-//     type is an error, never a panic and never a write.
+//     applied, nor an object without the parent's UID label, nor an
+//     adopted one, and it finds children that a crash kept out of the
+//     status. Apply never takes over an existing object unless the
+//     handler adopts it. An undeclared child type is an error, never a
+//     panic and never a write.
 //
-// Conflicts with other writers are retried without an error log.
+// Conflicts with other writers are retried without an error log. A
+// handler whose transition is refused has its changes to the status
+// discarded: only the refusal is written.
 //
 // # Assumptions
 //
@@ -184,7 +296,8 @@
 //     the request's client.
 //   - Handlers use the request's Clock rather than time.Now, so that tests
 //     can move time.
-//   - Only kfsm writes the fields of Status.
+//   - Only kfsm writes the fields of Status; its status writes do not
+//     check for concurrent writers of the status.
 //   - Actions are idempotent: an action that was running when the manager
 //     stopped is started again when the handler next asks for it.
 //
@@ -194,13 +307,30 @@
 //     or something it watches changes. So does Done, unless the machine
 //     resyncs ([Machine.Resync]) to compare with a world that sends no
 //     events.
-//   - The metrics kfsm_objects and kfsm_stalled_objects count the objects
-//     this process reconciled since it started.
+//   - The metrics kfsm_objects, kfsm_stalled_objects and
+//     kfsm_reconciling_objects count the objects this process reconciled
+//     since it started.
 //   - Typed children are applied with every field their JSON has, so a
 //     field without omitempty is applied even at its zero value; pass an
 //     *unstructured.Unstructured to apply exactly the fields you set.
-//   - Apply takes over an existing object of the same name and makes it a
-//     child.
+//   - [Machine.Redact] filters the texts kfsm takes from errors, panics and
+//     Stop messages before it writes them to conditions, events, logs,
+//     spans and the error it returns. It cannot filter what it does not
+//     see: what handlers log themselves, errors that actions return to a
+//     handler before the handler fails with them, or a secret the filter
+//     does not recognise. Without it, an error's text goes everywhere as
+//     it is.
+//   - If someone removes kfsm's finalizer while the deletion path runs,
+//     the object vanishes before the path is done. kfsm then deletes the
+//     children that garbage collection cannot reach (cluster-scoped, or in
+//     another namespace), as far as this process knew them, with an
+//     OrphansDeleted event; what the deletion path would have cleaned up
+//     outside the cluster stays.
+//   - A paused object keeps its finalizer: deleting it waits until it is
+//     unpaused.
+//   - A For predicate that drops updates of annotations (such as
+//     GenerationChangedPredicate alone) delays AnnotationRetry and
+//     AnnotationPaused until a change it lets through.
 //   - An action's result lives in memory until a reconcile has seen it; a
 //     Wait without a delay relies on the completion to come back, which a
 //     reconciler run without a manager (Machine.Reconciler) does not get.

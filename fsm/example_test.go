@@ -5,48 +5,24 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
-// Door is the tutorial's resource. A real one is generated with
-// controller-gen; the deepcopy below is what it would write.
-type Door struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              DoorSpec   `json:"spec,omitempty"`
-	Status            DoorStatus `json:"status,omitempty"`
-}
+// Door is the tutorial's resource, generated with controller-gen in the
+// test API like an operator author's type would be: its status embeds
+// fsm.Status, and FSMStatus returns it.
+type Door = v1alpha1.Door
 
-type DoorSpec struct {
-	Open bool `json:"open,omitempty"`
-}
-
-type DoorStatus struct {
-	fsm.Status `json:",inline"`
-	Opened     int32 `json:"opened,omitempty"` // your own fields go here too
-}
-
-func (d *Door) FSMStatus() *fsm.Status { return &d.Status.Status }
-
-func (d *Door) DeepCopyObject() runtime.Object {
-	c := *d
-	d.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	d.Status.Status.DeepCopyInto(&c.Status.Status)
-	return &c
-}
-
-// A door that opens when its spec asks and closes by itself after a
-// minute: the README's tutorial. In an operator, m.SetupWithManager(mgr)
-// runs it.
-func ExampleNew() {
+// tutorial is the README's tutorial, word for word (a test checks it): a
+// door that opens when its spec asks and closes by itself after a minute.
+// ExampleNew draws it, and a test runs it under a manager.
+func tutorial() *fsm.Machine[*Door] {
 	m := fsm.New[*Door]("door", fsm.Lifecycle).
 		Initial("Closed").
 		State("Closed", func(ctx context.Context, r *fsm.Request[*Door]) fsm.Result {
 			if r.Object.Spec.Open {
+				r.Object.Status.Opened++ // written with kfsm's status
 				return fsm.Next("Open")
 			}
 			return fsm.Done() // converged: Ready=True
@@ -55,11 +31,17 @@ func ExampleNew() {
 			if !r.Object.Spec.Open {
 				return fsm.Next("Closed")
 			}
-			r.Object.Status.Opened++
-			return fsm.Wait(0, "HeldOpen")
+			return fsm.Wait(0, "HeldOpen") // until the spec changes, or a minute passes
 		}, fsm.To("Closed"), fsm.Timeout(time.Minute, "Closed")).
 		OnDelete("Removed").
 		State("Removed", nil, fsm.Final())
+	return m
+}
+
+// The README's door, drawn. In an operator, m.SetupWithManager(mgr) runs
+// it; see tutorial for its code.
+func ExampleNew() {
+	m := tutorial()
 	if err := m.Build(); err != nil {
 		fmt.Println(err)
 		return

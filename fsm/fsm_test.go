@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -126,6 +127,33 @@ func TestUndeclaredNextIsRefused(t *testing.T) {
 	}
 }
 
+// A refused transition discards the work of the handler that asked for
+// it, and only that: the handler before it in the same walk moved on
+// legitimately, and what it recorded stays.
+func TestRefusalDiscardsOnlyTheRefusedHandlersWork(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("discard", fsm.Lifecycle).
+		Initial("Prepare").
+		State("Prepare", func(_ context.Context, r *request) fsm.Result {
+			r.Object.Status.Note = "prepared"
+			return fsm.Next("Apply")
+		}, fsm.To("Apply")).
+		State("Apply", func(_ context.Context, r *request) fsm.Result {
+			r.Object.Status.Note = "applied"
+			r.Object.Status.Count = 7
+			return fsm.Next("Prepare")
+		}, fsm.To("Done")).
+		State("Done", done, fsm.Final())
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+	g := e.get("g")
+	if g.Status.State != "Apply" || g.Status.Note != "prepared" || g.Status.Count != 0 {
+		t.Errorf("state %s, note %q, count %d; want Apply, prepared, 0", g.Status.State, g.Status.Note, g.Status.Count)
+	}
+	wantCondition(t, g, fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonIllegalTransition)
+}
+
 func TestLifecycleCyclesAcrossReconcilesEnteringEachStateOnce(t *testing.T) {
 	e := newEnv(t)
 	var calls atomic.Int32
@@ -229,7 +257,9 @@ func TestGivingUpStallsUntilTheSpecChanges(t *testing.T) {
 			e := newEnv(t)
 			var calls atomic.Int32
 			h := func(ctx context.Context, r *request) fsm.Result { calls.Add(1); return tc.handler(ctx, r) }
+			clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			m := fsm.New[*gadget]("stall-"+strings.ToLower(name), fsm.Lifecycle).
+				WithClock(clock).
 				Initial("Work").
 				State("Work", h, append(tc.options, fsm.To("Finished"))...).
 				State("Finished", done, fsm.Final())
@@ -237,14 +267,21 @@ func TestGivingUpStallsUntilTheSpecChanges(t *testing.T) {
 			e.gadget("g", v1alpha1.GadgetSpec{Mode: "broken"})
 
 			for i := range tc.tries {
-				if i < tc.tries-1 {
-					if res := e.reconcile(r, "g"); res.RequeueAfter <= 0 {
-						t.Fatalf("attempt %d: a failure must be retried later", i+1)
+				switch {
+				case tc.stalled != fsm.ReasonRetriesExhausted:
+					e.reconcile(r, "g")
+				case i < tc.tries-1:
+					f := e.fail(r)
+					if f.RetryAfter <= 0 || f.Attempt != i+1 {
+						t.Fatalf("attempt %d: failure %+v, want it retried later", i+1, f)
 					}
 					wantCondition(t, e.get("g"), fsm.ConditionReady, metav1.ConditionFalse, fsm.ReasonHandlerFailed)
-					continue
+					clock.SetTime(clock.Now().Add(f.RetryAfter))
+				default:
+					if f := e.fail(r); f.RetryAfter != 0 {
+						t.Fatalf("the last attempt's failure %+v is not terminal", f)
+					}
 				}
-				e.reconcile(r, "g")
 			}
 			g := e.get("g")
 			wantCondition(t, g, fsm.ConditionStalled, metav1.ConditionTrue, tc.stalled)
@@ -286,7 +323,9 @@ func TestGivingUpStallsUntilTheSpecChanges(t *testing.T) {
 
 func TestRetriesThenTakesTheRetriesEdge(t *testing.T) {
 	e := newEnv(t)
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := fsm.New[*gadget]("retries-edge", fsm.Lifecycle).
+		WithClock(clock).
 		Initial("Flaky").
 		State("Flaky", func(context.Context, *request) fsm.Result { return fsm.Fail(errors.New("flaky")) },
 			fsm.To("Good"), fsm.RetriesThen(2, "Fallback")).
@@ -295,10 +334,17 @@ func TestRetriesThenTakesTheRetriesEdge(t *testing.T) {
 	r := e.reconciler(m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
 
-	e.reconcile(r, "g")
+	f := e.fail(r)
 	if g := e.get("g"); g.Status.State != "Flaky" || g.Status.Failures != 1 {
 		t.Fatalf("after one failure: state %q, failures %d", g.Status.State, g.Status.Failures)
 	}
+	if res := e.reconcile(r, "g"); res.RequeueAfter != f.RetryAfter {
+		t.Errorf("during the backoff: RequeueAfter = %v, want the rest of the backoff, %v", res.RequeueAfter, f.RetryAfter)
+	}
+	if g := e.get("g"); g.Status.Failures != 1 {
+		t.Fatalf("a reconcile during the backoff ran the handler: failures %d", g.Status.Failures)
+	}
+	clock.SetTime(clock.Now().Add(f.RetryAfter))
 	e.reconcile(r, "g")
 	g := e.get("g")
 	if g.Status.State != "Fallback" || g.Status.Failures != 0 {
@@ -317,8 +363,7 @@ func TestPanickingHandlerIsReportedAsAFailure(t *testing.T) {
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	errorsBefore := metricValue(t, "kfsm_handler_errors_total", map[string]string{"machine": "panic", "state": "Boom"})
 
-	res := e.reconcile(r, "g") // must return, not panic
-	if res.RequeueAfter <= 0 {
+	if f := e.fail(r); f.RetryAfter <= 0 { // must return, not panic
 		t.Error("a panicking handler must be retried like a failing one")
 	}
 	g := e.get("g")
@@ -489,15 +534,58 @@ func TestStaleCacheIsNotActedOn(t *testing.T) {
 	if g := e.get("g"); g.Status.Count != 2 {
 		t.Errorf("count = %d, want 2: each run counted once, on fresh data", g.Status.Count)
 	}
+
 }
 
-func TestWriteConflictIsRetriedQuietly(t *testing.T) {
+// The mark of kfsm's last write stays: a fresh read that leads to no
+// write does not make an older copy, read later, new again.
+func TestStaleCopyAfterAFreshReadIsNotActedOn(t *testing.T) {
 	e := newEnv(t)
-	m := fsm.New[*gadget]("conflict", fsm.Lifecycle).
+	var stale atomic.Pointer[gadget]
+	reads := interceptor.NewClient(e.client.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if old := stale.Load(); old != nil {
+				old.DeepCopyInto(obj.(*gadget))
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	var calls atomic.Int32
+	m := fsm.New[*gadget]("stale-after-fresh", fsm.Lifecycle).
+		Initial("Watch").
+		State("Watch", func(context.Context, *request) fsm.Result {
+			calls.Add(1)
+			return fsm.Wait(0, "Watching") // changes nothing after the first run
+		}, fsm.To("Done")).
+		State("Done", done, fsm.Final())
+	r, err := m.Reconciler(reads, e.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g") // writes the status
+	e.reconcile(r, "g") // reads it back, runs, writes nothing
+	if calls.Load() != 2 {
+		t.Fatalf("the handler ran %d times on fresh copies, want 2", calls.Load())
+	}
+	stale.Store(old)
+	if res := e.reconcile(r, "g"); res.RequeueAfter <= 0 || calls.Load() != 2 {
+		t.Errorf("on a copy older than kfsm's last write, after a fresh read: RequeueAfter %v, %d runs in all; want a retry soon and 2", res.RequeueAfter, calls.Load())
+	}
+}
+
+// A change that someone else makes to the object while a walk runs does
+// not throw the walk away: its status is written for the generation it
+// saw, and the next reconcile takes the new spec.
+func TestAChangeDuringAWalkKeepsTheWalk(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	m := fsm.New[*gadget]("concurrent-change", fsm.Lifecycle).
 		Initial("Start").
 		State("Start", func(ctx context.Context, r *request) fsm.Result {
+			calls.Add(1)
 			if r.Object.Spec.Target == 0 {
-				// Someone else changes the object meanwhile.
 				var live gadget
 				if err := e.direct.Get(ctx, client.ObjectKeyFromObject(r.Object), &live); err != nil {
 					return fsm.Fail(err)
@@ -512,15 +600,51 @@ func TestWriteConflictIsRetriedQuietly(t *testing.T) {
 	r := e.reconciler(m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
 
-	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: e.namespace, Name: "g"}})
-	if err != nil {
-		t.Fatalf("a conflict surfaced as an error: %v", err)
+	e.reconcile(r, "g")
+	g := e.get("g")
+	if c := condition(g, fsm.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != 1 {
+		t.Errorf("Ready = %+v, want True for generation 1", c)
 	}
-	if res.RequeueAfter <= 0 {
-		t.Fatal("a conflict must be retried")
+	if g.Generation != 2 || g.Status.ObservedGeneration != 1 || g.Status.State != "Start" {
+		t.Errorf("generation %d, observedGeneration %d, state %q; want the walk of generation 1 recorded", g.Generation, g.Status.ObservedGeneration, g.Status.State)
 	}
 	e.reconcile(r, "g")
-	wantCondition(t, e.get("g"), fsm.ConditionReady, metav1.ConditionTrue, fsm.ReasonDone)
+	if g := e.get("g"); g.Status.ObservedGeneration != 2 || calls.Load() != 2 {
+		t.Errorf("observedGeneration %d after %d runs, want 2 after 2", g.Status.ObservedGeneration, calls.Load())
+	}
+}
+
+// Options out of range are refused with the graph's problems, never left
+// to panic in kfsm's own code later.
+func TestBuildRefusesBadOptions(t *testing.T) {
+	m := fsm.New[*gadget]("bad-options", fsm.Lifecycle).
+		HistoryLimit(-1).
+		ActionLimit(-1).
+		Workers(-1).
+		Resync(-time.Second).
+		Initial("Start").
+		State("Start", done, fsm.Final())
+	err := m.Build()
+	var verr *graph.ValidationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("Build() = %v, want a *graph.ValidationError", err)
+	}
+	var found []string
+	for _, p := range verr.Problems {
+		if p.Code == fsm.BadOption {
+			found = append(found, p.Detail)
+		}
+	}
+	for _, option := range []string{"HistoryLimit(-1)", "ActionLimit(-1)", "Workers(-1)", "Resync(-1s)"} {
+		if !slices.ContainsFunc(found, func(d string) bool { return strings.HasPrefix(d, option) }) {
+			t.Errorf("Build() does not refuse %s; problems: %v", option, found)
+		}
+	}
+	ok := fsm.New[*gadget]("zero-options", fsm.Lifecycle).HistoryLimit(0).Workers(0).
+		Initial("Start").State("Start", done, fsm.Final())
+	if err := ok.Build(); err != nil {
+		t.Errorf("HistoryLimit(0) and Workers(0) are valid; Build() = %v", err)
+	}
 }
 
 func TestBuildListsEveryProblem(t *testing.T) {
@@ -647,6 +771,22 @@ func TestTransitionMetrics(t *testing.T) {
 func startManager(t *testing.T, e *env, m *fsm.Machine[*gadget]) (stop func()) {
 	t.Helper()
 	return testenv.StartManager(t, testCluster.Config, scheme, e.namespace, m.SetupWithManager)
+}
+
+// metricExists reports whether the registry has a series of name with
+// the labels.
+func metricExists(t *testing.T, name string, labels map[string]string) bool {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && slices.ContainsFunc(f.GetMetric(), func(m *dto.Metric) bool { return matches(m, labels) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // metricValue reads a counter or gauge, or a histogram's sample count, from
@@ -800,6 +940,61 @@ func failOr(err error, r fsm.Result) fsm.Result {
 	return r
 }
 
+// HistoryLimit(0) keeps the latest transition only, which Request.From
+// reads.
+func TestRequestFromWithoutHistory(t *testing.T) {
+	e := newEnv(t)
+	var from []fsm.State
+	m := fsm.New[*gadget]("no-history", fsm.Lifecycle).
+		HistoryLimit(0).
+		Initial("Ping").
+		State("Ping", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Pong") }, fsm.To("Pong")).
+		State("Pong", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Ping") }, fsm.To("Ping"))
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	for range 2 {
+		e.reconcile(r, "g")
+	}
+	if diff := cmp.Diff([]fsm.State{"", "Ping", "Pong", "Ping"}, from); diff != "" {
+		t.Errorf("Request.From (-want +got):\n%s", diff)
+	}
+	if h := e.get("g").Status.History; len(h) != 1 || h[0].From != "Pong" || h[0].To != "Ping" {
+		t.Errorf("history = %+v, want the latest transition alone", h)
+	}
+}
+
+// A lifecycle machine's transitions counter has a series for each move its
+// graph allows, at zero, and none for moves that cannot happen.
+func TestTransitionSeriesFollowTheGraph(t *testing.T) {
+	if err := tutorial().Build(); err != nil {
+		t.Fatal(err)
+	}
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range families {
+		if f.GetName() != "kfsm_transitions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["machine"] == "door" {
+				got = append(got, fmt.Sprintf("%s→%s %s", l["from"], l["to"], l["reason"]))
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{"Closed→Open Next", "Closed→Removed Deleted", "Open→Closed Next", "Open→Closed Timeout", "Open→Removed Deleted", "→Closed Created"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("series of kfsm_transitions_total{machine=door} (-want +got):\n%s", diff)
+	}
+}
+
 func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
 	e := newEnv(t)
 	var from []fsm.State
@@ -829,7 +1024,9 @@ func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
 func TestWaitClearsFailuresAndReasonsAreMadeValid(t *testing.T) {
 	e := newEnv(t)
 	var calls atomic.Int32
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := fsm.New[*gadget]("wait-reason", fsm.Lifecycle).
+		WithClock(clock).
 		Initial("Work").
 		State("Work", func(context.Context, *request) fsm.Result {
 			if calls.Add(1) == 1 {
@@ -841,13 +1038,14 @@ func TestWaitClearsFailuresAndReasonsAreMadeValid(t *testing.T) {
 	r := e.reconciler(m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
 
-	e.reconcile(r, "g")
-	if g := e.get("g"); g.Status.Failures != 1 {
-		t.Fatalf("failures = %d after one failure, want 1", g.Status.Failures)
+	f := e.fail(r)
+	if g := e.get("g"); g.Status.Failures != 1 || g.Status.RetryAt == nil {
+		t.Fatalf("after one failure: failures %d, retryAt %v; want 1 and a time", g.Status.Failures, g.Status.RetryAt)
 	}
+	clock.SetTime(clock.Now().Add(f.RetryAfter))
 	e.reconcile(r, "g")
 	g := e.get("g")
-	if g.Status.Failures != 0 {
+	if g.Status.Failures != 0 || g.Status.RetryAt != nil {
 		t.Errorf("failures = %d after a Wait, want 0: retries count failures in a row", g.Status.Failures)
 	}
 	// "waiting for the db" is no valid condition reason; the API server

@@ -218,7 +218,7 @@ func TestOnTransitionReportsWrittenTransitionsInOrder(t *testing.T) {
 	// A status write that fails reports nothing: the transitions did not
 	// happen.
 	failing := interceptor.NewClient(e.direct.(client.WithWatch), interceptor.Funcs{
-		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
 			return errors.New("injected write failure")
 		},
 	})

@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -139,7 +140,7 @@ func (e *env) reconciler(m *fsm.Machine[*v1alpha1.Gadget]) reconcile.Reconciler 
 	return r
 }
 
-// reconcile runs one reconcile of the named gadget.
+// reconcile runs one reconcile of the named gadget, which must not fail.
 func (e *env) reconcile(r reconcile.Reconciler, name string) reconcile.Result {
 	e.t.Helper()
 	res, err := r.Reconcile(e.t.Context(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: e.namespace, Name: name}})
@@ -147,6 +148,22 @@ func (e *env) reconcile(r reconcile.Reconciler, name string) reconcile.Result {
 		e.t.Fatalf("Reconcile() = %v", err)
 	}
 	return res
+}
+
+// fail runs one reconcile of gadget "g", in which a handler must fail,
+// and returns the failure. It is terminal (RetryAfter zero, wrapped in
+// reconcile.TerminalError) when the state's retries are exhausted.
+func (e *env) fail(r reconcile.Reconciler) *fsm.HandlerError {
+	e.t.Helper()
+	_, err := r.Reconcile(e.t.Context(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: e.namespace, Name: "g"}})
+	var f *fsm.HandlerError
+	if !errors.As(err, &f) {
+		e.t.Fatalf("Reconcile() = %v, want a handler's failure", err)
+	}
+	if terminal := errors.Is(err, reconcile.TerminalError(nil)); terminal != (f.RetryAfter == 0) {
+		e.t.Errorf("Reconcile() = %v: terminal %v, but RetryAfter %v", err, terminal, f.RetryAfter)
+	}
+	return f
 }
 
 // eventLog is an events.EventRecorder that keeps what it is told.

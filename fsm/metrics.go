@@ -12,8 +12,8 @@ import (
 var (
 	transitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kfsm_transitions_total",
-		Help: "Transitions between states.",
-	}, []string{"machine", "from", "to"})
+		Help: "Transitions between states whose status was written, by why the object moved.",
+	}, []string{"machine", "from", "to", "reason"})
 	stateDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "kfsm_state_duration_seconds",
 		Help: "Time objects spent in a state, observed when they leave it.",
@@ -32,6 +32,10 @@ var (
 		Name: "kfsm_stalled_objects",
 		Help: "Objects that are Stalled.",
 	}, []string{"machine"})
+	reconcilingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kfsm_reconciling_objects",
+		Help: "Objects that are Reconciling: walking, waiting or retrying.",
+	}, []string{"machine"})
 	actionsRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kfsm_actions_running",
 		Help: "Asynchronous actions running now.",
@@ -44,61 +48,92 @@ var (
 		Name: "kfsm_actions_failed_total",
 		Help: "Asynchronous actions that failed or panicked.",
 	}, []string{"machine", "action"})
+	statusWriteErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kfsm_status_write_errors_total",
+		Help: "Status writes that the API server refused for another reason than a conflict.",
+	}, []string{"machine"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(transitionsTotal, stateDuration, objectsGauge, handlerErrorsTotal, stalledGauge,
-		actionsRunning, actionsCompleted, actionsFailed)
+		reconcilingGauge, actionsRunning, actionsCompleted, actionsFailed, statusWriteErrorsTotal)
 }
 
 // machineMetrics holds a machine's series, resolved once at build so that a
 // step does no label lookups.
 type machineMetrics struct {
-	name        string
-	transitions map[[2]State]prometheus.Counter
-	duration    map[State]prometheus.Observer
-	errors      map[State]prometheus.Counter
-	objects     map[State]prometheus.Gauge
-	stalled     prometheus.Gauge
+	name              string
+	transitions       map[move]prometheus.Counter
+	duration          map[State]prometheus.Observer
+	errors            map[State]prometheus.Counter
+	objects           map[State]prometheus.Gauge
+	stalled           prometheus.Gauge
+	reconciling       prometheus.Gauge
+	statusWriteErrors prometheus.Counter
+}
+
+// move is a transition as the metrics count it.
+type move struct {
+	from, to State
+	reason   string
 }
 
 func newMachineMetrics(name string, g *graph.Graph) *machineMetrics {
 	mm := &machineMetrics{
-		name:        name,
-		transitions: map[[2]State]prometheus.Counter{},
-		duration:    map[State]prometheus.Observer{},
-		errors:      map[State]prometheus.Counter{},
-		objects:     map[State]prometheus.Gauge{},
-		stalled:     stalledGauge.WithLabelValues(name),
-	}
-	pair := func(from, to graph.State) {
-		key := [2]State{State(from), State(to)}
-		if _, ok := mm.transitions[key]; !ok {
-			mm.transitions[key] = transitionsTotal.WithLabelValues(name, string(from), string(to))
-		}
+		name:              name,
+		transitions:       map[move]prometheus.Counter{},
+		duration:          map[State]prometheus.Observer{},
+		errors:            map[State]prometheus.Counter{},
+		objects:           map[State]prometheus.Gauge{},
+		stalled:           stalledGauge.WithLabelValues(name),
+		reconciling:       reconcilingGauge.WithLabelValues(name),
+		statusWriteErrors: statusWriteErrorsTotal.WithLabelValues(name),
 	}
 	for _, s := range g.States {
 		st := State(s.Name)
 		mm.duration[st] = stateDuration.WithLabelValues(name, string(st))
 		mm.errors[st] = handlerErrorsTotal.WithLabelValues(name, string(st))
 		mm.objects[st] = objectsGauge.WithLabelValues(name, string(st))
-		if s.Initial {
-			pair("", s.Name)
-		}
-		if onDelete := g.OnDelete(); onDelete != "" {
-			pair(s.Name, onDelete)
-		}
 	}
-	for _, e := range g.Edges() {
-		pair(e.From, e.To)
+	// A lifecycle machine's moves are known from its graph, and start at
+	// zero, so that rates work from the first one. A pipeline rests where
+	// its pass ends, for reasons its handlers give: those series appear
+	// when they happen.
+	if g.Mode != graph.Lifecycle {
+		return mm
+	}
+	add := func(from, to graph.State, reason string) {
+		m := move{State(from), State(to), reason}
+		mm.transitions[m] = transitionsTotal.WithLabelValues(name, string(from), string(to), reason)
+	}
+	deletion := map[graph.State]bool{}
+	for _, s := range g.DeletionPath() {
+		deletion[s] = true
+	}
+	for _, s := range g.States {
+		if s.Initial {
+			add("", s.Name, ReasonCreated)
+		}
+		for _, to := range s.Exits {
+			add(s.Name, to, ReasonNext)
+		}
+		if s.Timeout != nil {
+			add(s.Name, s.Timeout.To, ReasonTimeout)
+		}
+		if s.Retries != nil && s.Retries.To != "" {
+			add(s.Name, s.Retries.To, ReasonRetriesExhausted)
+		}
+		if onDelete := g.OnDelete(); onDelete != "" && !deletion[s.Name] {
+			add(s.Name, onDelete, ReasonDeleted)
+		}
 	}
 	return mm
 }
 
-func (mm *machineMetrics) transition(from, to State) {
-	c, ok := mm.transitions[[2]State{from, to}]
+func (mm *machineMetrics) transition(from, to State, reason string) {
+	c, ok := mm.transitions[move{from, to, reason}]
 	if !ok {
-		c = transitionsTotal.WithLabelValues(mm.name, string(from), string(to))
+		c = transitionsTotal.WithLabelValues(mm.name, string(from), string(to), reason)
 	}
 	c.Inc()
 }
@@ -112,6 +147,17 @@ func (mm *machineMetrics) left(state State, seconds float64) {
 func (mm *machineMetrics) handlerError(state State) {
 	if c, ok := mm.errors[state]; ok {
 		c.Inc()
+	}
+}
+
+// count adds an object as tracked, or takes it away when delta is -1.
+func (mm *machineMetrics) count(t tracked, delta float64) {
+	mm.objectsIn(t.state, delta)
+	if t.stalled {
+		mm.stalled.Add(delta)
+	}
+	if t.reconciling {
+		mm.reconciling.Add(delta)
 	}
 }
 

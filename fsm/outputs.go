@@ -18,30 +18,71 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// What kfsm puts on the children it applies. The owner UID label is how
-// kfsm finds its children again, also those a crash kept out of the
-// parent's status; the owner annotation leads back to a parent that an
-// owner reference cannot name.
-const (
-	labelManagedBy  = "app.kubernetes.io/managed-by"
-	managedBy       = "kfsm"
-	labelMachine    = "kfsm.dev/machine"
-	labelOwnerUID   = "kfsm.dev/owner-uid"
-	annotationOwner = "kfsm.dev/owner"
-	annotationState = "kfsm.dev/state"
-)
+// managedBy is the value of LabelManagedBy on kfsm's children.
+const managedBy = "kfsm"
 
 // ApplyOption changes how [Request.Apply] applies a child.
 type ApplyOption func(*applyOptions)
 
-type applyOptions struct{ force bool }
+type applyOptions struct {
+	force bool
+	adopt adoption
+}
+
+// adoption is what Apply does with an existing object that kfsm did not
+// create for the parent.
+type adoption int
+
+const (
+	refuse adoption = iota
+	adoptKeep
+	adoptDelete
+)
+
+// Adopt lets Apply take over an object that already exists and that kfsm
+// did not create for this parent, such as a namespace made by hand. kfsm
+// applies its fields and labels to it, annotates it AnnotationAdopted,
+// records it in Status.Outputs with Adopted set, and reconciles the
+// parent when it changes; but it gives it no owner reference and never
+// deletes it. When it is no longer desired, or the parent goes, kfsm
+// releases it: it removes its labels and annotations and leaves the
+// object and its data in place. An object that belongs to another kfsm
+// parent is not adopted.
+func Adopt() ApplyOption { return func(o *applyOptions) { o.adopt = adoptKeep } }
+
+// AdoptAndDelete is Adopt for an object that is to become a child like
+// those kfsm creates: it gets an owner reference, and is pruned and
+// deleted with its parent.
+func AdoptAndDelete() ApplyOption { return func(o *applyOptions) { o.adopt = adoptDelete } }
+
+// AlreadyExistsError is what [Request.Apply] returns for a child whose
+// name is taken by an object that kfsm did not create for this parent,
+// unless the apply passes [Adopt] or [AdoptAndDelete]. Nothing is
+// written. The handler's state fails with reason AlreadyExists.
+type AlreadyExistsError struct {
+	Child OutputRef
+	// Owner is the kfsm parent (namespace/name) that the object belongs
+	// to, if it belongs to another one.
+	Owner string
+
+	gvk schema.GroupVersionKind
+}
+
+func (e *AlreadyExistsError) Error() string {
+	if e.Owner != "" {
+		return fmt.Sprintf("applying %s: it exists and belongs to another parent, %s; choose another name", e.Child, e.Owner)
+	}
+	return fmt.Sprintf("applying %s: it exists and kfsm did not create it; pass fsm.Adopt() to take it over and never delete it, or fsm.AdoptAndDelete() to make it a child like the others, or choose another name", e.Child)
+}
 
 // ForceOwnership takes over the fields that another field manager owns
 // instead of failing with a [ConflictError]: the equivalent of kubectl
@@ -62,6 +103,7 @@ type ConflictError struct {
 	Err      error    // the API server's answer
 
 	drift bool // every conflicting manager wrote with an update, not an apply
+	gvk   schema.GroupVersionKind
 }
 
 func (e *ConflictError) Error() string {
@@ -211,49 +253,71 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if err != nil {
 		return err
 	}
+	var o applyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	u, err := applyContent(child, t.gvk)
 	if err != nil {
 		return err
 	}
 	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
-
 	parent := w.obj
-	if parent.GetNamespace() == "" || (namespaced && u.GetNamespace() == parent.GetNamespace()) {
+	adopted, err := w.r.adoption(ctx, parent, t, ref, o.adopt)
+	if err != nil {
+		return err
+	}
+
+	ownable := parent.GetNamespace() == "" || (namespaced && u.GetNamespace() == parent.GetNamespace())
+	switch {
+	case adopted:
+		// No owner reference: garbage collection would delete it.
+	case ownable:
 		if err := controllerutil.SetControllerReference(parent, u, w.r.client.Scheme()); err != nil {
 			return fmt.Errorf("applying %s: %w", ref, err)
 		}
-	} else if w.r.b.onDelete == "" {
+	case w.r.b.onDelete == "":
 		return fmt.Errorf("applying %s: it cannot carry an owner reference to its parent in namespace %s, so garbage collection will not delete it; declare OnDelete so that the deletion path does", ref, parent.GetNamespace())
 	}
 	labels := u.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[labelManagedBy] = managedBy
-	labels[labelMachine] = w.r.m.name
-	labels[labelOwnerUID] = string(parent.GetUID())
+	labels[LabelManagedBy] = managedBy
+	labels[LabelMachine] = w.r.m.name
+	labels[LabelOwnerUID] = string(parent.GetUID())
 	u.SetLabels(labels)
 	annotations := u.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[annotationOwner] = client.ObjectKeyFromObject(parent).String()
+	annotations[AnnotationOwner] = client.ObjectKeyFromObject(parent).String()
 	if w.r.m.mode == Lifecycle {
-		annotations[annotationState] = string(w.req.State)
+		annotations[AnnotationState] = string(w.req.State)
 		ref.State = w.req.State
+	}
+	if adopted {
+		annotations[AnnotationAdopted] = "true"
+		ref.Adopted = true
 	}
 	u.SetAnnotations(annotations)
 
-	var o applyOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
 	applyOpts := []client.ApplyOption{client.FieldOwner(w.r.m.FieldOwner())}
 	if o.force {
 		applyOpts = append(applyOpts, client.ForceOwnership)
 	}
-	if err := w.r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), applyOpts...); err != nil {
-		err = applyFailed(ref, err)
+	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(u)}
+	w.r.echoes.begin(key)
+	err = w.r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), applyOpts...)
+	var answer client.Object
+	if err == nil {
+		answer = u
+	}
+	if w.r.echoes.wrote(key, answer) {
+		w.r.requeue(client.ObjectKeyFromObject(parent))
+	}
+	if err != nil {
+		err = applyFailed(ref, t.gvk, err)
 		if ce := (*ConflictError)(nil); !o.force && errors.As(err, &ce) && ce.drift {
 			// Only imperative writes stand in the way, such as kubectl
 			// edit: that is drift, and a controller puts it right.
@@ -270,6 +334,53 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	ref.UID = u.GetUID()
 	w.recordOutput(ref)
 	return nil
+}
+
+// adoption decides whether an apply may go ahead: an object of the
+// child's name that kfsm did not create for parent is taken over only
+// when the handler asks, and one that another parent has, never. It
+// reports whether the child is (or becomes) an adopted one, which kfsm
+// never deletes.
+func (r *reconciler[T]) adoption(ctx context.Context, parent T, t ownedType, ref OutputRef, asked adoption) (bool, error) {
+	existing, err := r.lookup(ctx, t, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
+	if err != nil {
+		return false, fmt.Errorf("applying %s: %w", ref, err)
+	}
+	if existing == nil {
+		return false, nil // created by this apply
+	}
+	owner := existing.GetLabels()[LabelOwnerUID]
+	switch {
+	case owner == string(parent.GetUID()):
+		// Ours; adopted once, adopted for good, unless the handler now
+		// makes it a child like the others.
+		return asked != adoptDelete && existing.GetAnnotations()[AnnotationAdopted] == "true", nil
+	case owner != "":
+		return false, &AlreadyExistsError{Child: ref, Owner: cmp.Or(existing.GetAnnotations()[AnnotationOwner], "uid "+owner), gvk: t.gvk}
+	case asked == refuse:
+		return false, &AlreadyExistsError{Child: ref, gvk: t.gvk}
+	}
+	return asked == adoptKeep, nil
+}
+
+// lookup reads a child from the cache, and from the API server when the
+// cache does not have it: an object made by hand a moment ago, or one in
+// a namespace that the cache does not watch, must not be taken for
+// absent. It returns nil for an object that does not exist.
+func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.ObjectKey) (client.Object, error) {
+	obj := t.newObject(r.client.Scheme())
+	if err := r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); err == nil {
+		return obj, nil
+	}
+	obj = t.newObject(r.client.Scheme())
+	err := r.reader.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return obj, nil
 }
 
 // applyContent is the child as an apply request: what the author set, with
@@ -335,12 +446,12 @@ func copyBack(u *unstructured.Unstructured, child client.Object) error {
 // \"kubectl-edit\" using v1 at 2026-01-02T03:04:05Z").
 var managerInConflict = regexp.MustCompile(`conflict with "([^"]*)"(?: with subresource "[^"]*")?( using .*)?$`)
 
-func applyFailed(ref OutputRef, err error) error {
+func applyFailed(ref OutputRef, gvk schema.GroupVersionKind, err error) error {
 	var status apierrors.APIStatus
 	if !apierrors.IsConflict(err) || !errors.As(err, &status) || status.Status().Details == nil {
 		return fmt.Errorf("applying %s: %w", ref, err)
 	}
-	ce := &ConflictError{Child: ref, Err: err, drift: true}
+	ce := &ConflictError{Child: ref, Err: err, drift: true, gvk: gvk}
 	for _, c := range status.Status().Details.Causes {
 		if c.Type != metav1.CauseTypeFieldManagerConflict {
 			continue
@@ -414,12 +525,12 @@ func (w *walker[T]) removeChild(ctx context.Context, child client.Object) error 
 			}
 			return fmt.Errorf("deleting %s: %w", ref, err)
 		}
-		if obj.GetLabels()[labelOwnerUID] != string(w.obj.GetUID()) {
+		if obj.GetLabels()[LabelOwnerUID] != string(w.obj.GetUID()) {
 			return fmt.Errorf("%s is not a child that kfsm applied for %s; it was left alone", ref, client.ObjectKeyFromObject(w.obj))
 		}
 		ref.UID = obj.GetUID()
 	}
-	if err := w.r.deleteChild(ctx, ref, t); err != nil {
+	if err := w.r.deleteChild(ctx, client.ObjectKeyFromObject(w.obj), ref, t); err != nil {
 		return err
 	}
 	w.forgetOutput(ref)
@@ -428,7 +539,7 @@ func (w *walker[T]) removeChild(ctx context.Context, child client.Object) error 
 
 // deleteChild deletes one child, only if it is still the object kfsm
 // applied (same UID); a child already gone is fine.
-func (r *reconciler[T]) deleteChild(ctx context.Context, ref OutputRef, t ownedType) error {
+func (r *reconciler[T]) deleteChild(ctx context.Context, parent types.NamespacedName, ref OutputRef, t ownedType) error {
 	obj := t.newObject(r.client.Scheme())
 	obj.SetNamespace(ref.Namespace)
 	obj.SetName(ref.Name)
@@ -436,15 +547,39 @@ func (r *reconciler[T]) deleteChild(ctx context.Context, ref OutputRef, t ownedT
 	if ref.UID != "" {
 		opts = append(opts, client.Preconditions{UID: &ref.UID})
 	}
+	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
+	r.echoes.begin(key)
 	err := r.client.Delete(ctx, obj, opts...)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Gone, or the name now belongs to another object: not ours.
-		return nil
+	if apierrors.IsConflict(err) {
+		err = r.goneOrNotOurs(ctx, t, ref, err)
 	}
-	if err != nil {
+	if r.echoes.deleted(key, ref.UID, err == nil) {
+		r.requeue(parent)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
 		return fmt.Errorf("deleting %s: %w", ref, err)
 	}
 	return nil
+}
+
+// goneOrNotOurs looks at a child whose delete met a conflict: if the
+// object of its name is another one, or none, kfsm's child is gone;
+// otherwise the conflict stands and the delete is tried again later.
+func (r *reconciler[T]) goneOrNotOurs(ctx context.Context, t ownedType, ref OutputRef, conflict error) error {
+	live := t.newObject(r.client.Scheme())
+	err := r.reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return errors.Join(conflict, err)
+	case ref.UID != "" && live.GetUID() != ref.UID:
+		return nil // the name now belongs to another object
+	}
+	return conflict
 }
 
 // children returns the object's children: those in its status and those
@@ -456,7 +591,7 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 	uid := string(w.obj.GetUID())
 	for _, t := range w.r.owns {
 		list := t.newList(w.r.client.Scheme())
-		if err := w.r.client.List(ctx, list, client.MatchingLabels{labelOwnerUID: uid}); err != nil {
+		if err := w.r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: uid}); err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", t.gvk.Kind, err)
 		}
 		err := meta.EachListItem(list, func(o runtime.Object) error {
@@ -465,7 +600,8 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 				return nil
 			}
 			ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-				State: State(obj.GetAnnotations()[annotationState]), UID: obj.GetUID()}
+				State: State(obj.GetAnnotations()[AnnotationState]), UID: obj.GetUID(),
+				Adopted: obj.GetAnnotations()[AnnotationAdopted] == "true"}
 			if !slices.ContainsFunc(refs, func(r OutputRef) bool { return r.key() == ref.key() }) {
 				refs = append(refs, ref)
 			}
@@ -482,12 +618,14 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 // that reached a final state desires what it applied; a lifecycle state
 // whose handler returned Done desires what that run applied, among the
 // children that state applied before. At the end of the deletion path,
-// all is set and every child goes.
+// all is set and every child goes. Adopted children are released, not
+// deleted.
 func (w *walker[T]) prune(ctx context.Context, state State, all bool) error {
 	refs, err := w.children(ctx)
 	if err != nil {
 		return err
 	}
+	parent := client.ObjectKeyFromObject(w.obj)
 	for _, ref := range refs {
 		if !all {
 			if slices.ContainsFunc(w.applied, func(a OutputRef) bool { return a.key() == ref.key() }) {
@@ -503,30 +641,125 @@ func (w *walker[T]) prune(ctx context.Context, state State, all bool) error {
 			// type: deleting it now would need the type's scheme.
 			continue
 		}
-		if err := w.r.deleteChild(ctx, ref, t); err != nil {
-			return err
-		}
-		w.forgetOutput(ref)
 		why := "no longer desired"
 		if all {
 			why = "its parent is being deleted"
 		}
+		if ref.Adopted {
+			if err := w.r.release(ctx, ref, t); err != nil {
+				return err
+			}
+			w.forgetOutput(ref)
+			w.r.event(w.obj, childRef(t.gvk, ref), corev1.EventTypeNormal, ReasonReleased, "Release",
+				fmt.Sprintf("released %s, which kfsm adopted and does not delete: %s", ref, why))
+			continue
+		}
+		if err := w.r.deleteChild(ctx, parent, ref, t); err != nil {
+			return err
+		}
+		w.forgetOutput(ref)
 		if w.log.Enabled() {
 			w.log.Info("pruned", "machine", w.r.m.name, "child", ref.String(), "why", why)
 		}
-		w.r.recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, ReasonPruned, "Delete", "deleted %s: %s", ref, why)
+		w.r.event(w.obj, childRef(t.gvk, ref), corev1.EventTypeNormal, ReasonPruned, "Delete", fmt.Sprintf("deleted %s: %s", ref, why))
 	}
 	return nil
 }
 
-// parentOf maps a child that cannot carry an owner reference back to its
-// parent through the labels and annotation that Apply put on it. Children
-// with a controller reference are left to the Owns watch.
-func (r *reconciler[T]) parentOf(_ context.Context, o client.Object) []reconcile.Request {
-	if o.GetLabels()[labelMachine] != r.m.name || metav1.GetControllerOf(o) != nil {
+// release takes kfsm's labels and annotations off an adopted child and
+// leaves the object as it is otherwise.
+func (r *reconciler[T]) release(ctx context.Context, ref OutputRef, t ownedType) error {
+	obj := t.newObject(r.client.Scheme())
+	obj.SetNamespace(ref.Namespace)
+	obj.SetName(ref.Name)
+	patch := map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{LabelManagedBy: nil, LabelMachine: nil, LabelOwnerUID: nil},
+		"annotations": map[string]any{AnnotationOwner: nil, AnnotationState: nil, AnnotationAdopted: nil},
+	}}
+	if ref.UID != "" {
+		patch["metadata"].(map[string]any)["uid"] = ref.UID // a precondition: never another object
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	err = r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data), client.FieldOwner(r.m.FieldOwner()))
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or another object took the name
+	}
+	if err != nil {
+		return fmt.Errorf("releasing %s: %w", ref, err)
+	}
+	return nil
+}
+
+// unreachable returns the children of parent that garbage collection
+// cannot reach: those that carry no owner reference because they are
+// cluster-scoped under a namespaced parent or in another namespace.
+// Adopted children are not kfsm's to delete.
+func unreachable(parent client.Object, outputs []OutputRef) []OutputRef {
+	ns := parent.GetNamespace()
+	if ns == "" {
 		return nil
 	}
-	owner := o.GetAnnotations()[annotationOwner]
+	var strays []OutputRef
+	for _, ref := range outputs {
+		if ref.Namespace != ns && !ref.Adopted {
+			strays = append(strays, ref)
+		}
+	}
+	return strays
+}
+
+// vanished handles an object that is gone. If it went before its deletion
+// path was done, because someone removed kfsm's finalizer, the children
+// that garbage collection cannot reach would stay for ever: kfsm deletes
+// them, as far as this process knew them.
+func (r *reconciler[T]) vanished(ctx context.Context, key types.NamespacedName) error {
+	r.actions.cancel(key, false)
+	strays := r.forget(key)
+	if len(strays) == 0 {
+		return nil
+	}
+	var deleted []string
+	var errs []error
+	for _, ref := range strays {
+		t, ok := r.owns[schema.GroupKind{Group: ref.Group, Kind: ref.Kind}]
+		if !ok {
+			continue
+		}
+		if err := r.deleteChild(ctx, key, ref, t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		deleted = append(deleted, ref.String())
+	}
+	gone := newObject[T]()
+	gone.SetNamespace(key.Namespace)
+	gone.SetName(key.Name)
+	logf.FromContext(ctx).Info("the object vanished before its deletion path was done, as if its finalizer was removed by hand; deleted the children that garbage collection cannot reach",
+		"machine", r.m.name, "object", key.String(), "deleted", deleted)
+	r.event(gone, nil, corev1.EventTypeWarning, ReasonOrphansDeleted, "Delete",
+		fmt.Sprintf("the object vanished before its deletion path was done; deleted %s", strings.Join(deleted, ", ")))
+	if err := errors.Join(errs...); err != nil {
+		r.mu.Lock()
+		r.strays[key] = strays // try again
+		r.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// parentOf maps a child that carries no owner reference back to its
+// parent through the labels and annotation that Apply put on it. Children
+// with a controller reference are left to the Owns watch. A child whose
+// parent this manager cannot see, or whose parent is another object of
+// the same name, is not this machine's business.
+func (r *reconciler[T]) parentOf(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[LabelMachine] != r.m.name || metav1.GetControllerOf(o) != nil {
+		return nil
+	}
+	owner := o.GetAnnotations()[AnnotationOwner]
 	if owner == "" {
 		return nil
 	}
@@ -534,7 +767,12 @@ func (r *reconciler[T]) parentOf(_ context.Context, o client.Object) []reconcile
 	if !found {
 		ns, name = "", owner
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	parent := newObject[T]()
+	if err := r.client.Get(ctx, key, parent, client.UnsafeDisableDeepCopy); err != nil || string(parent.GetUID()) != o.GetLabels()[LabelOwnerUID] {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: key}}
 }
 
 func quoteAll(ss []string) string {

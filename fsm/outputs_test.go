@@ -176,8 +176,10 @@ func TestConvergedParentWithChildrenChangesNothing(t *testing.T) {
 func TestFieldConflictIsReportedAndForcedOnRequest(t *testing.T) {
 	e := newEnv(t)
 	r := e.reconciler(webMachine("web-conflict"))
+	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
+	e.reconcile(r, "g")
 
-	// Another team's tool owns the Service's selector.
+	// Another team's tool takes the Service's selector over.
 	theirs := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace},
@@ -186,12 +188,14 @@ func TestFieldConflictIsReportedAndForcedOnRequest(t *testing.T) {
 			Ports:    []corev1.ServicePort{{Name: "web", Port: 8080}},
 		},
 	}
-	if err := e.direct.Patch(t.Context(), theirs, client.Apply, client.FieldOwner("other-team")); err != nil { //nolint:staticcheck // the plainest way to be another field manager
+	if err := e.direct.Patch(t.Context(), theirs, client.Apply, client.FieldOwner("other-team"), client.ForceOwnership); err != nil { //nolint:staticcheck // the plainest way to be another field manager
 		t.Fatal(err)
 	}
 
-	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
-	e.reconcile(r, "g")
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
+	if f := e.fail(r); f.State != "Expose" {
+		t.Errorf("the failure is in state %s, want Expose", f.State)
+	}
 	g := e.get("g")
 	wantCondition(t, g, fsm.ConditionReady, metav1.ConditionFalse, fsm.ReasonApplyConflict)
 	if msg := condition(g, fsm.ConditionReady).Message; !strings.Contains(msg, `"other-team"`) || !strings.Contains(msg, ".spec.selector") {
@@ -214,7 +218,7 @@ func TestCrashBetweenApplyAndStatusWriteLeavesNoOrphan(t *testing.T) {
 	e := newEnv(t)
 	// The status write fails as if the process had died just before it.
 	crashing := interceptor.NewClient(e.direct.(client.WithWatch), interceptor.Funcs{
-		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
 			return errors.New("injected crash")
 		},
 	})
@@ -273,7 +277,9 @@ func TestUndeclaredChildTypeIsAnErrorAndNotWritten(t *testing.T) {
 		Owns(&corev1.ConfigMap{})
 	r := e.reconciler(m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	e.reconcile(r, "g")
+	if f := e.fail(r); f.State != "Start" || f.RetryAfter <= 0 {
+		t.Errorf("failure %+v, want state Start retried later", f)
+	}
 
 	var undeclared *fsm.UndeclaredOutputError
 	if !errors.As(applyErr, &undeclared) || undeclared.Kind.Kind != "Secret" {
@@ -429,7 +435,9 @@ func TestClusterScopedChildNeedsADeletionPath(t *testing.T) {
 		Owns(&rbacv1.ClusterRole{})
 	r := e.reconciler(m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	e.reconcile(r, "g")
+	if f := e.fail(r); !strings.Contains(f.Error(), "declare OnDelete") {
+		t.Errorf("failure %v does not say that an OnDelete state is needed", f)
+	}
 	if msg := condition(e.get("g"), fsm.ConditionReady).Message; !strings.Contains(msg, "declare OnDelete") {
 		t.Errorf("Ready message %q does not say that an OnDelete state is needed", msg)
 	}
@@ -465,7 +473,9 @@ func TestDeleteRemovesOnlyChildren(t *testing.T) {
 	}
 
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "delete" })
-	e.reconcile(r, "g")
+	if f := e.fail(r); !strings.Contains(f.Error(), "not a child") { // the refused Delete fails the run; the other went through
+		t.Errorf("failure %v does not name the refused Delete", f)
+	}
 	if e.exists(&corev1.ConfigMap{}, "mine") {
 		t.Error("Delete left the child")
 	}

@@ -8,11 +8,11 @@ import (
 	"regexp"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/attribute"
@@ -27,7 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,6 +44,10 @@ const (
 	soon = 100 * time.Millisecond
 	// Condition messages are bounded; errors can be long.
 	maxMessage = 1024
+	// The events API refuses longer notes, actions and reasons.
+	maxNote   = 1024
+	maxAction = 128
+	maxReason = 128
 )
 
 // reconciler runs a built machine for controller-runtime.
@@ -49,47 +55,90 @@ type reconciler[T Object] struct {
 	m        *Machine[T]
 	b        *built[T]
 	client   client.Client
+	reader   client.Reader // the API server itself, for what the cache may miss
 	recorder events.EventRecorder
+	gk       schema.GroupKind // of T
 	owns     map[schema.GroupKind]ownedType
 	actions  *actions
+	echoes   *echoes
+	limiter  *backoffLimiter // set under a manager
 
 	mu      sync.Mutex
-	written map[types.NamespacedName]writeMark
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	tracked map[types.NamespacedName]tracked
-}
-
-// writeMark is kfsm's last write of an object: its UID, so that an object
-// deleted and created again under the same name is not mistaken for it,
-// and the resourceVersion the write returned.
-type writeMark struct {
-	uid types.UID
-	rv  uint64
+	strays  map[types.NamespacedName][]OutputRef // children that garbage collection cannot reach
 }
 
 // tracked is what the gauges count for one object.
 type tracked struct {
-	state   State
-	stalled bool
+	state                State
+	stalled, reconciling bool
 }
 
-func newReconciler[T Object](m *Machine[T], c client.Client, rec events.EventRecorder) (*reconciler[T], error) {
-	var owns map[schema.GroupKind]ownedType
+func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reader, rec events.EventRecorder) (*reconciler[T], error) {
+	r := &reconciler[T]{
+		m: m, b: m.built, client: c, reader: reader, recorder: rec,
+		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact),
+		echoes:  newEchoes(),
+		tracked: map[types.NamespacedName]tracked{},
+		strays:  map[types.NamespacedName][]OutputRef{},
+	}
+	if c == nil {
+		return r, nil // benchmarks of the walk alone
+	}
+	gvk, err := apiutil.GVKForObject(newObject[T](), c.Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	r.gk = gvk.GroupKind()
 	if len(m.owns) > 0 {
-		var err error
-		if owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
+		if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
 			return nil, fmt.Errorf("machine %s: %w", m.name, err)
 		}
 	}
-	return &reconciler[T]{
-		m: m, b: m.built, client: c, recorder: rec, owns: owns,
-		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm")),
-		written: map[types.NamespacedName]writeMark{},
-		tracked: map[types.NamespacedName]tracked{},
-	}, nil
+	return r, nil
 }
 
-// Reconcile reads the object, walks the machine, then writes the status
-// once if it changed, and manages the finalizer around the walk.
+// roleOf says whether obj is one of the machine's objects, a child, or
+// neither, for the echo filter.
+func (r *reconciler[T]) roleOf(obj client.Object) (schema.GroupKind, role) {
+	gvk, err := apiutil.GVKForObject(obj, r.client.Scheme())
+	if err != nil {
+		return schema.GroupKind{}, other
+	}
+	switch gk := gvk.GroupKind(); {
+	case gk == r.gk:
+		return gk, parent
+	case r.owns[gk] != (ownedType{}):
+		return gk, child
+	default:
+		return gk, other
+	}
+}
+
+// start is the source that SetupWithManager registers: it gives the
+// reconciler and the action pool the controller's queue.
+func (r *reconciler[T]) start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.mu.Lock()
+	r.queue = q
+	r.mu.Unlock()
+	return r.actions.start(ctx, q)
+}
+
+// requeue puts an object on the queue at once, when a change by someone
+// else hid behind one of kfsm's writes.
+func (r *reconciler[T]) requeue(key types.NamespacedName) {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+}
+
+// Reconcile reads the object, walks the machine, writes the status once if
+// it changed and only then makes the walk visible, and manages the
+// finalizer around the walk.
 func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ctx, span := r.b.tracer.Start(ctx, "kfsm.Reconcile", trace.WithAttributes(
 		attribute.String("kfsm.machine", r.m.name),
@@ -100,16 +149,17 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	obj := newObject[T]()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-			r.actions.cancel(req.NamespacedName, false)
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, r.vanished(ctx, req.NamespacedName)
 		}
 		return reconcile.Result{}, err
 	}
-	if r.stale(obj) {
+	if r.echoes.stale(echoKey{gk: r.gk, NamespacedName: req.NamespacedName}, obj) {
 		// The cache has not seen kfsm's own last write yet; acting on it
-		// would act on the past. The write's watch event is on its way.
+		// would act on the past.
 		return reconcile.Result{RequeueAfter: soon}, nil
+	}
+	if obj.GetAnnotations()[AnnotationPaused] == "true" {
+		return r.pause(ctx, obj)
 	}
 
 	deleting := !obj.GetDeletionTimestamp().IsZero()
@@ -134,20 +184,19 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 	}
 
-	before := statusOf(obj.DeepCopyObject())
-	out := r.walk(ctx, obj, deleting)
-	if !equality.Semantic.DeepEqual(before, statusOf(obj)) {
-		if err := r.client.Status().Update(ctx, obj); err != nil {
-			return r.writeFailed(ctx, err)
-		}
-		r.wrote(obj)
-		for _, t := range out.transitions {
-			for _, observe := range r.m.observers {
-				observe(ctx, obj, t)
+	before := obj.DeepCopyObject().(T)
+	w := r.walk(ctx, obj, before, deleting)
+	if !equality.Semantic.DeepEqual(statusOf(before), statusOf(obj)) {
+		if err := r.writeStatus(ctx, obj, before); err != nil {
+			if quiet(err) {
+				return r.writeFailed(ctx, err)
 			}
+			return r.unwritable(ctx, before, err)
 		}
 	}
-	if out.removeFinalizer {
+	// Only now is the walk true: what it did becomes visible.
+	w.commit()
+	if w.out.removeFinalizer {
 		if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
 			return r.writeFailed(ctx, err)
 		}
@@ -156,8 +205,26 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, nil
 	}
 	committed = true
-	r.track(req.NamespacedName, obj.FSMStatus())
-	return reconcile.Result{RequeueAfter: out.requeueAfter}, nil
+	r.track(obj)
+	return r.result(req, w.out)
+}
+
+// result turns a walk's outcome into what controller-runtime expects. A
+// failure is returned as an error, so that controller-runtime counts and
+// logs it, and the machine's rate limiter requeues the object when the
+// backoff says.
+func (r *reconciler[T]) result(req reconcile.Request, out outcome) (reconcile.Result, error) {
+	f := out.failure
+	switch {
+	case f == nil:
+		return reconcile.Result{RequeueAfter: out.requeueAfter}, nil
+	case f.RetryAfter == 0:
+		return reconcile.Result{}, reconcile.TerminalError(f)
+	}
+	if r.limiter != nil {
+		r.limiter.retryIn(req, f.RetryAfter)
+	}
+	return reconcile.Result{}, f
 }
 
 // statusOf returns the Status field of a Kubernetes object, the part kfsm
@@ -165,61 +232,146 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 // status keeps a handler that touches the spec by mistake from costing a
 // write on every reconcile.
 func statusOf(obj runtime.Object) any {
-	v := reflect.ValueOf(obj)
-	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
-		if f := v.Elem().FieldByName("Status"); f.IsValid() {
-			return f.Interface()
-		}
+	if f := statusField(obj); f.IsValid() {
+		return f.Interface()
 	}
 	return obj
 }
 
-// writeFailed turns a failed write into a result: conflicts and vanished
-// objects are normal in a controller and are retried quietly.
+func statusField(obj runtime.Object) reflect.Value {
+	v := reflect.ValueOf(obj)
+	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
+		return v.Elem().FieldByName("Status")
+	}
+	return reflect.Value{}
+}
+
+// quiet reports whether a failed write is the normal life of a controller:
+// someone else changed the object meanwhile, or it is gone. Such writes
+// are retried soon, without an error.
+func quiet(err error) bool { return apierrors.IsConflict(err) || apierrors.IsNotFound(err) }
+
+// writeFailed turns a failed write into a result.
 func (r *reconciler[T]) writeFailed(ctx context.Context, err error) (reconcile.Result, error) {
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	if quiet(err) {
 		logf.FromContext(ctx).V(1).Info("write raced with another change; retrying", "machine", r.m.name, "error", err.Error())
 		return reconcile.Result{RequeueAfter: soon}, nil
 	}
-	return reconcile.Result{}, err
+	return reconcile.Result{}, r.redactedError(err)
+}
+
+// write runs one of kfsm's writes of obj, so that its watch event is known
+// for an echo.
+func (r *reconciler[T]) write(obj T, do func() error) error {
+	key := keyOf(r.gk, obj)
+	r.echoes.begin(key)
+	err := do()
+	var wrote client.Object
+	if err == nil {
+		wrote = obj
+	}
+	if r.echoes.wrote(key, wrote) {
+		r.requeue(key.NamespacedName)
+	}
+	return err
+}
+
+// writeStatus writes what the walk changed in the status since before, as
+// a merge patch: only kfsm writes the status, so a change that someone
+// else made to the object meanwhile (a label, the spec) does not make the
+// walk's record a conflict, to be thrown away with the work it recorded.
+func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
+	return r.write(obj, func() error { return r.client.Status().Patch(ctx, obj, client.MergeFrom(before)) })
 }
 
 func (r *reconciler[T]) patchFinalizer(ctx context.Context, obj T, change func(client.Object, string) bool) error {
 	base := obj.DeepCopyObject().(T)
 	change(obj, r.m.Finalizer())
-	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(r.m.FieldOwner())); err != nil {
-		return err
+	return r.write(obj, func() error {
+		return r.client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(r.m.FieldOwner()))
+	})
+}
+
+// unwritable reports a status that the API server refuses, for example
+// one over its size limit: the walk is not recorded, so nothing of it is
+// made visible, and a smaller write tries to get the news through.
+func (r *reconciler[T]) unwritable(ctx context.Context, before T, err error) (reconcile.Result, error) {
+	msg := r.errorText(err)
+	r.b.metrics.statusWriteErrors.Inc()
+	r.event(before, nil, corev1.EventTypeWarning, ReasonStatusWriteFailed, "WriteStatus",
+		"the status could not be written, so the last walk was not recorded: "+msg)
+	small := before.DeepCopyObject().(T)
+	st, gen := small.FSMStatus(), small.GetGeneration()
+	message := "the status could not be written: " + msg
+	for _, c := range []metav1.Condition{
+		{Type: ConditionReady, Status: metav1.ConditionFalse},
+		{Type: ConditionStalled, Status: metav1.ConditionTrue},
+	} {
+		c.Reason, c.Message, c.ObservedGeneration = ReasonStatusWriteFailed, message, gen
+		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	r.wrote(obj)
-	return nil
+	if !equality.Semantic.DeepEqual(statusOf(before), statusOf(small)) {
+		if werr := r.writeStatus(ctx, small, before); werr != nil {
+			logf.FromContext(ctx).V(1).Info("the smaller status could not be written either", "error", r.errorText(werr))
+		}
+	}
+	return reconcile.Result{}, fmt.Errorf("writing the status of %s: %s", client.ObjectKeyFromObject(before), msg)
+}
+
+// pause reports a paused object in its status, and does nothing else.
+func (r *reconciler[T]) pause(ctx context.Context, obj T) (reconcile.Result, error) {
+	st := obj.FSMStatus()
+	if c := meta.FindStatusCondition(st.Conditions, ConditionPaused); c != nil && c.Status == metav1.ConditionTrue {
+		return reconcile.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(T)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: ConditionPaused, Status: metav1.ConditionTrue, Reason: ReasonPaused, ObservedGeneration: obj.GetGeneration(),
+		Message: fmt.Sprintf("annotation %s is \"true\": no handler runs until it is removed", AnnotationPaused),
+	})
+	if err := r.writeStatus(ctx, obj, before); err != nil {
+		return r.writeFailed(ctx, err)
+	}
+	r.event(obj, nil, corev1.EventTypeNormal, ReasonPaused, "Pause", "paused: no handler runs until annotation "+AnnotationPaused+" is removed")
+	return reconcile.Result{}, nil
 }
 
 // outcome is what a walk asks of Reconcile.
 type outcome struct {
 	requeueAfter    time.Duration
 	removeFinalizer bool
-	transitions     []Transition // made in the walk, for OnTransition observers
+	failure         *HandlerError // a handler failed: retried, or stalled when RetryAfter is zero
 }
 
 // walk runs the machine on obj in memory: it decides the state, runs the
 // handlers, and sets the status, conditions and history. It does no client
-// I/O of its own; handlers may.
-func (r *reconciler[T]) walk(ctx context.Context, obj T, deleting bool) outcome {
-	st := obj.FSMStatus()
-	gen := obj.GetGeneration()
-	w := &walker[T]{r: r, ctx: ctx, obj: obj, st: st, now: r.m.clock.Now(), log: logf.FromContext(ctx), deleting: deleting}
-	out := w.walk()
-	st.ObservedGeneration = gen
-	out.transitions = w.moved
-	return out
+// I/O of its own; handlers may. before is obj as it was read. What the walk
+// makes visible waits in the walker until commit.
+func (r *reconciler[T]) walk(ctx context.Context, obj, before T, deleting bool) *walker[T] {
+	w := &walker[T]{r: r, ctx: ctx, obj: obj, before: before, st: obj.FSMStatus(), now: r.m.clock.Now(), log: logf.FromContext(ctx), deleting: deleting}
+	w.notices = w.noticeBuf[:0]
+	w.out = w.walk()
+	w.st.ObservedGeneration = obj.GetGeneration()
+	return w
 }
 
 func (w *walker[T]) walk() outcome {
 	st, gen := w.st, w.obj.GetGeneration()
 	if st.ObservedGeneration != gen {
 		// A new spec deserves fresh attempts.
-		st.Failures = 0
-	} else if !w.deleting && stalledForGeneration(st, gen) {
+		st.Failures, st.RetryAt = 0, nil
+	}
+	if asked := w.obj.GetAnnotations()[AnnotationRetry]; asked != "" && asked != st.LastHandledRetry {
+		st.LastHandledRetry = asked
+		st.Failures, st.RetryAt = 0, nil
+		w.retrying = true
+		w.notify(corev1.EventTypeNormal, ReasonRetryRequested, "Retry", fmt.Sprintf("retrying now, as annotation %s asks (%q)", AnnotationRetry, asked), nil)
+	}
+	if meta.FindStatusCondition(st.Conditions, ConditionPaused) != nil {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionPaused)
+		w.notify(corev1.EventTypeNormal, ReasonResumed, "Resume", "resumed: annotation "+AnnotationPaused+" was removed", nil)
+	}
+	if !w.deleting && !w.retrying && stalledForGeneration(st, gen) {
 		return outcome{}
 	}
 
@@ -235,17 +387,45 @@ func (w *walker[T]) walk() outcome {
 			}
 		}
 	}
+	if wait, ok := w.backingOff(); ok {
+		return outcome{requeueAfter: wait}
+	}
 	return w.run(cur)
 }
 
 // stalledForGeneration reports whether a handler's Stop or exhausted
 // retries stalled the object at this generation: then nothing runs until
-// the spec changes. Refused transitions and unknown states are evaluated
+// the spec changes or a retry is asked for. The other stalls are evaluated
 // again every time, so that a fixed operator picks the object up.
 func stalledForGeneration(st *Status, gen int64) bool {
 	c := meta.FindStatusCondition(st.Conditions, ConditionStalled)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen &&
-		c.Reason != ReasonIllegalTransition && c.Reason != ReasonUnknownState && c.Reason != ReasonGoalUnreachable
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != gen {
+		return false
+	}
+	switch c.Reason {
+	case ReasonIllegalTransition, ReasonUnknownState, ReasonGoalUnreachable, ReasonStatusWriteFailed:
+		return false
+	}
+	return true
+}
+
+// backingOff reports how long the object still waits after a failure. A
+// failed state runs again once its backoff has passed, whatever happens
+// meanwhile, unless the spec changes, a retry is asked for, the deletion
+// path starts or the state's timeout comes first.
+func (w *walker[T]) backingOff() (time.Duration, bool) {
+	at := w.st.RetryAt
+	if at == nil || !w.now.Before(at.Time) {
+		return 0, false
+	}
+	def := w.r.b.states[w.st.State]
+	if def == nil {
+		return 0, false
+	}
+	if w.timedOut(def) {
+		return 0, false
+	}
+	return w.withTimeout(def, at.Sub(w.now)), true
 }
 
 // walker holds one walk's state.
@@ -253,18 +433,82 @@ type walker[T Object] struct {
 	r       *reconciler[T]
 	ctx     context.Context
 	obj     T
+	before  T // obj as it was read
 	st      *Status
 	now     time.Time
 	log     logr.Logger
 	visited stateSet
 	passed  stateSet   // pipeline: states whose handler moved on
 	req     Request[T] // one per walk, filled anew for each handler
+	out     outcome
 
-	deleting  bool         // the object is being deleted: the deletion path runs
-	goal      State        // the goal function's answer, if any
-	applied   []OutputRef  // children applied in this run (lifecycle) or pass (pipeline)
-	outputErr error        // the first failed Apply or Delete of this run
-	moved     []Transition // for OnTransition observers, when there are some
+	deleting  bool          // the object is being deleted: the deletion path runs
+	retrying  bool          // AnnotationRetry asked for a run now
+	goal      State         // the goal function's answer, if any
+	applied   []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
+	outputErr error         // the first failed Apply or Delete of this run
+	calls     int           // handlers run so far
+	snapshot  reflect.Value // the status before the running handler, after the first
+
+	notices   []notice // made visible once the status is written
+	noticeBuf [2]notice
+	logs      []func()
+}
+
+// notice is a transition or an event that a walk makes visible once the
+// status that records it is written, so that a write that fails reports
+// nothing that did not happen.
+type notice struct {
+	moved bool
+	t     Transition
+	spent time.Duration // in the state left, or -1 when unknown
+
+	eventtype, reason, action, note string
+	related                         runtime.Object
+}
+
+// notify keeps an event for commit.
+func (w *walker[T]) notify(eventtype, reason, action, note string, related runtime.Object) {
+	w.notices = append(w.notices, notice{eventtype: eventtype, reason: reason, action: action, note: note, related: related})
+}
+
+// later keeps a log line for commit.
+func (w *walker[T]) later(f func()) { w.logs = append(w.logs, f) }
+
+// commit makes the walk visible, once its status is written: each
+// transition is counted, logged, recorded as an event and told to the
+// observers, once.
+func (w *walker[T]) commit() {
+	r := w.r
+	for _, f := range w.logs {
+		f()
+	}
+	for i := range w.notices {
+		n := &w.notices[i]
+		if !n.moved {
+			r.event(w.obj, n.related, n.eventtype, n.reason, n.action, n.note)
+			continue
+		}
+		t := n.t
+		r.b.metrics.transition(t.From, t.To, t.Reason)
+		if n.spent >= 0 {
+			r.b.metrics.left(t.From, n.spent.Seconds())
+		}
+		if w.log.Enabled() {
+			w.log.Info("transition", "machine", r.m.name, "object", client.ObjectKeyFromObject(w.obj).String(), "from", t.From, "to", t.To, "reason", t.Reason)
+		}
+		eventtype := corev1.EventTypeNormal
+		if t.Reason == ReasonTimeout || t.Reason == ReasonRetriesExhausted {
+			eventtype = corev1.EventTypeWarning
+		}
+		// The events library folds events of one object that share a
+		// reason and an action into a series; the target state as the
+		// action keeps distinct transitions apart.
+		r.event(w.obj, nil, eventtype, t.Reason, string(t.To), r.b.note(t))
+		for _, observe := range r.m.observers {
+			observe(w.ctx, w.obj, t)
+		}
+	}
 }
 
 // start returns the state the walk begins in, or "" when nothing may run.
@@ -292,6 +536,13 @@ func (w *walker[T]) start() State {
 	return w.st.State
 }
 
+// timedOut reports whether the object stayed in def's state longer than
+// the state's timeout.
+func (w *walker[T]) timedOut(def *stateDef[T]) bool {
+	return def.timeout != nil && w.st.State == def.name && w.st.StateSince != nil &&
+		w.now.Sub(w.st.StateSince.Time) >= def.timeout.After
+}
+
 // run walks from cur until a handler waits, fails, stops or is done.
 func (w *walker[T]) run(cur State) outcome {
 	b := w.r.b
@@ -299,8 +550,7 @@ func (w *walker[T]) run(cur State) outcome {
 		def := b.states[cur]
 		w.visited.add(def.index)
 
-		if def.timeout != nil && w.st.State == cur && w.st.StateSince != nil &&
-			w.now.Sub(w.st.StateSince.Time) >= def.timeout.After {
+		if w.timedOut(def) {
 			next := State(def.timeout.To)
 			if done, out := w.moveOn(cur, next, ReasonTimeout); done {
 				return out
@@ -319,6 +569,7 @@ func (w *walker[T]) run(cur State) outcome {
 		case resultNext:
 			next, ok := def.choose(res)
 			if !ok {
+				w.discard()
 				w.illegal(cur, res)
 				return outcome{}
 			}
@@ -332,13 +583,13 @@ func (w *walker[T]) run(cur State) outcome {
 		case resultWait:
 			reason := reasonOr(res.reason, "Waiting")
 			w.rest(cur, reason)
-			w.st.Failures = 0 // retries count failures in a row
+			w.st.Failures, w.st.RetryAt = 0, nil // retries count failures in a row
 			w.settle(cur, metav1.ConditionFalse, reason, def.waiting, true, nil)
 			return outcome{requeueAfter: w.withTimeout(def, res.after)}
 
 		case resultDone:
 			w.rest(cur, ReasonDone)
-			w.st.Failures = 0
+			w.st.Failures, w.st.RetryAt = 0, nil
 			w.settle(cur, metav1.ConditionTrue, ReasonDone, def.done, false, nil)
 			if w.deleting && def.final {
 				return outcome{removeFinalizer: true}
@@ -346,8 +597,9 @@ func (w *walker[T]) run(cur State) outcome {
 			return outcome{requeueAfter: w.withTimeout(def, w.r.m.resyncAfter())}
 
 		case resultStop:
-			w.rest(cur, reasonOr(res.reason, "Stopped"))
-			w.stall(cur, reasonOr(res.reason, "Stopped"), res.message)
+			reason := reasonOr(res.reason, "Stopped")
+			w.rest(cur, reason)
+			w.stall(cur, reason, w.r.redact(res.message))
 			return outcome{}
 
 		default: // resultFail, or a zero Result
@@ -421,17 +673,19 @@ func (w *walker[T]) moveOn(cur, next State, reason string) (bool, outcome) {
 	return false, outcome{}
 }
 
-// failed handles a failed attempt: it either stops the walk (retry later,
-// or stalled) or names the state the retries edge leads to.
+// failed handles a failed attempt: it either stops the walk (retry after
+// the backoff, or stalled) or names the state the retries edge leads to.
 func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcome, State) {
+	reason := failureReason(err)
+	msg := w.r.errorText(err)
+	w.rest(cur, reason) // first: a pipeline resting somewhere new starts counting afresh
 	w.st.Failures++
 	w.r.b.metrics.handlerError(cur)
-	msg := truncate(err.Error())
-	reason := failureReason(err)
-	w.log.Error(err, "handler failed", "state", cur, "attempt", w.st.Failures)
-	w.r.recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, reason, string(cur), "state %s failed (attempt %d): %s", cur, w.st.Failures, msg)
+	w.notify(corev1.EventTypeWarning, reason, string(cur), fmt.Sprintf("state %s failed (attempt %d): %s", cur, w.st.Failures, msg), related(err))
+	f := &HandlerError{State: cur, Attempt: int(w.st.Failures), Err: w.r.redactedError(err)}
 
 	if def.retries != nil && int(w.st.Failures) >= def.retries.Limit {
+		w.st.RetryAt = nil
 		if def.retries.To != "" {
 			next := State(def.retries.To)
 			if done, out := w.moveOn(cur, next, ReasonRetriesExhausted); done {
@@ -439,13 +693,14 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 			}
 			return false, outcome{}, next
 		}
-		w.rest(cur, ReasonRetriesExhausted)
 		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times in a row: %s", cur, w.st.Failures, msg))
-		return true, outcome{}, ""
+		return true, outcome{failure: f}, ""
 	}
-	w.rest(cur, reason)
+	after := backoff(w.st.Failures)
+	w.st.RetryAt = &metav1.MicroTime{Time: w.now.Add(after)}
 	w.settle(cur, metav1.ConditionFalse, reason, fmt.Sprintf("state %s failed: %s", cur, msg), true, nil)
-	return true, outcome{requeueAfter: w.withTimeout(def, backoff(w.st.Failures))}, ""
+	f.RetryAfter = w.withTimeout(def, after)
+	return true, outcome{failure: f}, ""
 }
 
 // failureReason names a failure for conditions and events: child
@@ -453,11 +708,14 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 func failureReason(err error) string {
 	var conflict *ConflictError
 	var undeclared *UndeclaredOutputError
+	var exists *AlreadyExistsError
 	switch {
 	case errors.As(err, &conflict):
 		return ReasonApplyConflict
 	case errors.As(err, &undeclared):
 		return ReasonUndeclaredOutput
+	case errors.As(err, &exists):
+		return ReasonAlreadyExists
 	}
 	return ReasonHandlerFailed
 }
@@ -491,6 +749,12 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	if def.handler == nil {
 		return Done()
 	}
+	// What the handler changes is discarded if it asks for an undeclared
+	// transition; before the first handler, the status is as it was read.
+	if w.calls > 0 {
+		w.snapshot = w.authorsStatus(w.obj)
+	}
+	w.calls++
 	ctx, span := w.r.b.tracer.Start(w.ctx, def.spanName)
 	defer span.End()
 	log := w.log
@@ -523,17 +787,52 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			w.log.Error(fmt.Errorf("%v", p), "handler panicked", "state", def.name, "stack", string(debug.Stack()))
-			res = Fail(fmt.Errorf("handler panicked: %v", p))
+			why := w.r.redact(fmt.Sprint(p))
+			w.log.Error(errors.New(why), "handler panicked", "machine", w.r.m.name, "state", def.name, "stack", string(debug.Stack()))
+			res = Fail(fmt.Errorf("handler panicked: %s", why))
 		}
 		if w.outputErr != nil && res.kind != resultFail {
 			res = Fail(w.outputErr)
 		}
 		if res.kind == resultFail {
-			span.SetStatus(codes.Error, res.err.Error())
+			span.SetStatus(codes.Error, w.r.errorText(res.err))
 		}
 	}()
 	return def.handler(ctx, req)
+}
+
+// authorsStatus copies obj's status without kfsm's part, which kfsm
+// keeps for itself: what a discard must restore.
+func (w *walker[T]) authorsStatus(obj T) reflect.Value {
+	f := statusField(obj)
+	if !f.IsValid() {
+		return reflect.Value{}
+	}
+	st := obj.FSMStatus()
+	own := *st
+	*st = Status{}
+	defer func() { *st = own }()
+	if copier := w.r.b.copyStatus; copier.IsValid() {
+		return copier.Call([]reflect.Value{f.Addr()})[0].Elem()
+	}
+	return reflect.ValueOf(statusOf(obj.DeepCopyObject()))
+}
+
+// discard undoes what the running handler changed in the status: its
+// transition was refused, and so is its work. kfsm's own record stays.
+func (w *walker[T]) discard() {
+	f := statusField(w.obj)
+	if !f.IsValid() {
+		return
+	}
+	snap := w.snapshot
+	if w.calls <= 1 {
+		snap = w.authorsStatus(w.before)
+	}
+	own := *w.st
+	f.Set(snap)
+	w.st = w.obj.FSMStatus()
+	*w.st = own
 }
 
 // from is the state the last transition came from.
@@ -545,39 +844,29 @@ func (w *walker[T]) from() State {
 }
 
 // move makes next the persisted state (lifecycle, or a pipeline's resting
-// state) and makes the transition visible everywhere.
+// state) and keeps the transition to make it visible at commit.
 func (w *walker[T]) move(next State, reason string) {
 	from := w.st.State
 	if from == next {
 		return
 	}
-	mm := w.r.b.metrics
+	spent := time.Duration(-1)
 	if from != "" && w.st.StateSince != nil {
-		mm.left(from, w.now.Sub(w.st.StateSince.Time).Seconds())
+		spent = w.now.Sub(w.st.StateSince.Time)
 	}
-	mm.transition(from, next)
 	since := metav1.NewTime(w.now)
 	if w.st.StateSince == nil {
 		w.st.StateSince = &metav1.Time{}
 	}
 	*w.st.StateSince = since
-	w.st.State, w.st.Failures = next, 0
+	w.st.State, w.st.Failures, w.st.RetryAt = next, 0, nil
 	t := Transition{From: from, To: next, Reason: reason, Time: since}
 	w.st.History = append(w.st.History, t)
-	if len(w.r.m.observers) > 0 {
-		w.moved = append(w.moved, t)
-	}
-	if over := len(w.st.History) - w.r.m.historyLimit; over > 0 {
+	// The latest transition stays whatever the limit: Request.From reads it.
+	if over := len(w.st.History) - max(w.r.m.historyLimit, 1); over > 0 {
 		w.st.History = slices.Delete(w.st.History, 0, over)
 	}
-	if w.log.Enabled() {
-		w.log.Info("transition", "machine", w.r.m.name, "object", client.ObjectKeyFromObject(w.obj).String(), "from", from, "to", next, "reason", reason)
-	}
-	note, ok := w.r.b.notes[[2]State{from, next}]
-	if !ok {
-		note = transitionNote(from, next)
-	}
-	w.r.recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, reason, "Transition", note)
+	w.notices = append(w.notices, notice{moved: true, t: t, spent: spent})
 }
 
 // rest records where a pipeline pass ended; lifecycle machines move as
@@ -630,9 +919,12 @@ func (w *walker[T]) stall(cur State, reason, message string) {
 		message = fmt.Sprintf("stopped in state %s", cur)
 	}
 	if !w.isStalled(reason, message) {
-		w.log.Info("stalled", "state", cur, "reason", reason, "message", message)
-		w.r.recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, reason, string(cur), "stalled in state %s: %s", cur, message)
+		w.later(func() {
+			w.log.Info("stalled", "machine", w.r.m.name, "state", cur, "reason", reason, "message", message)
+		})
+		w.notify(corev1.EventTypeWarning, reason, string(cur), fmt.Sprintf("stalled in state %s: %s", cur, message), nil)
 	}
+	w.st.RetryAt = nil
 	w.settle(cur, metav1.ConditionFalse, reason, message, false, &metav1.Condition{Reason: reason, Message: message})
 }
 
@@ -645,16 +937,19 @@ func (w *walker[T]) isStalled(reason, message string) bool {
 // object is reported so that the bug is seen.
 func (w *walker[T]) illegal(cur State, res Result) {
 	def := w.r.b.states[cur]
+	events := append([]State{res.next}, res.also...)
+	bad := events[slices.IndexFunc(events, func(e State) bool { return def.exitIndex(e) < 0 })]
 	var msg string
-	if len(res.also) == 0 {
-		msg = fmt.Sprintf("state %s asked to move to %s, which is not among its exits [%s]; the transition was refused", cur, res.next, joinStates(def.exits))
-	} else {
-		events := append([]State{res.next}, res.also...)
-		bad := events[slices.IndexFunc(events, func(e State) bool { return def.exitIndex(e) < 0 })]
+	switch {
+	case len(res.also) > 0:
 		msg = fmt.Sprintf("state %s raised events [%s]; %s is not among its exits [%s]; the transition was refused", cur, joinStates(events), bad, joinStates(def.exits))
+	default:
+		msg = fmt.Sprintf("state %s asked to move to %s, which is not among its exits [%s]; the transition was refused", cur, res.next, joinStates(def.exits))
 	}
 	if !w.isStalled(ReasonIllegalTransition, msg) {
-		w.log.Error(errors.New(msg), "illegal transition", "from", cur, "to", res.next)
+		w.later(func() {
+			w.log.Error(errors.New(msg), "illegal transition", "machine", w.r.m.name, "from", cur, "to", res.next)
+		})
 	}
 	w.rest(cur, ReasonIllegalTransition)
 	w.stall(cur, ReasonIllegalTransition, msg)
@@ -665,7 +960,7 @@ func (w *walker[T]) illegal(cur State, res Result) {
 func (w *walker[T]) unreachableGoal(cur State, err error) {
 	msg := err.Error()
 	if !w.isStalled(ReasonGoalUnreachable, msg) {
-		w.log.Error(err, "unreachable goal", "state", cur, "goal", w.goal)
+		w.later(func() { w.log.Error(err, "unreachable goal", "machine", w.r.m.name, "state", cur, "goal", w.goal) })
 	}
 	w.stall(cur, ReasonGoalUnreachable, msg)
 }
@@ -684,77 +979,57 @@ func joinStates(states []State) string {
 func (w *walker[T]) unknownState() {
 	msg := fmt.Sprintf("the object is in state %q, which machine %s does not declare (states: %s); it was left there", w.st.State, w.r.m.name, joinStates(w.r.m.stateNames()))
 	if !w.isStalled(ReasonUnknownState, msg) {
-		w.log.Error(errors.New(msg), "unknown state", "state", w.st.State)
+		w.later(func() { w.log.Error(errors.New(msg), "unknown state", "machine", w.r.m.name, "state", w.st.State) })
 	}
 	w.stall(w.st.State, ReasonUnknownState, msg)
 }
 
-// stale reports whether obj is older than kfsm's last write of it.
-func (r *reconciler[T]) stale(obj T) bool {
-	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
-	if err != nil {
-		return false // not a number: nothing to compare
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// track keeps the objects and stalled gauges in step with obj's status,
+// and remembers the children that garbage collection cannot reach, for
+// an object that vanishes before its deletion path is done.
+func (r *reconciler[T]) track(obj T) {
 	key := client.ObjectKeyFromObject(obj)
-	last, ok := r.written[key]
-	if !ok || last.uid != obj.GetUID() {
-		return false
+	st := obj.FSMStatus()
+	now := tracked{
+		state:       st.State,
+		stalled:     meta.IsStatusConditionTrue(st.Conditions, ConditionStalled),
+		reconciling: meta.IsStatusConditionTrue(st.Conditions, ConditionReconciling),
 	}
-	if rv < last.rv {
-		return true
-	}
-	delete(r.written, key) // the cache has caught up
-	return false
-}
-
-func (r *reconciler[T]) wrote(obj T) {
-	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
-	if err != nil {
-		return
-	}
+	strays := unreachable(obj, st.Outputs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.written[client.ObjectKeyFromObject(obj)] = writeMark{uid: obj.GetUID(), rv: rv}
-}
-
-// track keeps the objects and stalled gauges in step with obj's status.
-func (r *reconciler[T]) track(key types.NamespacedName, st *Status) {
-	now := tracked{state: st.State, stalled: meta.IsStatusConditionTrue(st.Conditions, ConditionStalled)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	switch {
+	case len(strays) > 0:
+		r.strays[key] = strays
+	case len(r.strays) > 0:
+		delete(r.strays, key)
+	}
 	was, known := r.tracked[key]
 	if known && was == now {
 		return
 	}
 	r.tracked[key] = now
-	mm := r.b.metrics
 	if known {
-		mm.objectsIn(was.state, -1)
-		if was.stalled {
-			mm.stalled.Dec()
-		}
+		r.b.metrics.count(was, -1)
 	}
-	mm.objectsIn(now.state, 1)
-	if now.stalled {
-		mm.stalled.Inc()
-	}
+	r.b.metrics.count(now, 1)
 }
 
-func (r *reconciler[T]) forget(key types.NamespacedName) {
+// forget drops what the reconciler knows of an object, and returns the
+// children that garbage collection cannot reach.
+func (r *reconciler[T]) forget(key types.NamespacedName) []OutputRef {
+	r.echoes.forget(echoKey{gk: r.gk, NamespacedName: key})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.written, key)
+	strays := r.strays[key]
+	delete(r.strays, key)
 	was, known := r.tracked[key]
 	if !known {
-		return
+		return strays
 	}
 	delete(r.tracked, key)
-	r.b.metrics.objectsIn(was.state, -1)
-	if was.stalled {
-		r.b.metrics.stalled.Dec()
-	}
+	r.b.metrics.count(was, -1)
+	return strays
 }
 
 // conditionReason is the pattern metav1.Condition requires of a reason.
@@ -763,7 +1038,7 @@ var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])
 // reasonOr returns reason if the API server accepts it as a condition
 // reason, else a CamelCase version of it, else fallback.
 func reasonOr(reason, fallback string) string {
-	if conditionReason.MatchString(reason) {
+	if conditionReason.MatchString(reason) && len(reason) <= maxReason {
 		return reason
 	}
 	var b strings.Builder
@@ -772,7 +1047,7 @@ func reasonOr(reason, fallback string) string {
 	}) {
 		b.WriteString(strings.ToUpper(word[:1]) + word[1:])
 	}
-	if s := b.String(); conditionReason.MatchString(s) {
+	if s := b.String(); conditionReason.MatchString(s) && len(s) <= maxReason {
 		return s
 	}
 	return fallback
@@ -811,9 +1086,19 @@ func removeCondition(conditions *[]metav1.Condition, t string) {
 	}
 }
 
-func truncate(s string) string {
-	if len(s) <= maxMessage {
+// truncate bounds a condition message.
+func truncate(s string) string { return clip(s, maxMessage) }
+
+// clip shortens s to at most n bytes, cut at a character and marked with
+// an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return s[:maxMessage] + "…"
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }

@@ -41,9 +41,11 @@ type Request[T Object] struct {
 }
 
 // Event records a Kubernetes event about the object: eventtype is
-// "Normal" or "Warning", reason a CamelCase word, note a sentence.
+// "Normal" or "Warning", reason a CamelCase word, note a sentence. Like
+// kfsm's own events, it is recorded once the status of the walk is
+// written, so a walk that is not recorded reports nothing.
 func (r *Request[T]) Event(eventtype, reason, note string) {
-	r.w.r.recorder.Eventf(r.Object, nil, eventtype, reason, string(r.State), "%s", note)
+	r.w.notify(eventtype, reason, string(r.State), note, nil)
 }
 
 // Apply creates or updates child, an object of a type declared with Owns,

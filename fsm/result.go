@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -74,3 +75,27 @@ func Fail(err error) Result {
 func Stop(reason, message string) Result {
 	return Result{kind: resultStop, reason: reason, message: message}
 }
+
+// HandlerError is the error that a reconcile returns when a state's
+// handler failed, or panicked, and is to be retried: controller-runtime
+// counts it in controller_runtime_reconcile_errors_total and logs it as a
+// "Reconciler error", and the machine's rate limiter requeues the object
+// when RetryAfter has passed, not sooner. When the state's retries are
+// exhausted and the object stalls, the reconcile returns it wrapped in
+// reconcile.TerminalError, and nothing is requeued.
+type HandlerError struct {
+	State State
+	// Attempt counts the failures in a row, this one included.
+	Attempt int
+	// RetryAfter is when the handler runs again; zero once retries are
+	// exhausted.
+	RetryAfter time.Duration
+	// Err is the handler's error, as the machine's redaction left it.
+	Err error
+}
+
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("state %s failed (attempt %d): %v", e.State, e.Attempt, e.Err)
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }

@@ -59,6 +59,15 @@ type Status struct {
 	// Failures counts the consecutive failed attempts in State.
 	// +optional
 	Failures int32 `json:"failures,omitempty"`
+	// RetryAt is when the handler of State runs again after a failure. No
+	// handler runs before, even if the object or its children change,
+	// unless the spec changes or a retry is requested (AnnotationRetry).
+	// +optional
+	RetryAt *metav1.MicroTime `json:"retryAt,omitempty"`
+	// LastHandledRetry is the value of the AnnotationRetry annotation that
+	// kfsm acted on last.
+	// +optional
+	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
 }
 
 // OutputRef names a child object that kfsm applied.
@@ -81,6 +90,10 @@ type OutputRef struct {
 	// that took its name.
 	// +optional
 	UID types.UID `json:"uid,omitempty"`
+	// Adopted is set for an object that existed before kfsm applied it and
+	// that was adopted with fsm.Adopt: kfsm never deletes it.
+	// +optional
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Transition is one move between states.
@@ -106,9 +119,47 @@ const (
 	// object: walking, waiting or retrying. It is absent otherwise.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when kfsm cannot make progress without a
-	// change: a handler stopped, retries ran out, a transition was refused
-	// or the persisted state is unknown. It is absent otherwise.
+	// change: a handler stopped, retries ran out, a transition was refused,
+	// the persisted state is unknown or the status cannot be written. It is
+	// absent otherwise.
 	ConditionStalled = "Stalled"
+	// ConditionPaused is True while the object carries AnnotationPaused:
+	// no handler runs. It is absent otherwise.
+	ConditionPaused = "Paused"
+)
+
+// What kfsm reads and writes on objects besides their status. Each is
+// also documented in the package doc.
+const (
+	// AnnotationPaused, set to "true" on an object, stops kfsm from running
+	// any handler for it, the deletion path included, until it is removed
+	// or set to anything else. The object gets the Paused condition.
+	AnnotationPaused = "kfsm.dev/paused"
+	// AnnotationRetry asks kfsm to run the current state's handler again
+	// now: set it to a new value (a timestamp, say). A Stalled object
+	// resumes and a failing state's backoff ends. Status.LastHandledRetry
+	// records the value acted on.
+	AnnotationRetry = "kfsm.dev/retry"
+
+	// LabelManagedBy is set to "kfsm" on every child that kfsm applies.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelMachine names the machine that applied a child.
+	LabelMachine = "kfsm.dev/machine"
+	// LabelOwnerUID is the UID of a child's parent. kfsm finds children by
+	// it (also those a crash kept out of the status) and never deletes an
+	// object without it.
+	LabelOwnerUID = "kfsm.dev/owner-uid"
+	// AnnotationOwner is the parent's namespace/name: it leads from a
+	// child that carries no owner reference back to its parent.
+	AnnotationOwner = "kfsm.dev/owner"
+	// AnnotationState is the lifecycle state whose handler last applied a
+	// child; pruning is by state in lifecycle machines.
+	AnnotationState = "kfsm.dev/state"
+	// AnnotationAdopted is "true" on an object that existed before kfsm
+	// applied it and that a handler adopted with fsm.Adopt: kfsm never
+	// deletes it, and releases it (removes its labels and annotations)
+	// when it is no longer desired.
+	AnnotationAdopted = "kfsm.dev/adopted"
 )
 
 // Reasons that kfsm itself sets on conditions and transitions.
@@ -134,4 +185,20 @@ const (
 	ReasonPruned = "Pruned"
 	// The object's goal is not a state, or no path leads there.
 	ReasonGoalUnreachable = "GoalUnreachable"
+	// A child could not be applied because an object of its name exists
+	// that kfsm did not create for this parent; see AlreadyExistsError.
+	ReasonAlreadyExists = "AlreadyExists"
+	// An adopted child that is no longer desired was left in place without
+	// kfsm's labels.
+	ReasonReleased = "Released"
+	// The status that a walk produced could not be written.
+	ReasonStatusWriteFailed = "StatusWriteFailed"
+	// The object carries AnnotationPaused, or no longer does.
+	ReasonPaused  = "Paused"
+	ReasonResumed = "Resumed"
+	// The object's AnnotationRetry changed.
+	ReasonRetryRequested = "RetryRequested"
+	// An object vanished before its deletion path was done (its finalizer
+	// was removed by someone else); kfsm deleted the children it left.
+	ReasonOrphansDeleted = "OrphansDeleted"
 )

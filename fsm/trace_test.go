@@ -25,7 +25,9 @@ func TestSpanPerReconcileWithAChildPerState(t *testing.T) {
 		State("C", done, fsm.Final())
 	r := e.reconciler(m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	e.reconcile(r, "g")
+	if f := e.fail(r); f.State != "B" {
+		t.Errorf("the failure is in state %s, want B", f.State)
+	}
 
 	ended := spans.Ended()
 	var names []string

@@ -1,0 +1,218 @@
+package fsm
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// echoes tells kfsm's own writes apart from changes made by others.
+//
+// Every write that kfsm makes to an object (the parent's finalizer and
+// status, a child's apply or delete) comes back from the API server as a
+// watch event. Such an event tells kfsm nothing new: the reconcile that
+// wrote it saw the version it produced. If it triggered a reconcile, each
+// write would schedule the next one, and backoffs, waits and refusals
+// would collapse into a loop. So kfsm remembers the resourceVersions its
+// writes returned and drops the events that carry them; the next
+// reconcile is the one kfsm scheduled. Events of any other version pass:
+// a change by someone else reconciles at once.
+//
+// An event can arrive before the write that caused it has returned. While
+// a write is in flight, events of the object are held; when the write
+// returns, those of its version are dropped and any other means that
+// someone else changed the object meanwhile, and the parent is queued
+// again.
+type echoes struct {
+	mu    sync.Mutex
+	marks map[echoKey]*echoMark
+}
+
+type echoKey struct {
+	gk schema.GroupKind
+	types.NamespacedName
+}
+
+type echoMark struct {
+	own     [4]uint64 // resourceVersions that kfsm's latest writes returned
+	next    int       // where the next one goes in own
+	last    uint64    // the newest of them: the stale-cache guard
+	gone    types.UID // kfsm deleted the object with this UID
+	writing int       // writes in flight
+	held    []heldEvent
+}
+
+// heldEvent is an event that arrived while a write was in flight.
+type heldEvent struct {
+	rv      uint64
+	uid     types.UID
+	deleted bool // the object is gone: its mark can go too
+}
+
+func newEchoes() *echoes { return &echoes{marks: map[echoKey]*echoMark{}} }
+
+func keyOf(gk schema.GroupKind, obj client.Object) echoKey {
+	return echoKey{gk: gk, NamespacedName: client.ObjectKeyFromObject(obj)}
+}
+
+// resourceVersion reads an object's resourceVersion as the number that
+// etcd's revisions are; ok is false for anything else.
+func resourceVersion(obj client.Object) (uint64, bool) {
+	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	return rv, err == nil
+}
+
+// begin marks a write of key as in flight.
+func (e *echoes) begin(key echoKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.marks[key]
+	if m == nil {
+		m = &echoMark{}
+		e.marks[key] = m
+	}
+	m.writing++
+}
+
+// wrote ends a write that returned obj, or failed when obj is nil, and
+// reports whether events held meanwhile came from someone else.
+func (e *echoes) wrote(key echoKey, obj client.Object) (missed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.marks[key]
+	if m == nil {
+		return false
+	}
+	if obj != nil {
+		if rv, ok := resourceVersion(obj); ok {
+			m.record(rv)
+		}
+	}
+	return e.release(key, m)
+}
+
+// deleted ends a delete of key: when it went through, the object with uid
+// is gone by kfsm's hand, and what its deletion sends is no news.
+func (e *echoes) deleted(key echoKey, uid types.UID, ok bool) (missed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.marks[key]
+	if m == nil {
+		return false
+	}
+	if ok && uid != "" {
+		m.gone = uid
+	}
+	return e.release(key, m)
+}
+
+func (m *echoMark) record(rv uint64) {
+	m.own[m.next] = rv
+	m.next = (m.next + 1) % len(m.own)
+	m.last = max(m.last, rv)
+}
+
+func (m *echoMark) ours(ev heldEvent) bool {
+	return (m.gone != "" && ev.uid == m.gone) || (ev.rv != 0 && slices.Contains(m.own[:], ev.rv))
+}
+
+// release ends one write in flight and judges the events held meanwhile.
+// e.mu is held.
+func (e *echoes) release(key echoKey, m *echoMark) (missed bool) {
+	m.writing--
+	if m.writing > 0 {
+		return false
+	}
+	gone := false
+	for _, ev := range m.held {
+		missed = missed || !m.ours(ev)
+		gone = gone || ev.deleted
+	}
+	m.held = m.held[:0]
+	if gone {
+		delete(e.marks, key)
+	}
+	return missed
+}
+
+// echo reports whether an event about obj is one of kfsm's own writes, or
+// must wait for the write in flight to return. A delete event ends the
+// object's mark.
+func (e *echoes) echo(key echoKey, obj client.Object, deleted bool) bool {
+	rv, _ := resourceVersion(obj)
+	ev := heldEvent{rv: rv, uid: obj.GetUID(), deleted: deleted}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.marks[key]
+	switch {
+	case m == nil:
+		return false
+	case m.writing > 0:
+		m.held = append(m.held, ev)
+		return true
+	case deleted:
+		delete(e.marks, key)
+	}
+	return m.ours(ev)
+}
+
+// stale reports whether obj is older than kfsm's last write of it. The
+// mark stays until the object is forgotten, so that no older copy, read
+// at any time, is mistaken for the present.
+func (e *echoes) stale(key echoKey, obj client.Object) bool {
+	rv, ok := resourceVersion(obj)
+	if !ok {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.marks[key]
+	return m != nil && rv < m.last
+}
+
+func (e *echoes) forget(key echoKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m := e.marks[key]; m != nil && m.writing == 0 {
+		delete(e.marks, key)
+	}
+}
+
+// role says what an object is to a machine: its own kind (a parent), a
+// kind of its children, or neither.
+type role int
+
+const (
+	other role = iota
+	parent
+	child
+)
+
+// filter is the predicate that drops the events of kfsm's own writes from
+// every watch of a machine; roleOf tells parents and children from the
+// rest. Resyncs (same resourceVersion) pass, and so do deletes by others;
+// a child's mark ends with its deletion, a parent's when the reconciler
+// forgets it.
+func (e *echoes) filter(roleOf func(client.Object) (schema.GroupKind, role)) predicate.Predicate {
+	echo := func(obj client.Object, deleted bool) bool {
+		gk, r := roleOf(obj)
+		switch {
+		case r == other, r == parent && deleted:
+			return false
+		}
+		return e.echo(keyOf(gk, obj), obj, deleted)
+	}
+	return predicate.Funcs{
+		CreateFunc: func(ev event.CreateEvent) bool { return !echo(ev.Object, false) },
+		UpdateFunc: func(ev event.UpdateEvent) bool {
+			return ev.ObjectOld.GetResourceVersion() == ev.ObjectNew.GetResourceVersion() || !echo(ev.ObjectNew, false)
+		},
+		DeleteFunc: func(ev event.DeleteEvent) bool { return !echo(ev.Object, true) },
+	}
+}

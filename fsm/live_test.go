@@ -1,0 +1,314 @@
+package fsm_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testenv"
+)
+
+// live is a machine running under a real manager against the test's API
+// server, the way operators run, with what a test counts over time: the
+// writes of the manager's client, the lines the manager logs, and faults
+// to inject into the client's calls.
+type live struct {
+	e      *env
+	writes atomic.Int64 // every write: finalizers, status, children
+	status atomic.Int64 // status writes
+	logs   *logLines
+
+	mu     sync.Mutex
+	faults []*fault
+	stale  func(client.ObjectKey, client.Object) // may serve an old copy instead
+	sync   time.Duration                         // the cache's resync period, if set
+	stop   func()
+}
+
+// fault fails one call of the manager's client that matches.
+type fault struct {
+	op    string // "status", "delete", "apply", "patch"
+	match func(client.Object) bool
+	err   error
+	times int // how many calls it fails
+}
+
+// run starts setup (a machine's SetupWithManager, usually) in a manager of
+// its own that sees the test's namespace.
+func (e *env) run(setup func(manager.Manager) error, opts ...func(*live)) *live {
+	e.t.Helper()
+	l := &live{e: e, logs: &logLines{}}
+	for _, o := range opts {
+		o(l)
+	}
+	l.start(setup)
+	return l
+}
+
+// withResync makes the manager's cache resync every d: every object gets
+// an update event that changes nothing.
+func withResync(d time.Duration) func(*live) { return func(l *live) { l.sync = d } }
+
+func (l *live) start(setup func(manager.Manager) error) {
+	l.e.t.Helper()
+	l.stop = testenv.StartManagerWith(l.e.t, testCluster.Config, scheme, l.e.namespace, func(o *ctrl.Options) {
+		o.Logger = logr.New(l.logs.sink())
+		o.NewClient = l.newClient
+		if l.sync > 0 {
+			o.Cache.SyncPeriod = &l.sync
+		}
+	}, setup)
+}
+
+// restart stops the manager and starts another with setup, as a new
+// process of the operator would.
+func (l *live) restart(setup func(manager.Manager) error) {
+	l.e.t.Helper()
+	l.stop()
+	l.start(setup)
+}
+
+// inject makes the next calls of the manager's client that match fail.
+func (l *live) inject(f *fault) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.faults = append(l.faults, f)
+}
+
+func (l *live) fault(op string, obj client.Object) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.faults {
+		if f.op == op && f.times > 0 && (f.match == nil || f.match(obj)) {
+			f.times--
+			return f.err
+		}
+	}
+	return nil
+}
+
+func (l *live) newClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
+	c, err := client.NewWithWatch(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	write := func(op string, obj client.Object) error {
+		if err := l.fault(op, obj); err != nil {
+			return err
+		}
+		l.writes.Add(1)
+		return nil
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			l.mu.Lock()
+			stale := l.stale
+			l.mu.Unlock()
+			if stale != nil {
+				stale(key, obj)
+			}
+			return nil
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := write("create", obj); err != nil {
+				return err
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if err := write("update", obj); err != nil {
+				return err
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if err := write("patch", obj); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			if err := write("apply", nil); err != nil {
+				return err
+			}
+			return c.Apply(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if err := write("delete", obj); err != nil {
+				return err
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if err := write(sub, obj); err != nil {
+				return err
+			}
+			l.status.Add(1)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if err := write(sub, obj); err != nil {
+				return err
+			}
+			l.status.Add(1)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}), nil
+}
+
+// runs records when a handler ran, and on which copy of the object.
+type runs struct {
+	mu  sync.Mutex
+	at  []time.Time
+	rvs []string
+}
+
+func (r *runs) record(req *request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at = append(r.at, time.Now())
+	r.rvs = append(r.rvs, req.Object.ResourceVersion)
+}
+
+func (r *runs) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.at)
+}
+
+func (r *runs) times() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.at)
+}
+
+// counted wraps a handler so that its runs are recorded.
+func counted(r *runs, h func(context.Context, *request) fsm.Result) func(context.Context, *request) fsm.Result {
+	return func(ctx context.Context, req *request) fsm.Result {
+		r.record(req)
+		return h(ctx, req)
+	}
+}
+
+// apiEvents lists the events that the API server holds about gadget "g",
+// as kubectl get events shows them.
+func (e *env) apiEvents() []eventsv1.Event {
+	e.t.Helper()
+	var list eventsv1.EventList
+	if err := e.direct.List(e.t.Context(), &list, client.InNamespace(e.namespace)); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == "g" && ev.Regarding.Kind == "Gadget" {
+			out = append(out, ev)
+		}
+	}
+	slices.SortFunc(out, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	return out
+}
+
+// occurrences counts the events with reason, series included.
+func occurrences(events []eventsv1.Event, reason string) int {
+	n := 0
+	for _, ev := range events {
+		if ev.Reason != reason {
+			continue
+		}
+		if ev.Series != nil {
+			n += int(ev.Series.Count)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// logLines keeps what a manager logs, from all its loggers.
+type logLines struct {
+	mu    sync.Mutex
+	lines []logLine
+}
+
+type logLine struct {
+	level int // -1 for errors
+	msg   string
+	err   error
+	kv    []any
+}
+
+func (l *logLines) all() []logLine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
+}
+
+// errors returns the error lines.
+func (l *logLines) errors() []logLine {
+	var out []logLine
+	for _, line := range l.all() {
+		if line.level < 0 {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func (l *logLines) sink() logr.LogSink { return &logSink{store: l} }
+
+// logSink is a logr.LogSink that writes into a logLines.
+type logSink struct {
+	store *logLines
+	kv    []any
+}
+
+func (s *logSink) Init(logr.RuntimeInfo)        {}
+func (s *logSink) Enabled(level int) bool       { return level <= 1 }
+func (s *logSink) WithName(string) logr.LogSink { return s }
+func (s *logSink) WithValues(kv ...any) logr.LogSink {
+	return &logSink{store: s.store, kv: append(slices.Clone(s.kv), kv...)}
+}
+
+func (s *logSink) Info(level int, msg string, kv ...any) {
+	s.add(logLine{level: level, msg: msg, kv: append(slices.Clone(s.kv), kv...)})
+}
+
+func (s *logSink) Error(err error, msg string, kv ...any) {
+	s.add(logLine{level: -1, msg: msg, err: err, kv: append(slices.Clone(s.kv), kv...)})
+}
+
+func (s *logSink) add(line logLine) {
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	s.store.lines = append(s.store.lines, line)
+}
+
+func (line logLine) String() string {
+	return fmt.Sprintf("level %d %q err=%v %v", line.level, line.msg, line.err, line.kv)
+}
+
+// value returns the value logged with key, as text.
+func (line logLine) value(key string) string {
+	for i := 0; i+1 < len(line.kv); i += 2 {
+		if line.kv[i] == key {
+			return fmt.Sprint(line.kv[i+1])
+		}
+	}
+	return ""
+}
