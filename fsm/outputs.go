@@ -53,10 +53,10 @@ const (
 // applies its fields and labels to it, annotates it AnnotationAdopted,
 // records it in Status.Outputs with Adopted set, and reconciles the
 // parent when it changes; but it gives it no owner reference and never
-// deletes it. When it is no longer desired, or the parent goes, kfsm
-// releases it: it removes its labels and annotations and leaves the
-// object and its data in place. An object that belongs to another kfsm
-// parent is not adopted.
+// deletes it. When it is no longer desired, or the parent's deletion path
+// ends, kfsm releases it: it removes its labels and annotations and
+// leaves the object and its data in place. An object that belongs to
+// another kfsm parent is not adopted.
 func Adopt() ApplyOption { return func(o *applyOptions) { o.adopt = adoptKeep } }
 
 // AdoptAndDelete is Adopt for an object that is to become a child like

@@ -489,3 +489,43 @@ func TestDeleteRemovesOnlyChildren(t *testing.T) {
 		t.Error("Delete removed an object that kfsm did not apply")
 	}
 }
+
+// AdoptAndDelete makes an existing object a child like those kfsm
+// creates: owned, and pruned when no longer desired.
+func TestAdoptAndDeleteMakesAnExistingObjectAChild(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("adopt-and-delete", fsm.Pipeline).
+		Initial("Config").
+		State("Config", func(ctx context.Context, r *request) fsm.Result {
+			if r.Object.Spec.Mode == "drop" {
+				return fsm.Next("Serving")
+			}
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"level": "2"}}
+			return failOr(r.Apply(ctx, cm, fsm.AdoptAndDelete()), fsm.Next("Serving"))
+		}, fsm.To("Serving")).
+		State("Serving", done, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	r := e.reconciler(m)
+	existing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: e.namespace}, Data: map[string]string{"level": "1"}}
+	if err := e.direct.Create(t.Context(), existing); err != nil {
+		t.Fatal(err)
+	}
+	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+
+	var cm corev1.ConfigMap
+	if !e.exists(&cm, "settings") {
+		t.Fatal("the adopted ConfigMap is gone")
+	}
+	if owner := metav1.GetControllerOf(&cm); owner == nil || owner.UID != g.UID || cm.Data["level"] != "2" || cm.Annotations[fsm.AnnotationAdopted] != "" {
+		t.Errorf("adopted ConfigMap: controller %v, data %v, annotations %v; want the gadget, level 2, no adopted mark", owner, cm.Data, cm.Annotations)
+	}
+	if outs := e.get("g").Status.Outputs; len(outs) != 1 || outs[0].Adopted {
+		t.Errorf("status.outputs = %+v, want the ConfigMap as a plain child", outs)
+	}
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "drop" })
+	e.reconcile(r, "g")
+	if e.exists(&corev1.ConfigMap{}, "settings") {
+		t.Error("a child adopted with AdoptAndDelete was not pruned")
+	}
+}

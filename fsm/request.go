@@ -53,6 +53,10 @@ func (r *Request[T]) Event(eventtype, reason, note string) {
 // machine's field owner, and child is updated with the server's answer.
 // A namespaced child without a namespace goes in the object's namespace.
 //
+// An object of the child's name that kfsm did not create for this object
+// is never taken over: Apply fails with an [AlreadyExistsError], unless it
+// is given [Adopt] or [AdoptAndDelete].
+//
 // kfsm makes the object child's controller (an owner reference) when it
 // can, labels it app.kubernetes.io/managed-by=kfsm with the object's UID,
 // and records it in Status.Outputs. A child that cannot carry an owner
