@@ -171,6 +171,7 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 	time.Sleep(10 * time.Second)
 
 	g := e.get("g")
+	t.Logf("refused, 10 s: %d handler runs, %d status writes", calls.count(), l.status.Load())
 	if calls.count() != 1 || l.status.Load() != 1 {
 		t.Errorf("in 10 s: %d handler runs and %d status writes, want 1 and 1", calls.count(), l.status.Load())
 	}
@@ -184,6 +185,7 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
 	time.Sleep(10 * time.Second)
+	t.Logf("refused, after a spec change and 10 s more: %d handler runs, %d status writes in all", calls.count(), l.status.Load())
 	if calls.count() != 2 || l.status.Load() != 2 {
 		t.Errorf("after a spec change: %d handler runs and %d status writes in all, want 2 and 2", calls.count(), l.status.Load())
 	}
@@ -206,6 +208,7 @@ func TestUnderManagerTheTutorialDoorIsQuiet(t *testing.T) {
 	if err := e.direct.Get(t.Context(), client.ObjectKeyFromObject(door), door); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the open door, 10 s: %d writes", l.writes.Load())
 	if n := l.writes.Load(); n > 2 {
 		t.Errorf("the open door made %d writes in 10 s, want at most 2 (its finalizer and its status)", n)
 	}
@@ -237,6 +240,7 @@ func TestUnderManagerAHandlerThatWritesOnEveryRunDoesNotLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Second)
+	t.Logf("writing on every run, 10 s: %d handler runs, %d writes", calls.count(), l.writes.Load())
 	if calls.count() != 1 || l.writes.Load() != 1 {
 		t.Errorf("in 10 s with nothing changing outside: %d handler runs and %d writes, want 1 and 1", calls.count(), l.writes.Load())
 	}
@@ -272,6 +276,7 @@ func TestUnderManagerAConvergedObjectIsQuiet(t *testing.T) {
 	writes, events, runs := l.writes.Load(), len(e.apiEvents()), calls.count()
 
 	time.Sleep(10 * time.Second)
+	t.Logf("converged, 10 s: %d writes, %d events, %d handler runs", l.writes.Load()-writes, len(e.apiEvents())-events, calls.count()-runs)
 	if n := l.writes.Load() - writes; n != 0 {
 		t.Errorf("a converged object made %d writes in 10 s, want 0", n)
 	}
@@ -380,6 +385,7 @@ func TestUnderManagerEveryTransitionIsADistinctEvent(t *testing.T) {
 			t.Errorf("event %q is %s, want %s", line, fields[0], wantType)
 		}
 	}
+	t.Logf("kubectl get events:\n%s", out)
 	if len(transitions) != 9 {
 		t.Errorf("kubectl get events shows %d transitions, want 9:\n%s", len(transitions), out)
 	}
@@ -405,6 +411,7 @@ func TestUnderManagerALongErrorKeepsItsWarning(t *testing.T) {
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	testenv.Poll(t, "the failure's event", func() bool { return occurrences(e.apiEvents(), fsm.ReasonHandlerFailed) == 1 })
 	for _, ev := range e.apiEvents() {
+		t.Logf("%s %s: %d bytes", ev.Type, ev.Reason, len(ev.Note))
 		if ev.Reason == fsm.ReasonHandlerFailed && (len(ev.Note) > 1024 || !strings.HasSuffix(ev.Note, "…") || ev.Type != corev1.EventTypeWarning) {
 			t.Errorf("the failure's event is %s with a note of %d bytes ending %q; want a Warning of at most 1024 bytes, cut with …", ev.Type, len(ev.Note), ev.Note[len(ev.Note)-10:])
 		}
@@ -789,6 +796,7 @@ func TestUnderManagerChildrenDoNotDriveTheLoop(t *testing.T) {
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
 	time.Sleep(5 * time.Second)
+	t.Logf("children applied, 5 s: the pass ran %d times", configs.count())
 	if n := configs.count(); n != 1 {
 		t.Errorf("the pass ran %d times in 5 s, want 1: kfsm's own applies and status write are no news", n)
 	}
