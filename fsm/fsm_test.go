@@ -490,10 +490,11 @@ func TestMachineWithoutOnDeleteAddsNoFinalizer(t *testing.T) {
 	}
 }
 
-func TestStaleCacheIsNotActedOn(t *testing.T) {
-	e := newEnv(t)
-	var stale atomic.Pointer[gadget]
-	reads := interceptor.NewClient(e.client.(client.WithWatch), interceptor.Funcs{
+// staleReads returns the test's counting client, whose reads return the
+// gadget that stale holds instead, when it holds one: a cache that lags.
+func (e *env) staleReads() (client.Client, *atomic.Pointer[gadget]) {
+	stale := &atomic.Pointer[gadget]{}
+	return interceptor.NewClient(e.client.(client.WithWatch), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if old := stale.Load(); old != nil {
 				old.DeepCopyInto(obj.(*gadget))
@@ -501,7 +502,12 @@ func TestStaleCacheIsNotActedOn(t *testing.T) {
 			}
 			return c.Get(ctx, key, obj, opts...)
 		},
-	})
+	}), stale
+}
+
+func TestStaleCacheIsNotActedOn(t *testing.T) {
+	e := newEnv(t)
+	reads, stale := e.staleReads()
 	var calls atomic.Int32
 	m := fsm.New[*gadget]("stale", fsm.Lifecycle).
 		Initial("Count").
@@ -541,16 +547,7 @@ func TestStaleCacheIsNotActedOn(t *testing.T) {
 // write does not make an older copy, read later, new again.
 func TestStaleCopyAfterAFreshReadIsNotActedOn(t *testing.T) {
 	e := newEnv(t)
-	var stale atomic.Pointer[gadget]
-	reads := interceptor.NewClient(e.client.(client.WithWatch), interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if old := stale.Load(); old != nil {
-				old.DeepCopyInto(obj.(*gadget))
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
+	reads, stale := e.staleReads()
 	var calls atomic.Int32
 	m := fsm.New[*gadget]("stale-after-fresh", fsm.Lifecycle).
 		Initial("Watch").
