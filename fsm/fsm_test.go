@@ -937,29 +937,6 @@ func failOr(err error, r fsm.Result) fsm.Result {
 	return r
 }
 
-// HistoryLimit(0) keeps the latest transition only, which Request.From
-// reads.
-func TestRequestFromWithoutHistory(t *testing.T) {
-	e := newEnv(t)
-	var from []fsm.State
-	m := fsm.New[*gadget]("no-history", fsm.Lifecycle).
-		HistoryLimit(0).
-		Initial("Ping").
-		State("Ping", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Pong") }, fsm.To("Pong")).
-		State("Pong", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Ping") }, fsm.To("Ping"))
-	r := e.reconciler(m)
-	e.gadget("g", v1alpha1.GadgetSpec{})
-	for range 2 {
-		e.reconcile(r, "g")
-	}
-	if diff := cmp.Diff([]fsm.State{"", "Ping", "Pong", "Ping"}, from); diff != "" {
-		t.Errorf("Request.From (-want +got):\n%s", diff)
-	}
-	if h := e.get("g").Status.History; len(h) != 1 || h[0].From != "Pong" || h[0].To != "Ping" {
-		t.Errorf("history = %+v, want the latest transition alone", h)
-	}
-}
-
 // A lifecycle machine's transitions counter has a series for each move its
 // graph allows, at zero, and none for moves that cannot happen.
 func TestTransitionSeriesFollowTheGraph(t *testing.T) {
@@ -992,29 +969,51 @@ func TestTransitionSeriesFollowTheGraph(t *testing.T) {
 	}
 }
 
+// History keeps the latest transitions, and always the latest one, which
+// Request.From reads.
 func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
-	e := newEnv(t)
-	var from []fsm.State
-	m := fsm.New[*gadget]("history", fsm.Lifecycle).
-		HistoryLimit(2).
-		Initial("Ping").
-		State("Ping", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Pong") }, fsm.To("Pong")).
-		State("Pong", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Ping") }, fsm.To("Ping"))
-	r := e.reconciler(m)
-	e.gadget("g", v1alpha1.GadgetSpec{})
-	for range 3 {
-		e.reconcile(r, "g")
+	cases := map[string]struct {
+		reason  string
+		limit   int
+		history []string
+		from    []fsm.State
+	}{
+		"Two": {
+			reason: "three reconciles: Ping, Pong | Ping, Pong | Ping, Pong, then Ping",
+			limit:  2, history: []string{"Ping>Pong", "Pong>Ping"},
+			from: []fsm.State{"", "Ping", "Pong", "Ping", "Pong", "Ping"},
+		},
+		"None": {
+			reason: "HistoryLimit(0) keeps the latest transition all the same",
+			limit:  0, history: []string{"Pong>Ping"},
+			from: []fsm.State{"", "Ping", "Pong", "Ping", "Pong", "Ping"},
+		},
 	}
-	var got []string
-	for _, h := range e.get("g").Status.History {
-		got = append(got, string(h.From)+">"+string(h.To))
-	}
-	// Three reconciles: Ping, Pong | Ping, Pong | Ping, Pong, then Ping.
-	if diff := cmp.Diff([]string{"Ping>Pong", "Pong>Ping"}, got); diff != "" {
-		t.Errorf("history (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]fsm.State{"", "Ping", "Pong", "Ping", "Pong", "Ping"}, from); diff != "" {
-		t.Errorf("Request.From (-want +got):\n%s", diff)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			var from []fsm.State
+			m := fsm.New[*gadget]("history-"+strings.ToLower(name), fsm.Lifecycle).
+				HistoryLimit(tc.limit).
+				Initial("Ping").
+				State("Ping", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Pong") }, fsm.To("Pong")).
+				State("Pong", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Ping") }, fsm.To("Ping"))
+			r := e.reconciler(m)
+			e.gadget("g", v1alpha1.GadgetSpec{})
+			for range 3 {
+				e.reconcile(r, "g")
+			}
+			var got []string
+			for _, h := range e.get("g").Status.History {
+				got = append(got, string(h.From)+">"+string(h.To))
+			}
+			if diff := cmp.Diff(tc.history, got); diff != "" {
+				t.Errorf("%s: history (-want +got):\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.from, from); diff != "" {
+				t.Errorf("%s: Request.From (-want +got):\n%s", tc.reason, diff)
+			}
+		})
 	}
 }
 
