@@ -734,13 +734,15 @@ func (r *reconciler[T]) vanished(ctx context.Context, key types.NamespacedName) 
 		}
 		deleted = append(deleted, ref.String())
 	}
-	gone := newObject[T]()
-	gone.SetNamespace(key.Namespace)
-	gone.SetName(key.Name)
-	logf.FromContext(ctx).Info("the object vanished before its deletion path was done, as if its finalizer was removed by hand; deleted the children that garbage collection cannot reach",
-		"machine", r.m.name, "object", key.String(), "deleted", deleted)
-	r.event(gone, nil, corev1.EventTypeWarning, ReasonOrphansDeleted, "Delete",
-		fmt.Sprintf("the object vanished before its deletion path was done; deleted %s", strings.Join(deleted, ", ")))
+	if len(deleted) > 0 {
+		gone := newObject[T]()
+		gone.SetNamespace(key.Namespace)
+		gone.SetName(key.Name)
+		logf.FromContext(ctx).Info("the object vanished before its deletion path was done, as if its finalizer was removed by hand; deleted the children that garbage collection cannot reach",
+			"machine", r.m.name, "object", key.String(), "deleted", deleted)
+		r.event(gone, nil, corev1.EventTypeWarning, ReasonOrphansDeleted, "Delete",
+			fmt.Sprintf("the object vanished before its deletion path was done; deleted %s", strings.Join(deleted, ", ")))
+	}
 	if err := errors.Join(errs...); err != nil {
 		r.mu.Lock()
 		r.strays[key] = strays // try again
