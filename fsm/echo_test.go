@@ -31,7 +31,7 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 	}{
 		"EchoAfterTheWrite": {
 			reason: "the usual order: the write returns, then its event comes",
-			steps: []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "10", want: true}},
+			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "10", want: true}},
 		},
 		"EchoBeforeTheWriteReturns": {
 			reason: "the event races the write's answer: held, then dropped",
