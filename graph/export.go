@@ -18,6 +18,13 @@ import (
 
 // DOT renders the graph in Graphviz's DOT language.
 func (g *Graph) DOT() string {
+	return g.dot(nil)
+}
+
+// dot renders the graph in DOT, drawing the edges for which untaken is true
+// as never taken; a nil untaken draws every edge plainly.
+func (g *Graph) dot(untaken func(EdgeKey) bool) string {
+	untaken = orNone(untaken)
 	var b strings.Builder
 	deletion := g.deletionSet()
 	fmt.Fprintf(&b, "digraph %s {\n", dotID(g.Name))
@@ -29,7 +36,11 @@ func (g *Graph) DOT() string {
 	}
 	if onDelete := g.OnDelete(); onDelete != "" {
 		b.WriteString("\t\"[on delete]\" [shape=plaintext, label=\"on delete\"];\n")
-		fmt.Fprintf(&b, "\t\"[on delete]\" -> %s [style=bold, color=gray40];\n", dotID(string(onDelete)))
+		attrs := []string{"style=bold", "color=gray40"}
+		if untaken(deleteKey(onDelete)) {
+			attrs = append(dotUntaken(), "label="+strconv.Quote(neverTaken("")))
+		}
+		fmt.Fprintf(&b, "\t\"[on delete]\" -> %s%s;\n", dotID(string(onDelete)), dotAttrs(attrs))
 	}
 	for _, s := range g.States {
 		var attrs []string
@@ -44,15 +55,25 @@ func (g *Graph) DOT() string {
 	exits := g.exitCounts()
 	for _, e := range g.Edges() {
 		var attrs []string
+		label := ""
 		switch e.Kind {
 		case Exit:
 			if exits[e.From] > 1 {
-				attrs = append(attrs, "label="+strconv.Quote(strconv.Itoa(e.Priority)))
+				label = strconv.Itoa(e.Priority)
 			}
 		case TimeoutExit:
-			attrs = append(attrs, "style=dashed", "label="+strconv.Quote(edgeLabel(e)))
+			attrs = append(attrs, "style=dashed")
+			label = edgeLabel(e)
 		case RetriesExit:
-			attrs = append(attrs, "style=dashed", "color=red", "fontcolor=red", "label="+strconv.Quote(edgeLabel(e)))
+			attrs = append(attrs, "style=dashed", "color=red", "fontcolor=red")
+			label = edgeLabel(e)
+		}
+		if untaken(keyOf(e)) {
+			attrs = dotUntaken()
+			label = neverTaken(label)
+		}
+		if label != "" {
+			attrs = append(attrs, "label="+strconv.Quote(label))
 		}
 		fmt.Fprintf(&b, "\t%s -> %s%s;\n", dotID(string(e.From)), dotID(string(e.To)), dotAttrs(attrs))
 	}
@@ -63,6 +84,13 @@ func (g *Graph) DOT() string {
 // Mermaid renders the graph as a Mermaid stateDiagram-v2. States get short
 // identifiers and show their names, so that any name is safe.
 func (g *Graph) Mermaid() string {
+	return g.mermaid(nil)
+}
+
+// mermaid renders the graph in Mermaid, labelling the edges for which
+// untaken is true as never taken; a nil untaken labels none.
+func (g *Graph) mermaid(untaken func(EdgeKey) bool) string {
+	untaken = orNone(untaken)
 	var b strings.Builder
 	b.WriteString("stateDiagram-v2\n")
 	b.WriteString("    direction LR\n")
@@ -87,16 +115,26 @@ func (g *Graph) Mermaid() string {
 		fmt.Fprintf(&b, "    [*] --> %s\n", id(initial))
 	}
 	if onDelete := g.OnDelete(); onDelete != "" {
-		fmt.Fprintf(&b, "    [*] --> %s: on delete\n", id(onDelete))
+		label := "on delete"
+		if untaken(deleteKey(onDelete)) {
+			label = neverTaken(label)
+		}
+		fmt.Fprintf(&b, "    [*] --> %s: %s\n", id(onDelete), label)
 	}
 	exits := g.exitCounts()
 	for _, e := range edges {
 		label := ""
 		switch {
 		case e.Kind != Exit:
-			label = ": " + edgeLabel(e)
+			label = edgeLabel(e)
 		case exits[e.From] > 1:
-			label = ": " + strconv.Itoa(e.Priority)
+			label = strconv.Itoa(e.Priority)
+		}
+		if untaken(keyOf(e)) {
+			label = neverTaken(label)
+		}
+		if label != "" {
+			label = ": " + label
 		}
 		fmt.Fprintf(&b, "    %s --> %s%s\n", id(e.From), id(e.To), label)
 	}
