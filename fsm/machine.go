@@ -78,26 +78,27 @@ var conditionType = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-
 //		State(Tagged, h.tag, fsm.To(Roaming)).
 //		...
 type Machine[T Object] struct {
-	name         string
-	mode         Mode
-	initials     []State
-	onDeletes    []State
-	states       []*stateDef[T]
-	owns         []client.Object
-	ownsOpts     [][]builder.OwnsOption
-	watches      []watch
-	forOpts      []builder.ForOption
-	filters      []predicate.Predicate
-	options      controller.Options
-	clock        clock.PassiveClock
-	tracer       trace.TracerProvider
-	historyLimit int
-	goal         func(T) State
-	actionLimit  int
-	workers      int
-	resync       time.Duration
-	observers    []func(context.Context, T, Transition)
-	redact       func(string) string
+	name          string
+	mode          Mode
+	initials      []State
+	onDeletes     []State
+	states        []*stateDef[T]
+	owns          []client.Object
+	ownsOpts      [][]builder.OwnsOption
+	watches       []watch
+	forOpts       []builder.ForOption
+	filters       []predicate.Predicate
+	options       controller.Options
+	clock         clock.PassiveClock
+	tracer        trace.TracerProvider
+	historyLimit  int
+	goal          func(T) State
+	actionLimit   int
+	workers       int
+	resync        time.Duration
+	observers     []func(context.Context, T, Transition)
+	walkObservers []func(context.Context, Walk)
+	redact        func(string) string
 
 	built *built[T]
 }
@@ -377,6 +378,16 @@ func (m *Machine[T]) WithTracerProvider(tp trace.TracerProvider) *Machine[T] {
 func (m *Machine[T]) HistoryLimit(n int) *Machine[T] {
 	m.historyLimit = n
 	return m
+}
+
+// OwnedTypes returns an empty object of each type declared with Owns, in
+// order: the kinds of the machine's children.
+func (m *Machine[T]) OwnedTypes() []client.Object {
+	out := make([]client.Object, len(m.owns))
+	for i, o := range m.owns {
+		out[i] = o.DeepCopyObject().(client.Object)
+	}
+	return out
 }
 
 // Name returns the machine's name.

@@ -33,6 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/graph"
 )
 
 const (
@@ -42,6 +44,9 @@ const (
 	// soon is the requeue delay when work remains that this reconcile did
 	// not do: a state entered twice, a stale cache, a write conflict.
 	soon = 100 * time.Millisecond
+	// clockOnly is the rate limiter's delay for a retry that a fake clock
+	// times: real time never does.
+	clockOnly = 24 * time.Hour
 	// Condition messages are bounded; errors can be long.
 	maxMessage = 1024
 	// The events API refuses longer notes, actions and reasons.
@@ -145,6 +150,50 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		attribute.String("k8s.object", req.String()),
 	))
 	defer span.End()
+	var w *walker[T]
+	res, err := r.reconcile(ctx, req, &w)
+	if w == nil {
+		return res, err
+	}
+	out := reconcileResult{committed: w.committed, err: err}
+	switch {
+	case !w.committed:
+		out.soon = res.RequeueAfter > 0
+	case w.out.failure != nil:
+		out.after = w.out.failure.RetryAfter
+	default:
+		out.after, out.soon = w.out.requeueAfter, w.out.soon
+	}
+	if len(r.m.walkObservers) > 0 {
+		r.observed(ctx, req.NamespacedName, w, out)
+	}
+	if sched := r.m.scheduler(); sched != nil && out.after > 0 && !out.soon && r.managed() {
+		// A fake clock times this requeue: it comes when the test moves
+		// the clock, not when real time passes.
+		sched.AfterFunc(out.after, func() { r.requeue(req.NamespacedName) })
+		res.RequeueAfter = 0
+	}
+	return res, err
+}
+
+// reconcileResult is what a walk's reconcile asked for, as observers see it.
+type reconcileResult struct {
+	committed bool
+	after     time.Duration // by the machine's clock
+	soon      bool          // at once, to continue
+	err       error
+}
+
+// managed reports whether the reconciler runs under a manager, whose
+// queue it can add to.
+func (r *reconciler[T]) managed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queue != nil
+}
+
+// reconcile is Reconcile's work; it sets walked to the walk, if one ran.
+func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, walked **walker[T]) (reconcile.Result, error) {
 
 	obj := newObject[T]()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -186,6 +235,7 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 
 	before := obj.DeepCopyObject().(T)
 	w := r.walk(ctx, obj, before, deleting)
+	*walked = w
 	if !equality.Semantic.DeepEqual(statusOf(before), statusOf(obj)) {
 		if err := r.writeStatus(ctx, obj, before); err != nil {
 			if quiet(err) {
@@ -196,6 +246,7 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	// Only now is the walk true: what it did becomes visible.
 	w.commit()
+	w.committed = true
 	if w.out.removeFinalizer {
 		if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
 			return r.writeFailed(ctx, err)
@@ -222,7 +273,11 @@ func (r *reconciler[T]) result(req reconcile.Request, out outcome) (reconcile.Re
 		return reconcile.Result{}, reconcile.TerminalError(f)
 	}
 	if r.limiter != nil {
-		r.limiter.retryIn(req, f.RetryAfter)
+		after := f.RetryAfter
+		if r.m.scheduler() != nil {
+			after = clockOnly // Reconcile has the machine's clock time it
+		}
+		r.limiter.retryIn(req, after)
 	}
 	return reconcile.Result{}, f
 }
@@ -339,6 +394,7 @@ func (r *reconciler[T]) pause(ctx context.Context, obj T) (reconcile.Result, err
 // outcome is what a walk asks of Reconcile.
 type outcome struct {
 	requeueAfter    time.Duration
+	soon            bool // requeueAfter is soon: continue, not wait
 	removeFinalizer bool
 	failure         *HandlerError // a handler failed: retried, or stalled when RetryAfter is zero
 }
@@ -450,6 +506,10 @@ type walker[T Object] struct {
 	calls     int           // handlers run so far
 	snapshot  reflect.Value // the status before the running handler, after the first
 
+	committed bool            // the status write went through
+	steps     []Step          // for OnWalk observers
+	edges     []graph.EdgeKey // for OnWalk observers
+
 	notices   []notice // made visible once the status is written
 	noticeBuf [2]notice
 	logs      []func()
@@ -519,6 +579,7 @@ func (w *walker[T]) start() State {
 		if w.r.m.mode == Lifecycle && b.deletion[w.st.State] {
 			return w.st.State
 		}
+		w.took("", b.onDelete, graph.DeleteEntry)
 		if w.r.m.mode == Lifecycle {
 			w.move(b.onDelete, ReasonDeleted)
 		}
@@ -559,15 +620,21 @@ func (w *walker[T]) run(cur State) outcome {
 			continue
 		}
 
+		attempt := int(w.st.Failures) + 1
 		res := w.call(def)
 		if res.kind == resultDone {
 			if err := w.pruneOnDone(def); err != nil {
 				res = Fail(err)
 			}
 		}
+		var next State
+		ok := res.kind == resultNext
+		if ok {
+			next, ok = def.choose(res)
+		}
+		w.step(def, attempt, res, next)
 		switch res.kind {
 		case resultNext:
-			next, ok := def.choose(res)
 			if !ok {
 				w.discard()
 				w.illegal(cur, res)
@@ -658,17 +725,25 @@ func (w *walker[T]) pruneOnDone(def *stateDef[T]) error {
 	return nil
 }
 
+// edgeKinds names the kind of edge that each reason of moveOn takes.
+var edgeKinds = map[string]string{
+	ReasonNext:             graph.Exit.String(),
+	ReasonTimeout:          graph.TimeoutExit.String(),
+	ReasonRetriesExhausted: graph.RetriesExit.String(),
+}
+
 // moveOn records the move from cur to next. It says to stop when next was
 // already run in this reconcile, so that a state runs at most once per
 // reconcile; the next reconcile, soon, continues there.
 func (w *walker[T]) moveOn(cur, next State, reason string) (bool, outcome) {
+	w.took(cur, next, edgeKinds[reason])
 	if w.r.m.mode == Lifecycle {
 		w.move(next, reason)
 	}
 	if w.visited.has(w.r.b.states[next].index) {
 		w.rest(cur, reason)
 		w.settle(next, metav1.ConditionFalse, ReasonProgressing, fmt.Sprintf("moved on to state %s", next), true, nil)
-		return true, outcome{requeueAfter: soon}
+		return true, outcome{requeueAfter: soon, soon: true}
 	}
 	return false, outcome{}
 }

@@ -1,0 +1,135 @@
+package fsm
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/kfsm/kfsm/graph"
+)
+
+// Walk is what one reconcile of an object did: the handlers it ran, the
+// declared edges it took, and when it asked to run again. OnWalk
+// observers get one for every reconcile that reached the machine's graph,
+// written or not; fsmtest builds its step driver, its counts and its edge
+// coverage on them.
+type Walk struct {
+	Object types.NamespacedName
+	// ResourceVersion is that of the copy of the object the handlers saw.
+	ResourceVersion string
+	Steps           []Step
+	// Edges are the declared edges taken, in order: exits, timeouts,
+	// retries edges and the entry into the deletion path (From empty, Kind
+	// graph.DeleteEntry). A pipeline takes its edges again on every pass.
+	Edges []graph.EdgeKey
+	// Committed says that the walk's writes went through, so that what
+	// Steps and Edges say is recorded in the status. When false, the walk
+	// was thrown away and runs again.
+	Committed bool
+	// RequeueAfter is when the machine's clock runs the object again, or
+	// zero; Soon says it runs again at once, to continue what this walk
+	// left (a state entered twice, a write that raced).
+	RequeueAfter time.Duration
+	Soon         bool
+	// Err is what the reconcile returned: a *HandlerError for a failed
+	// handler, or a write's error.
+	Err error
+}
+
+// Step is one run of a handler.
+type Step struct {
+	State   State
+	Attempt int
+	Result  ResultKind
+	// Next is the exit a Next took; empty when the transition was refused.
+	Next State
+	// After and Reason are those of a Wait, or the reason of a Stop.
+	After  time.Duration
+	Reason string
+	// Err is a Fail's error, a recovered panic included.
+	Err error
+}
+
+// ResultKind names what a handler returned.
+type ResultKind string
+
+// The kinds of Result.
+const (
+	ResultNext ResultKind = "Next"
+	ResultWait ResultKind = "Wait"
+	ResultDone ResultKind = "Done"
+	ResultFail ResultKind = "Fail"
+	ResultStop ResultKind = "Stop"
+)
+
+// Kind says which of Next, Wait, Done, Fail or Stop r is. The zero Result
+// is a failure.
+func (r Result) Kind() ResultKind {
+	switch r.kind {
+	case resultNext:
+		return ResultNext
+	case resultWait:
+		return ResultWait
+	case resultDone:
+		return ResultDone
+	case resultStop:
+		return ResultStop
+	}
+	return ResultFail
+}
+
+// OnWalk calls observe after every reconcile that walked the machine's
+// graph, with what it did. Tests use it to see handler runs and edges
+// taken (fsmtest does); observe runs in the reconcile, so it should be
+// quick.
+func (m *Machine[T]) OnWalk(observe func(ctx context.Context, w Walk)) *Machine[T] {
+	m.walkObservers = append(m.walkObservers, observe)
+	return m
+}
+
+// scheduler is the machine's clock when it is not the real one and can
+// run functions: under a manager, the requeues that wait on time then
+// wait on it, so that a test that moves a fake clock moves them too.
+func (m *Machine[T]) scheduler() clock.WithDelayedExecution {
+	switch c := m.clock.(type) {
+	case clock.RealClock, *clock.RealClock:
+		return nil
+	case clock.WithDelayedExecution:
+		return c
+	}
+	return nil
+}
+
+// step records a handler run for the observers.
+func (w *walker[T]) step(def *stateDef[T], attempt int, res Result, next State) {
+	if len(w.r.m.walkObservers) == 0 {
+		return
+	}
+	s := Step{State: def.name, Attempt: attempt, Result: res.Kind(), Next: next, Reason: res.reason, Err: res.err}
+	if res.kind == resultWait {
+		s.After = res.after
+	}
+	w.steps = append(w.steps, s)
+}
+
+// took records a declared edge taken, for the observers.
+func (w *walker[T]) took(from, to State, kind string) {
+	if len(w.r.m.walkObservers) == 0 {
+		return
+	}
+	w.edges = append(w.edges, graph.EdgeKey{From: graph.State(from), To: graph.State(to), Kind: kind})
+}
+
+// observed tells the observers what a walk did.
+func (r *reconciler[T]) observed(ctx context.Context, key types.NamespacedName, w *walker[T], res reconcileResult) {
+	walk := Walk{
+		Object: key, ResourceVersion: w.before.GetResourceVersion(),
+		Steps: w.steps, Edges: w.edges, Committed: res.committed,
+		RequeueAfter: res.after, Soon: res.soon, Err: res.err,
+	}
+	for _, observe := range r.m.walkObservers {
+		observe(ctx, walk)
+	}
+}
