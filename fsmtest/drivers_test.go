@@ -1,0 +1,210 @@
+package fsmtest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+type request = fsm.Request[*v1alpha1.Gadget]
+
+const (
+	Pending  fsm.State = "Pending"
+	Working  fsm.State = "Working"
+	TimedOut fsm.State = "TimedOut"
+	Finished fsm.State = "Finished"
+	Cleanup  fsm.State = "Cleanup"
+)
+
+// worker waits in Working for the spec to say "finish"; it gives up after
+// half an hour.
+func worker(name string) *fsm.Machine[*v1alpha1.Gadget] {
+	return fsm.New[*v1alpha1.Gadget](name, fsm.Lifecycle).
+		Initial(Pending).
+		State(Pending, func(context.Context, *request) fsm.Result { return fsm.Next(Working) }, fsm.To(Working)).
+		State(Working, func(_ context.Context, r *request) fsm.Result {
+			if r.Object.Spec.Mode == "finish" {
+				return fsm.Next(Finished)
+			}
+			return fsm.Wait(time.Hour, "Working")
+		}, fsm.To(Finished), fsm.Timeout(30*time.Minute, TimedOut)).
+		State(TimedOut, func(context.Context, *request) fsm.Result { return fsm.Done() }, fsm.To(Working)).
+		State(Finished, nil, fsm.Final()).
+		OnDelete(Cleanup).
+		State(Cleanup, nil, fsm.Final())
+}
+
+// drivers runs a test once under each driver: the same scenario, the
+// same assertions.
+var drivers = map[string]func(*fsmtest.Env, *fsm.Machine[*v1alpha1.Gadget]){
+	"Manager": func(e *fsmtest.Env, m *fsm.Machine[*v1alpha1.Gadget]) { fsmtest.Run(e, m) },
+	"Step":    func(e *fsmtest.Env, m *fsm.Machine[*v1alpha1.Gadget]) { fsmtest.Steps(e, m) },
+}
+
+// gadget is the object most tests drive.
+func gadget() *v1alpha1.Gadget {
+	return &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}}
+}
+
+// A 30-minute timeout is tested in well under a second: the fake clock
+// moves it, under the manager as one step at a time.
+func TestTimeoutWithTheFakeClock(t *testing.T) {
+	for name, drive := range drivers {
+		t.Run(name, func(t *testing.T) {
+			e := fsmtest.New(t)
+			drive(e, worker("timeout").WithClock(e.Clock))
+			g := gadget()
+			e.Create(g)
+			e.AwaitState(g, Working)
+
+			start := time.Now()
+			e.Clock.Step(29 * time.Minute)
+			time.Sleep(50 * time.Millisecond) // nothing is due: it stays
+			if got := e.State(g); got != Working {
+				t.Fatalf("after 29 minutes the gadget is %s, want still Working", got)
+			}
+			e.Clock.Step(time.Minute)
+			e.AwaitState(g, TimedOut)
+			if wall := time.Since(start); wall > time.Second {
+				t.Errorf("the 30-minute timeout took %v of wall time, want under 1s", wall)
+			}
+
+			want := []string{"Pending→Working", "Working→TimedOut (timeout)"}
+			if diff := cmp.Diff(want, e.Transitions(g)); diff != "" {
+				t.Errorf("transitions (-want +got):\n%s", diff)
+			}
+			if got := e.Runs(g, Working); got != 1 {
+				t.Errorf("Working ran %d times, want 1: nothing asked for another run before the timeout", got)
+			}
+
+			e.Delete(g)
+			e.AwaitGone(g)
+			if got := e.Transitions(g); got[len(got)-1] != "delete→Cleanup" {
+				t.Errorf("transitions end with %q, want the deletion entry", got[len(got)-1])
+			}
+		})
+	}
+}
+
+// Retries(3) with the backoff of 1 s, 2 s, then stalled: each retry comes
+// when the fake clock reaches it, not before, under either driver.
+func TestRetriesWithTheFakeClock(t *testing.T) {
+	for name, drive := range drivers {
+		t.Run(name, func(t *testing.T) {
+			e := fsmtest.New(t)
+			m := fsm.New[*v1alpha1.Gadget]("retries", fsm.Lifecycle).
+				Initial(Working).
+				State(Working, func(context.Context, *request) fsm.Result { return fsm.Fail(errors.New("the disk is full")) }, fsm.To(Finished), fsm.Retries(3)).
+				State(Finished, nil, fsm.Final()).
+				WithClock(e.Clock)
+			drive(e, m)
+			g := gadget()
+			start := time.Now()
+			e.Create(g)
+			e.Await("the first attempt", func() bool { return e.Runs(g, Working) == 1 })
+
+			for attempt, backoff := range []time.Duration{time.Second, 2 * time.Second} {
+				e.Clock.Step(backoff - time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
+				if got := e.Runs(g, Working); got != attempt+1 {
+					t.Fatalf("a millisecond before the backoff of %v, Working ran %d times, want %d", backoff, got, attempt+1)
+				}
+				e.Clock.Step(time.Millisecond)
+				e.Await("the next attempt", func() bool { return e.Runs(g, Working) == attempt+2 })
+			}
+			e.AwaitCondition(g, fsm.ConditionStalled, metav1.ConditionTrue)
+			if st, _ := e.KStatus(g); st != status.FailedStatus {
+				t.Errorf("kstatus says %s, want Failed", st)
+			}
+			e.Clock.Step(time.Hour)
+			time.Sleep(50 * time.Millisecond)
+			if got := e.Runs(g, Working); got != 3 {
+				t.Errorf("Working ran %d times, want 3: stalled, it runs no more", got)
+			}
+			if wall := time.Since(start); wall > time.Second {
+				t.Errorf("three attempts took %v of wall time, want under 1s", wall)
+			}
+		})
+	}
+}
+
+// The step driver tells apart what a handler said.
+func TestStepSaysWhatHappened(t *testing.T) {
+	e := fsmtest.New(t)
+	m := fsm.New[*v1alpha1.Gadget]("kinds", fsm.Lifecycle).
+		Initial(Pending).
+		State(Pending, func(_ context.Context, r *request) fsm.Result {
+			switch r.Object.Spec.Mode {
+			case "wait":
+				return fsm.Wait(5*time.Minute, "Resting")
+			case "fail":
+				return fsm.Fail(errors.New("no"))
+			case "stop":
+				return fsm.Stop("Refused", "the spec asks for something impossible")
+			}
+			return fsm.Next(Working)
+		}, fsm.To(Working)).
+		State(Working, func(context.Context, *request) fsm.Result { return fsm.Done() }, fsm.To(Pending)).
+		WithClock(e.Clock)
+	s := fsmtest.Steps(e, m)
+
+	tests := map[string]struct {
+		mode      string
+		kind      fsm.ResultKind
+		states    []fsm.State
+		requeue   time.Duration
+		soon, err bool
+	}{
+		"NextThenDone": {mode: "next", kind: fsm.ResultDone, states: []fsm.State{Pending, Working}},
+		"Wait":         {mode: "wait", kind: fsm.ResultWait, states: []fsm.State{Pending}, requeue: 5 * time.Minute},
+		"Fail":         {mode: "fail", kind: fsm.ResultFail, states: []fsm.State{Pending}, requeue: time.Second, err: true},
+		"Stop":         {mode: "stop", kind: fsm.ResultStop, states: []fsm.State{Pending}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g-" + tc.mode}, Spec: v1alpha1.GadgetSpec{Mode: tc.mode}}
+			e.Create(g)
+			got := s.Step(g)
+			if got.Kind() != tc.kind || !cmp.Equal(got.States(), tc.states) || got.RequeueAfter != tc.requeue || (got.Err != nil) != tc.err || got.Soon != tc.soon {
+				t.Errorf("Step() %v; want %s after %v, requeue %v, error %v", got, tc.kind, tc.states, tc.requeue, tc.err)
+			}
+		})
+	}
+}
+
+// Writes are counted as the API server sees them, by verb, per object.
+func TestWritesAndEvents(t *testing.T) {
+	e := fsmtest.New(t)
+	fsmtest.Run(e, worker("writes").WithClock(e.Clock))
+	g := gadget()
+	e.Create(g)
+	e.AwaitState(g, Working)
+	e.Update(g, func() { g.Spec.Mode = "finish" })
+	e.AwaitState(g, Finished)
+
+	// The finalizer patch, then one status write per reconcile that
+	// changed something: created and working, then finished.
+	want := fsmtest.Writes{Patch: 1, Status: 2}
+	e.Await("the writes", func() bool { return e.Writes(g) == want })
+	time.Sleep(300 * time.Millisecond)
+	if diff := cmp.Diff(want, e.Writes(g)); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	var reasons []string
+	e.Await("the events", func() bool { return len(e.Events(g)) >= 3 })
+	for _, ev := range e.Events(g) {
+		reasons = append(reasons, ev.Reason+" "+ev.Action)
+	}
+	if diff := cmp.Diff([]string{"Created Pending", "Next Working", "Next Finished"}, reasons); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,242 @@
+package fsmtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/kfsm/kfsm/fsm"
+)
+
+// Epoch is where every Env's fake clock starts.
+var Epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Env is one test's part of the package's cluster: a namespace of its
+// own, a client for the test's own reads and writes, a fake clock, and
+// what the operator under test did there (its API writes, its handler
+// runs and transitions), which the assertions read.
+type Env struct {
+	T testing.TB
+	// Namespace is the test's own; operators started with Run see only it
+	// (and cluster-scoped objects).
+	Namespace string
+	// Client reads and writes as the test, directly on the API server.
+	// Its writes are not counted as the operator's.
+	Client client.Client
+	// Scheme has client-go's types and those of Options.AddToScheme.
+	Scheme *runtime.Scheme
+	// Clock is a fake clock at Epoch. Give it to a machine with
+	// WithClock; then a Timeout, a Wait or a backoff waits until the test
+	// moves it with Clock.Step, under either driver.
+	Clock *clocktesting.FakeClock
+	// Timeout bounds every Await; the default is two minutes.
+	Timeout time.Duration
+
+	api   *apiLog
+	walks *walkLog
+
+	kindsMu        sync.Mutex
+	parents, owned []schema.GroupVersionKind
+	resources      map[string]apiKey // the group and resource of each machine's objects
+	driver         driver
+	snap           *snapshots // set in fault-injection runs
+}
+
+// New gives the test a namespace of its own in the package's cluster.
+// Main must be the package's TestMain.
+func New(t testing.TB) *Env {
+	t.Helper()
+	if pkg.cluster == nil {
+		t.Fatal("fsmtest: no cluster: the package's TestMain must call fsmtest.Main")
+	}
+	c, err := client.New(pkg.cluster.Config, client.Options{Scheme: pkg.scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fsmtest-"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatalf("fsmtest: creating the test's namespace: %v", err)
+	}
+	e := &Env{
+		T: t, Namespace: ns.Name, Client: c, Scheme: pkg.scheme,
+		Clock: clocktesting.NewFakeClock(Epoch), Timeout: 2 * time.Minute,
+		api: newAPILog(), walks: &walkLog{},
+	}
+	pkg.mu.Lock()
+	pkg.envs[e.Namespace] = e
+	pkg.mu.Unlock()
+	t.Cleanup(func() {
+		pkg.mu.Lock()
+		delete(pkg.envs, e.Namespace)
+		pkg.mu.Unlock()
+	})
+	return e
+}
+
+// Config is the cluster's rest.Config.
+func (e *Env) Config() *rest.Config { return rest.CopyConfig(pkg.cluster.Config) }
+
+// operatorConfig is the configuration of the operator's clients: the API
+// server through a transport that counts the operator's writes and
+// injects faults.
+func (e *Env) operatorConfig(l *life) *rest.Config {
+	cfg := e.Config()
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling in tests
+	cfg.Wrap(func(rt httpRoundTripper) httpRoundTripper { return &transport{next: rt, api: e.api, life: l} })
+	return cfg
+}
+
+// Create creates obj in the test's namespace (unless it is cluster-scoped
+// or names one) as the test.
+func (e *Env) Create(obj client.Object) {
+	e.T.Helper()
+	e.inNamespace(obj)
+	if err := e.Client.Create(context.Background(), obj); err != nil {
+		e.T.Fatalf("fsmtest: creating %s: %v", e.describe(obj), err)
+	}
+	e.snap.change("create " + e.describe(obj))
+}
+
+// Update reads obj, applies change to it and writes it back as the test,
+// again if someone else changed it meanwhile. change mutates obj.
+func (e *Env) Update(obj client.Object, change func()) {
+	e.T.Helper()
+	e.inNamespace(obj)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return e.Client.Update(context.Background(), obj)
+	})
+	if err != nil {
+		e.T.Fatalf("fsmtest: updating %s: %v", e.describe(obj), err)
+	}
+	e.snap.change("update " + e.describe(obj))
+}
+
+// Delete deletes obj as the test; its finalizers may keep it a while.
+func (e *Env) Delete(obj client.Object) {
+	e.T.Helper()
+	e.inNamespace(obj)
+	if err := e.Client.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
+		e.T.Fatalf("fsmtest: deleting %s: %v", e.describe(obj), err)
+	}
+	e.snap.deleted()
+}
+
+// Get reads obj from the API server into obj, and reports whether it
+// exists.
+func (e *Env) Get(obj client.Object) bool {
+	e.T.Helper()
+	e.inNamespace(obj)
+	err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		e.T.Fatalf("fsmtest: reading %s: %v", e.describe(obj), err)
+	}
+	return true
+}
+
+// inNamespace puts obj in the test's namespace when it names none and its
+// kind is namespaced.
+func (e *Env) inNamespace(obj client.Object) {
+	if obj.GetNamespace() != "" {
+		return
+	}
+	if namespaced, err := apiutil.IsObjectNamespaced(obj, e.Scheme, e.Client.RESTMapper()); err == nil && namespaced {
+		obj.SetNamespace(e.Namespace)
+	}
+}
+
+// kindOf returns obj's group and kind from the scheme.
+func (e *Env) kindOf(obj runtime.Object) schema.GroupVersionKind {
+	gvk, err := apiutil.GVKForObject(obj, e.Scheme)
+	if err != nil {
+		e.T.Fatalf("fsmtest: %v", err)
+	}
+	return gvk
+}
+
+// describe names obj for messages: Kind/name.
+func (e *Env) describe(obj client.Object) string {
+	return fmt.Sprintf("%s/%s", e.kindOf(obj).Kind, obj.GetName())
+}
+
+// walkLog keeps the walks of the operator's reconciles in the test's
+// namespace, by object.
+type walkLog struct {
+	mu    sync.Mutex
+	walks []machineWalk
+}
+
+type machineWalk struct {
+	machine string
+	fsm.Walk
+	written int64 // the newest version of the object the operator had written when the walk ended
+}
+
+func (l *walkLog) add(w machineWalk) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.walks = append(l.walks, w)
+}
+
+// of returns the walks of the object with key, from the i-th on.
+func (l *walkLog) of(name string, from int) ([]fsm.Walk, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []fsm.Walk
+	for _, w := range l.walks[min(from, len(l.walks)):] {
+		if w.Object.Name == name {
+			out = append(out, w.Walk)
+		}
+	}
+	return out, len(l.walks)
+}
+
+// noteResource notes the group and resource of machine's objects.
+func (e *Env) noteResource(machine string, obj client.Object) {
+	k := e.apiKey(obj)
+	e.kindsMu.Lock()
+	defer e.kindsMu.Unlock()
+	if e.resources == nil {
+		e.resources = map[string]apiKey{}
+	}
+	e.resources[machine] = apiKey{Group: k.Group, Resource: k.Resource}
+}
+
+// observed records a walk of machine in the test's namespace.
+func (e *Env) observed(machine string, w fsm.Walk) {
+	e.kindsMu.Lock()
+	k := e.resources[machine]
+	e.kindsMu.Unlock()
+	k.Namespace, k.Name = w.Object.Namespace, w.Object.Name
+	e.walks.add(machineWalk{machine: machine, Walk: w, written: e.api.written(k)})
+}
+
+// fatalf fails the test; in a faulty run, the message names the fault and
+// how to replay the run.
+func (e *Env) fatalf(format string, args ...any) {
+	e.T.Helper()
+	msg := "fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...)
+	if e.snap.faultPoint() != "" {
+		msg += "\n" + replay(e.T)
+	}
+	e.T.Fatal(msg)
+}

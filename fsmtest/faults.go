@@ -1,0 +1,450 @@
+package fsmtest
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kfsm/kfsm/fsm"
+)
+
+// Fault is a class of fault that Faults injects, after those that Sieve
+// (OSDI '22) and Acto (SOSP '23) found operator bugs with.
+type Fault string
+
+const (
+	// Crash kills the operator right after its k-th write reached the API
+	// server, for every k of the clean run: nothing of the old process
+	// reaches the server again, and a new process, with nothing in
+	// memory, takes over. It finds work that is not idempotent and state
+	// kept only in memory.
+	Crash Fault = "crash"
+	// FailWrite fails the k-th write before it reaches the API server, for
+	// every k: a network error. It finds writes whose failure is lost.
+	FailWrite Fault = "fail-write"
+	// StaleReads delays every watch event that reaches the operator's
+	// cache, so that reads lag behind the operator's own writes. It finds
+	// handlers that act on what they read from the cache as if it were
+	// current.
+	StaleReads Fault = "stale-reads"
+	// Conflicts answers every third write with 409 Conflict, as when
+	// someone else changed the object first: three runs, from the first,
+	// second and third write.
+	Conflicts Fault = "conflicts"
+	// Bursts makes the scenario's changes while the operator is stopped,
+	// so that it sees only the last of them: intermediate states it never
+	// observes.
+	Bursts Fault = "bursts"
+)
+
+// AllFaults are the classes Faults injects unless told otherwise.
+var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts}
+
+// FaultOption changes what Faults does.
+type FaultOption func(*faultOptions)
+
+type faultOptions struct {
+	classes []Fault
+	lag     time.Duration
+	timeout time.Duration
+	also    []func(*Env) func(manager.Manager) error
+}
+
+// Only injects these classes of fault.
+func Only(classes ...Fault) FaultOption {
+	return func(o *faultOptions) { o.classes = classes }
+}
+
+// Lag sets how late watch events reach the operator in StaleReads runs;
+// the default is 300 ms.
+func Lag(d time.Duration) FaultOption { return func(o *faultOptions) { o.lag = d } }
+
+// Converge bounds each wait of a faulty run: a run that does not converge
+// in this time fails. The default is one minute.
+func Converge(d time.Duration) FaultOption { return func(o *faultOptions) { o.timeout = d } }
+
+// AlsoRun registers more with each run's manager, made for the run's Env:
+// what the machine needs beside itself, such as a webhook or another
+// machine.
+func AlsoRun(setup func(*Env) func(manager.Manager) error) FaultOption {
+	return func(o *faultOptions) { o.also = append(o.also, setup) }
+}
+
+// Faults runs scenario once as it is, then again under each class of
+// fault, each run in a namespace and an operator of its own, and compares
+// every faulty run with the clean one. scenario drives objects through
+// their life with Env's Create, Update, Delete and Await methods; machine
+// makes the machine anew for each operator process, as a new process
+// would.
+//
+// At every Await of the scenario, once the operator has been quiet for a
+// moment, Faults takes a snapshot: the status of the machine's objects
+// (times, UIDs and resourceVersions left out), their finalizers, and
+// their children (kind, name, labels, annotations and content; generated
+// names and server-allocated fields left out). A faulty run must take the
+// same snapshots; after injected failures and bursts, the history and the
+// failure count may differ and are left out too. Each run must also
+// converge in bounded time, and no handler may run on a copy of an object
+// older than one the operator itself wrote.
+//
+// A divergence fails the run's subtest with the fault point, the diff and
+// a command that replays that run alone. Fault-injection runs take time:
+// Faults is skipped with -short.
+func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scenario func(*Env), opts ...FaultOption) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("fault injection runs without -short")
+	}
+	o := faultOptions{classes: AllFaults, lag: 300 * time.Millisecond, timeout: time.Minute}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	run := func(t *testing.T, f *faults, snap *snapshots) *Env {
+		t.Helper()
+		e := New(t)
+		e.Timeout, e.snap = o.timeout, snap
+		op := &Operator{e: e, faults: f, setup: func() []func(manager.Manager) error {
+			m := machine(e)
+			observe(m)
+			e.watchKind(newObject[T](), m.OwnedTypes())
+			e.noteResource(m.Name(), newObject[T]())
+			setups := []func(manager.Manager) error{m.SetupWithManager}
+			for _, a := range o.also {
+				setups = append(setups, a(e))
+			}
+			return setups
+		}}
+		e.driver = op
+		t.Cleanup(op.Stop)
+		if snap.holdUntil >= 0 {
+			snap.start = func() {
+				if err := op.start(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		} else if err := op.start(); err != nil {
+			t.Fatal(err)
+		}
+		scenario(e)
+		e.checkWalks()
+		return e
+	}
+
+	var clean *snapshots
+	var writes []Write
+	if !t.Run("clean", func(t *testing.T) {
+		clean = &snapshots{holdUntil: -1}
+		e := run(t, nil, clean)
+		writes = e.api.all()
+		t.Logf("the clean run made %d writes and %d snapshots", len(writes), len(clean.taken))
+	}) {
+		return
+	}
+	for _, class := range o.classes {
+		t.Run(string(class), func(t *testing.T) {
+			one := func(name, point string, f *faults, snap *snapshots) {
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					snap.clean, snap.point = clean, point
+					run(t, f, snap)
+					snap.compare(t)
+				})
+			}
+			switch class {
+			case Crash, FailWrite:
+				for k := 1; k <= len(writes); k++ {
+					f := &faults{crashAfter: k}
+					what := "crash after write %d (%s)"
+					if class == FailWrite {
+						f = &faults{failBefore: k}
+						what = "write %d (%s) failed before reaching the server"
+					}
+					one(fmt.Sprintf("write-%d", k), fmt.Sprintf(what, k, writes[k-1]), f, &snapshots{holdUntil: -1, loose: class == FailWrite})
+				}
+			case StaleReads:
+				one("lag", fmt.Sprintf("watch events %v late", o.lag), &faults{watchLag: o.lag}, &snapshots{holdUntil: -1})
+			case Conflicts:
+				for k := 1; k <= min(3, len(writes)); k++ {
+					one(fmt.Sprintf("from-write-%d", k), fmt.Sprintf("every third write from write %d answered 409 Conflict", k),
+						&faults{conflictEvery: 3, conflictFrom: k}, &snapshots{holdUntil: -1, loose: true})
+				}
+			case Bursts:
+				last := clean.lastChange()
+				if last <= 0 {
+					t.Logf("the scenario makes one change before deleting: no burst to make")
+					return
+				}
+				one("burst", fmt.Sprintf("the operator stopped until after %s", clean.ops[last]), &faults{}, &snapshots{holdUntil: last, loose: true})
+			default:
+				t.Fatalf("fsmtest: unknown fault class %q", class)
+			}
+		})
+	}
+}
+
+// snapshots records a run: the scenario's operations and, at each Await,
+// what the operator had made of them.
+type snapshots struct {
+	ops   []string
+	taken map[int]snapshot // by index in ops
+
+	// For a faulty run:
+	clean     *snapshots
+	point     string // the fault, for messages
+	loose     bool   // leave out history and failure counts
+	holdUntil int    // bursts: the operator starts once this op is done; -1 for none
+	start     func()
+	started   bool
+}
+
+type snapshot struct {
+	what    string
+	objects map[string]any
+}
+
+// change notes a change the scenario made.
+func (s *snapshots) change(what string) {
+	if s == nil {
+		return
+	}
+	s.ops = append(s.ops, what)
+	if s.holdUntil >= 0 && !s.started && len(s.ops)-1 >= s.holdUntil {
+		s.started = true
+		s.start()
+	}
+}
+
+func (s *snapshots) deleted() { s.change("delete") }
+
+// skipping reports whether an Await is to be skipped: in a burst, the
+// operator is not running yet.
+func (s *snapshots) skipping(what string) bool {
+	if s == nil || s.holdUntil < 0 || s.started {
+		return false
+	}
+	s.ops = append(s.ops, "await "+what)
+	return true
+}
+
+// lastChange is the index of the last change before the first deletion.
+func (s *snapshots) lastChange() int {
+	last := -1
+	for i, op := range s.ops {
+		if op == "delete" {
+			break
+		}
+		if !strings.HasPrefix(op, "await ") {
+			last = i
+		}
+	}
+	return last
+}
+
+// settled takes a snapshot once an Await succeeded and the operator has
+// been quiet for a moment.
+func (s *snapshots) settled(e *Env, what string) {
+	if s == nil {
+		return
+	}
+	e.T.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if e.api.quietFor(time.Now()) > 300*time.Millisecond {
+			break
+		}
+	}
+	if s.taken == nil {
+		s.taken = map[int]snapshot{}
+	}
+	s.taken[len(s.ops)] = snapshot{what: what, objects: e.snapshot(s.loose)}
+	s.ops = append(s.ops, "await "+what)
+}
+
+// compare fails t where the run's snapshots differ from the clean run's.
+func (s *snapshots) compare(t *testing.T) {
+	t.Helper()
+	for i, want := range s.clean.taken {
+		got, ok := s.taken[i]
+		if !ok {
+			if s.holdUntil >= 0 && i < s.holdUntil {
+				continue // in the burst
+			}
+			t.Errorf("%s: the run never reached await %q\n%s", s.point, want.what, replay(t))
+			continue
+		}
+		wantObjects := want.objects
+		if s.loose {
+			wantObjects = loosen(want.objects).(map[string]any)
+		}
+		if diff := cmp.Diff(wantObjects, got.objects); diff != "" {
+			t.Errorf("%s: at await %q the objects differ from the clean run (-clean +faulty):\n%s%s", s.point, want.what, diff, replay(t))
+		}
+	}
+}
+
+// replay is the command that runs t alone.
+func replay(t testing.TB) string {
+	parts := strings.Split(t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return fmt.Sprintf("replay: go test -run '%s' .", strings.Join(parts, "/"))
+}
+
+// snapshot is what the operator made of the test's namespace: its
+// objects' status and finalizers, and their children.
+func (e *Env) snapshot(loose bool) map[string]any {
+	e.T.Helper()
+	out := map[string]any{}
+	for _, gvk := range e.parentKinds() {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := e.Client.List(context.Background(), list, client.InNamespace(e.Namespace)); err != nil {
+			e.T.Fatalf("fsmtest: listing %s: %v", gvk.Kind, err)
+		}
+		for _, u := range list.Items {
+			out[gvk.Kind+"/"+u.GetName()] = map[string]any{
+				"finalizers": toAny(u.GetFinalizers()),
+				"status":     e.normalize(u.Object["status"]),
+			}
+		}
+	}
+	for _, u := range e.children(nil) {
+		name := u.GetName()
+		if g := u.GetGenerateName(); g != "" {
+			name = g + "*"
+		}
+		key := fmt.Sprintf("%s/%s", u.GetKind(), name)
+		if ref := u.GetOwnerReferences(); len(ref) > 0 {
+			key += " of " + ref[0].Kind + "/" + ref[0].Name
+		}
+		c := map[string]any{}
+		for k, v := range u.Object {
+			if k != "metadata" && k != "status" && k != "apiVersion" && k != "kind" {
+				c[k] = e.normalize(v)
+			}
+		}
+		c["labels"] = e.normalize(toAnyMap(u.GetLabels()))
+		c["annotations"] = e.normalize(toAnyMap(u.GetAnnotations()))
+		c["finalizers"] = toAny(u.GetFinalizers())
+		// Two children with one generated name prefix are a duplicate.
+		if prev, ok := out[key]; ok {
+			c = map[string]any{"duplicates": []any{prev, c}}
+		}
+		out[key] = c
+	}
+	if loose {
+		return loosen(out).(map[string]any)
+	}
+	return out
+}
+
+// Left out of snapshots: what differs between two correct runs.
+var (
+	variable = map[string]bool{
+		"lastTransitionTime": true, "time": true, "stateSince": true, "retryAt": true,
+		"uid": true, "resourceVersion": true, "creationTimestamp": true,
+		"clusterIP": true, "clusterIPs": true, "nodePort": true, "healthCheckNodePort": true,
+		fsm.LabelOwnerUID: true,
+	}
+	rfc3339 = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
+)
+
+// normalize leaves out of v what differs between two correct runs: times,
+// UIDs, versions, allocated addresses, and the test's namespace.
+func (e *Env) normalize(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, x := range v {
+			if !variable[k] {
+				out[k] = e.normalize(x)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = e.normalize(x)
+		}
+		return out
+	case string:
+		if rfc3339.MatchString(v) {
+			return "<time>"
+		}
+		return strings.ReplaceAll(v, e.Namespace, "<namespace>")
+	}
+	return v
+}
+
+// loosen leaves out what injected failures and bursts change in a correct
+// run: the history of transitions and the count of failures.
+func loosen(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, x := range v {
+			if k != "history" && k != "failures" {
+				out[k] = loosen(x)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = loosen(x)
+		}
+		return out
+	}
+	return v
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func toAnyMap(m map[string]string) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// checkWalks fails the test where a handler ran on a copy of an object
+// older than one the operator had itself written before the walk began:
+// kfsm's guard against stale caches must have stopped it.
+func (e *Env) checkWalks() {
+	e.T.Helper()
+	e.walks.mu.Lock()
+	defer e.walks.mu.Unlock()
+	written := map[string]int64{}
+	for _, w := range e.walks.walks {
+		rv, _ := strconv.ParseInt(w.ResourceVersion, 10, 64)
+		if before := written[w.Object.Name]; len(w.Steps) > 0 && rv < before {
+			e.T.Errorf("fsmtest: %sa handler of %s ran on %s at version %d, older than version %d that the operator had written\n%s", e.snap.faultPoint(), w.machine, w.Object.Name, rv, before, replay(e.T))
+		}
+		written[w.Object.Name] = max(written[w.Object.Name], w.written)
+	}
+}
+
+// faultPoint is how a failure in a faulty run begins: the fault, for a
+// message that names it.
+func (s *snapshots) faultPoint() string {
+	if s == nil || s.point == "" {
+		return ""
+	}
+	return s.point + ": "
+}

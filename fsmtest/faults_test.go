@@ -1,0 +1,293 @@
+package fsmtest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+const (
+	Ready    fsm.State = "Ready"
+	Counting fsm.State = "Counting"
+)
+
+// sloppy holds machines with one classic operator bug each, and the same
+// machine done right; each fault class must catch its bug and pass the
+// correct machine.
+var sloppy = map[string]struct {
+	class    fsmtest.Fault
+	machine  func(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget]
+	scenario func(*fsmtest.Env)
+	caught   string // what the failure names: the fault point
+}{
+	// A child created with generateName: after a crash between its
+	// creation and the status write, a second one.
+	"GenerateName": {class: fsmtest.Crash, machine: generated, scenario: createAndDelete, caught: `crash after write \d+ \(create configmaps\b`},
+	// A status list appended to on every run: a new process runs the
+	// handler again.
+	"NotIdempotent": {class: fsmtest.Crash, machine: appending, scenario: createAndDelete, caught: `crash after write \d+ \(patch gadgets.testing.kfsm.dev g status\)`},
+	// An error ignored: the child a failed write did not create is never
+	// created.
+	"IgnoredError": {class: fsmtest.FailWrite, machine: ignoring, scenario: createAndDelete, caught: `write \d+ \(create configmaps\b.*\) failed before reaching the server`},
+	// Children counted in the cache and made up to a number: with a
+	// lagging cache, the handler does not see those it made and makes
+	// more.
+	"StaleCache": {class: fsmtest.StaleReads, machine: scaling, scenario: scale, caught: `watch events 1s late`},
+	// A conflict taken as final: the object stops instead of retrying.
+	"ConflictStops": {class: fsmtest.Conflicts, machine: stopping, scenario: createAndDelete, caught: `every third write from write \d answered 409 Conflict`},
+	// Counting spec changes one by one: a burst of changes is seen once.
+	"CountsChanges": {class: fsmtest.Bursts, machine: counting, scenario: threeTargets, caught: `the operator stopped until after update Gadget/g`},
+}
+
+func createAndDelete(e *fsmtest.Env) {
+	g := gadget()
+	e.Create(g)
+	e.AwaitReady(g)
+	e.Delete(g)
+	e.AwaitGone(g)
+}
+
+// The same scenarios with correct handlers pass their fault class.
+func TestFaultsPassCorrectMachines(t *testing.T) {
+	for name, tc := range sloppy {
+		t.Run(name, func(t *testing.T) {
+			fsmtest.Faults(t, tc.machine(false), tc.scenario, fsmtest.Only(tc.class), fsmtest.Lag(time.Second))
+		})
+	}
+}
+
+// Each fault class catches its bug, and the failure names the fault point
+// and how to replay it. The broken machines run in a test process of
+// their own, whose failure is the expected outcome.
+func TestFaultsCatchBrokenMachines(t *testing.T) {
+	if os.Getenv("FSMTEST_BROKEN") != "" {
+		t.Skip("running inside the broken machines' own process")
+	}
+	if testing.Short() {
+		t.Skip("fault injection runs without -short")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestBrokenMachines$", "-test.v", "-kfsm.covermin=100")
+	cmd.Env = append(os.Environ(), "FSMTEST_BROKEN=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the broken machines passed fault injection:\n%s", out)
+	}
+	for name, tc := range sloppy {
+		// The subtest of the broken machine fails, naming the fault point.
+		failed := regexp.MustCompile(`--- FAIL: TestBrokenMachines/` + name + `/` + string(tc.class) + `/`)
+		if !failed.Match(out) {
+			t.Errorf("%s: no failing run of class %s", name, tc.class)
+		}
+		if !regexp.MustCompile(tc.caught).Match(out) {
+			t.Errorf("%s: the failure does not name the fault point %q", name, tc.caught)
+		}
+		if !strings.Contains(string(out), "replay: go test -run '^TestBrokenMachines$/^"+name+"$/^"+string(tc.class)+"$/") {
+			t.Errorf("%s: no replay command", name)
+		}
+	}
+	// Their tests take only some edges: the threshold fails the package
+	// too, naming the machines under it.
+	if !regexp.MustCompile(`edge coverage under 100%: .*appending \(1/2\)`).Match(out) {
+		t.Errorf("-kfsm.covermin=100 did not fail the package naming machine appending")
+	}
+	if t.Failed() {
+		t.Logf("output of the broken machines:\n%s", out)
+	}
+}
+
+// TestBrokenMachines runs only inside TestFaultsCatchBrokenMachines.
+func TestBrokenMachines(t *testing.T) {
+	if os.Getenv("FSMTEST_BROKEN") == "" {
+		t.Skip("run by TestFaultsCatchBrokenMachines in a process of its own")
+	}
+	for name, tc := range sloppy {
+		t.Run(name, func(t *testing.T) {
+			fsmtest.Faults(t, tc.machine(true), tc.scenario, fsmtest.Only(tc.class), fsmtest.Lag(time.Second), fsmtest.Converge(20*time.Second))
+		})
+	}
+}
+
+// simple is a machine whose Working state does work, then Done; deletion
+// runs Cleanup, which prunes the children kfsm applied.
+func simple(name string, work func(context.Context, *request) fsm.Result) *fsm.Machine[*v1alpha1.Gadget] {
+	return fsm.New[*v1alpha1.Gadget](name, fsm.Lifecycle).
+		Initial(Working).
+		State(Working, work, fsm.To(Ready)).
+		State(Ready, func(context.Context, *request) fsm.Result { return fsm.Done() }, fsm.Final()).
+		OnDelete(Cleanup).
+		State(Cleanup, nil, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+}
+
+func ledger(g *v1alpha1.Gadget) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name + "-ledger"}, Data: map[string]string{"owner": g.Name}}
+}
+
+func generated(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return simple("generated", func(ctx context.Context, r *request) fsm.Result {
+			cm := ledger(r.Object)
+			if !broken {
+				if err := r.Apply(ctx, cm); err != nil {
+					return fsm.Fail(err)
+				}
+				return fsm.Next(Ready)
+			}
+			cm.Name, cm.GenerateName = "", r.Object.Name+"-ledger-"
+			if err := controllerutil.SetControllerReference(r.Object, cm, r.Client.Scheme()); err != nil {
+				return fsm.Fail(err)
+			}
+			if err := r.Client.Create(ctx, cm); err != nil {
+				return fsm.Fail(err)
+			}
+			return fsm.Next(Ready)
+		})
+	}
+}
+
+func appending(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return fsm.New[*v1alpha1.Gadget]("appending", fsm.Lifecycle).
+			Initial(Working).
+			State(Working, func(_ context.Context, r *request) fsm.Result {
+				if broken {
+					r.Object.Status.Note += "seen;"
+				} else {
+					r.Object.Status.Note = "seen;"
+				}
+				return fsm.Done()
+			}, fsm.To(Ready)).
+			State(Ready, nil, fsm.Final()).
+			OnDelete(Cleanup).
+			State(Cleanup, nil, fsm.Final())
+	}
+}
+
+func ignoring(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return simple("ignoring", func(ctx context.Context, r *request) fsm.Result {
+			cm := ledger(r.Object)
+			if err := controllerutil.SetControllerReference(r.Object, cm, r.Client.Scheme()); err != nil {
+				return fsm.Fail(err)
+			}
+			err := r.Client.Create(ctx, cm)
+			if !broken && client.IgnoreAlreadyExists(err) != nil {
+				return fsm.Fail(err)
+			}
+			return fsm.Next(Ready)
+		})
+	}
+}
+
+func stopping(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return simple("stopping", func(ctx context.Context, r *request) fsm.Result {
+			cm := ledger(r.Object)
+			_, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
+				cm.Data = map[string]string{"owner": r.Object.Name}
+				return controllerutil.SetControllerReference(r.Object, cm, r.Client.Scheme())
+			})
+			if err != nil {
+				if broken {
+					return fsm.Stop("WriteFailed", err.Error())
+				}
+				return fsm.Fail(err)
+			}
+			return fsm.Next(Ready)
+		})
+	}
+}
+
+// scale asks for three children.
+func scale(e *fsmtest.Env) {
+	g := gadget()
+	g.Spec.Target = 3
+	e.Create(g)
+	e.AwaitReady(g)
+	e.Delete(g)
+	e.AwaitGone(g)
+}
+
+// scaling makes children until there are as many as the target. Broken,
+// it counts them in the cache and names them with generateName; right,
+// it names them, so that one it made before is found by name.
+func scaling(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return simple("scaling", func(ctx context.Context, r *request) fsm.Result {
+			if !broken {
+				for i := range r.Object.Spec.Target {
+					cm := ledger(r.Object)
+					cm.Name = fmt.Sprintf("%s-%d", r.Object.Name, i)
+					if err := r.Apply(ctx, cm); err != nil {
+						return fsm.Fail(err)
+					}
+				}
+				return fsm.Next(Ready)
+			}
+			var list corev1.ConfigMapList
+			if err := r.Client.List(ctx, &list, client.InNamespace(r.Object.Namespace), client.MatchingLabels{"scaling": r.Object.Name}); err != nil {
+				return fsm.Fail(err)
+			}
+			if len(list.Items) >= int(r.Object.Spec.Target) {
+				return fsm.Next(Ready)
+			}
+			cm := ledger(r.Object)
+			cm.Name, cm.GenerateName, cm.Labels = "", r.Object.Name+"-", map[string]string{"scaling": r.Object.Name}
+			if err := controllerutil.SetControllerReference(r.Object, cm, r.Client.Scheme()); err != nil {
+				return fsm.Fail(err)
+			}
+			if err := r.Client.Create(ctx, cm); err != nil {
+				return fsm.Fail(err)
+			}
+			return fsm.Wait(200*time.Millisecond, "Scaling")
+		})
+	}
+}
+
+// threeTargets changes the target twice.
+func threeTargets(e *fsmtest.Env) {
+	g := gadget()
+	g.Spec.Target = 1
+	e.Create(g)
+	e.AwaitReady(g)
+	e.Update(g, func() { g.Spec.Target = 2 })
+	e.AwaitReady(g)
+	e.Update(g, func() { g.Spec.Target = 3 })
+	e.AwaitReady(g)
+	e.Delete(g)
+	e.AwaitGone(g)
+}
+
+func counting(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return fsm.New[*v1alpha1.Gadget]("counting", fsm.Lifecycle).
+			Initial(Working).
+			State(Working, func(_ context.Context, r *request) fsm.Result {
+				if broken {
+					if r.Object.Status.ObservedGeneration != r.Object.Generation {
+						r.Object.Status.Count++ // one more per change, it thinks
+					}
+				} else {
+					r.Object.Status.Count = r.Object.Spec.Target
+				}
+				return fsm.Done()
+			}, fsm.To(Ready)).
+			State(Ready, nil, fsm.Final()).
+			OnDelete(Cleanup).
+			State(Cleanup, nil, fsm.Final())
+	}
+}

@@ -1,0 +1,208 @@
+package fsmtest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kfsm/kfsm/cluster"
+)
+
+var (
+	coverProfile = flag.String("kfsm.coverprofile", "", "write the edge coverage of the package's kfsm machines to this file")
+	coverMin     = flag.Float64("kfsm.covermin", 0, "fail the package when a machine's edge coverage, in percent, is below this")
+)
+
+// CoverDirEnv names an environment variable: when set, every test package
+// that runs Main writes its edge coverage profile into that directory, so
+// that `go test ./...` leaves one profile per package for `kfsm cover` to
+// merge.
+const CoverDirEnv = "KFSM_COVERDIR"
+
+// Options say what a test package needs of its cluster.
+type Options struct {
+	// CRDPaths are files or directories of CustomResourceDefinitions.
+	CRDPaths []string
+	// CRDs are file systems, such as an embed.FS, whose .yaml files hold
+	// CustomResourceDefinitions.
+	CRDs []fs.FS
+	// AddToScheme registers the package's types; client-go's types are
+	// always registered.
+	AddToScheme []func(*runtime.Scheme) error
+	// Workloads adds the workloads tier (garbage collection, the
+	// Deployment controller, the scheduler and fake nodes); see
+	// cluster.Options.
+	Workloads bool
+	// MinCoverage fails the package when a machine's edge coverage, in
+	// percent, is below it. The -kfsm.covermin flag overrides it.
+	MinCoverage float64
+}
+
+// pkg is the test package's cluster and what all its tests share.
+var pkg struct {
+	cluster *cluster.Cluster
+	scheme  *runtime.Scheme
+
+	mu       sync.Mutex
+	envs     map[string]*Env // by namespace
+	observed map[any]bool    // machines whose walks are recorded
+	profile  *Profile
+}
+
+// Main is the whole of a test package's TestMain: it starts a real API
+// server (etcd and kube-apiserver, and the workloads tier if asked) with
+// the CRDs installed, runs the tests, reports the edge coverage of the
+// machines they ran, stops the cluster and exits.
+//
+//	func TestMain(m *testing.M) {
+//		fsmtest.Main(m, fsmtest.Options{CRDs: []fs.FS{moose.CRDs}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+//	}
+func Main(m *testing.M, opts Options) {
+	os.Exit(runMain(m, opts))
+}
+
+func runMain(m *testing.M, opts Options) int {
+	scheme := runtime.NewScheme()
+	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, opts.AddToScheme...) {
+		if err := add(scheme); err != nil {
+			fmt.Fprintln(os.Stderr, "fsmtest: registering types:", err)
+			return 1
+		}
+	}
+	crds, err := readCRDs(opts.CRDs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fsmtest:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: opts.CRDPaths, Workloads: opts.Workloads})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fsmtest:", err)
+		return 1
+	}
+	if len(crds) > 0 {
+		if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
+			fmt.Fprintln(os.Stderr, "fsmtest: installing CRDs:", errors.Join(err, c.Stop()))
+			return 1
+		}
+	}
+	pkg.cluster, pkg.scheme = c, scheme
+	pkg.envs, pkg.observed, pkg.profile = map[string]*Env{}, map[any]bool{}, NewProfile()
+
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "fsmtest: stopping the cluster:", err)
+		code = max(code, 1)
+	}
+	if err := reportCoverage(os.Stdout, opts.MinCoverage); err != nil {
+		fmt.Fprintln(os.Stderr, "fsmtest:", err)
+		code = max(code, 1)
+	}
+	return code
+}
+
+// readCRDs decodes every CustomResourceDefinition in the .yaml and .yml
+// files of fss.
+func readCRDs(fss []fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, fsys := range fss {
+		err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if ext := path.Ext(name); ext != ".yaml" && ext != ".yml" {
+				return nil
+			}
+			f, err := fsys.Open(name)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = f.Close() }()
+			dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+			for {
+				var crd apiextensionsv1.CustomResourceDefinition
+				if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
+					return nil
+				} else if err != nil {
+					return fmt.Errorf("reading CRDs from %s: %w", name, err)
+				}
+				if crd.Kind != "CustomResourceDefinition" {
+					return fmt.Errorf("reading CRDs from %s: found a %q, not a CustomResourceDefinition", name, crd.Kind)
+				}
+				crds = append(crds, &crd)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return crds, nil
+}
+
+// reportCoverage prints the edge coverage of the machines that the tests
+// ran, writes the profile where asked, and fails under the threshold.
+func reportCoverage(w io.Writer, minimum float64) error {
+	p := pkg.profile
+	if len(p.Machines()) == 0 {
+		return nil
+	}
+	fmt.Fprint(w, p.Summary())
+	var errs []error
+	if *coverProfile != "" {
+		errs = append(errs, writeProfile(*coverProfile, p))
+	}
+	if dir := os.Getenv(CoverDirEnv); dir != "" {
+		f, err := os.CreateTemp(dir, "kfsm-*.cover")
+		if err == nil {
+			_, err = p.WriteTo(f)
+			err = errors.Join(err, f.Close())
+		}
+		errs = append(errs, err)
+	}
+	if flagSet("kfsm.covermin") {
+		minimum = *coverMin
+	}
+	if minimum > 0 {
+		var under []string
+		for _, name := range p.Machines() {
+			taken, total := p.Covered(name)
+			if total > 0 && float64(taken)*100 < minimum*float64(total) {
+				under = append(under, fmt.Sprintf("%s (%d/%d)", name, taken, total))
+			}
+		}
+		if len(under) > 0 {
+			errs = append(errs, fmt.Errorf("edge coverage under %g%%: %s", minimum, strings.Join(under, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func writeProfile(name string, p *Profile) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	_, err = p.WriteTo(f)
+	return errors.Join(err, f.Close())
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -1,0 +1,211 @@
+package fsmtest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kfsm/kfsm/fsm"
+)
+
+// Operator is a machine running under a real controller-runtime manager,
+// the way operators run: its cache and controllers see only the test's
+// namespace (and cluster-scoped objects), its writes are counted, and it
+// runs until the test ends.
+type Operator struct {
+	e     *Env
+	setup func() []func(manager.Manager) error
+	opts  runOptions
+
+	mu     sync.Mutex
+	stop   func()
+	closed bool
+	faults *faults
+}
+
+// RunOption changes how Run runs an operator.
+type RunOption func(*runOptions)
+
+type runOptions struct {
+	also    []func(manager.Manager) error
+	manager []func(*ctrl.Options)
+}
+
+// With registers more with the operator's manager: another machine's
+// SetupWithManager, a runnable, a webhook.
+func With(setup func(manager.Manager) error) RunOption {
+	return func(o *runOptions) { o.also = append(o.also, setup) }
+}
+
+// WithManagerOptions changes the manager's options before it is made, for
+// a resync period or a logger.
+func WithManagerOptions(change func(*ctrl.Options)) RunOption {
+	return func(o *runOptions) { o.manager = append(o.manager, change) }
+}
+
+// Run starts m under a manager of its own in e's namespace, and makes e's
+// Await wait for it. The manager stops when the test ends.
+func Run[T fsm.Object](e *Env, m *fsm.Machine[T], opts ...RunOption) *Operator {
+	e.T.Helper()
+	return runMachines(e, func() []func(manager.Manager) error {
+		observe(m)
+		e.watchKind(newObject[T](), m.OwnedTypes())
+		e.noteResource(m.Name(), newObject[T]())
+		return []func(manager.Manager) error{m.SetupWithManager}
+	}, opts...)
+}
+
+func runMachines(e *Env, setup func() []func(manager.Manager) error, opts ...RunOption) *Operator {
+	e.T.Helper()
+	o := &Operator{e: e, setup: setup}
+	for _, opt := range opts {
+		opt(&o.opts)
+	}
+	e.driver = o
+	if err := o.start(); err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(o.Stop)
+	return o
+}
+
+func (o *Operator) start() error {
+	o.mu.Lock()
+	l := &life{faults: o.faults, onCrash: o.crashed}
+	o.mu.Unlock()
+	opts := ctrl.Options{
+		Scheme:  o.e.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.e.Namespace: {}}},
+		// Every test runs the same controllers in a manager of its own.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:     logr.Discard(),
+	}
+	for _, change := range o.opts.manager {
+		change(&opts)
+	}
+	mgr, err := ctrl.NewManager(o.e.operatorConfig(l), opts)
+	if err != nil {
+		return fmt.Errorf("fsmtest: making the manager: %w", err)
+	}
+	for _, s := range append(o.setup(), o.opts.also...) {
+		if err := s(mgr); err != nil {
+			return fmt.Errorf("fsmtest: setting up the manager: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	o.mu.Lock()
+	o.stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil && !l.crashed.Load() {
+			o.e.T.Errorf("fsmtest: the manager stopped: %v", err)
+		}
+	})
+	o.mu.Unlock()
+	return nil
+}
+
+// Stop stops the operator for good, as when its process ends: running
+// reconciles finish and running actions are cancelled.
+func (o *Operator) Stop() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.stopCurrent()
+}
+
+func (o *Operator) stopCurrent() {
+	o.mu.Lock()
+	stop := o.stop
+	o.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// Restart stops the operator and starts a new one, as a new process of
+// the operator would start: nothing kfsm kept in memory survives.
+func (o *Operator) Restart() {
+	o.e.T.Helper()
+	o.stopCurrent()
+	if err := o.start(); err != nil {
+		o.e.T.Fatal(err)
+	}
+}
+
+// crashed replaces a process that died in the middle of its work.
+func (o *Operator) crashed() {
+	o.mu.Lock()
+	closed := o.closed
+	o.mu.Unlock()
+	if closed {
+		return
+	}
+	o.stopCurrent()
+	if err := o.start(); err != nil {
+		o.e.T.Errorf("fsmtest: restarting after the crash: %v", err)
+	}
+}
+
+// await polls cond until it holds, the operator working meanwhile.
+func (o *Operator) await(what string, cond func() (bool, string)) {
+	o.e.T.Helper()
+	deadline := time.Now().Add(o.e.Timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			o.e.fatalf("waited %v for %s: %s", o.e.Timeout, what, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// observe makes fsmtest see m's walks: for the counts of the test whose
+// namespace the object is in, and for the package's edge coverage.
+func observe[T fsm.Object](m *fsm.Machine[T]) {
+	pkg.mu.Lock()
+	defer pkg.mu.Unlock()
+	if pkg.observed[m] {
+		return
+	}
+	pkg.observed[m] = true
+	name := m.Name()
+	if err := pkg.profile.AddMachine(name, m.Graph()); err != nil {
+		panic("fsmtest: " + err.Error()) // two machines of one name with different graphs
+	}
+	m.OnWalk(func(_ context.Context, w fsm.Walk) {
+		pkg.mu.Lock()
+		e := pkg.envs[w.Object.Namespace]
+		if w.Committed {
+			for _, edge := range w.Edges {
+				pkg.profile.Take(name, edge)
+			}
+		}
+		pkg.mu.Unlock()
+		if e != nil {
+			e.observed(name, w)
+		}
+	})
+}
+
+// newObject returns a new, empty T.
+func newObject[T client.Object]() T {
+	var zero T
+	return reflect.New(reflect.TypeOf(zero).Elem()).Interface().(T)
+}

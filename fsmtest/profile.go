@@ -1,0 +1,365 @@
+package fsmtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/kfsm/kfsm/graph"
+)
+
+// The profile format is JSON lines, so that the profiles of several test
+// packages merge by concatenation, like those of go test -coverprofile:
+//
+//	{"kfsmCoverage":1}
+//	{"machine":"moose","graph":{...}}
+//	{"machine":"moose","from":"Roaming","to":"Eating","kind":"exit","taken":3}
+//
+// The first line marks the format; after a concatenation it appears again
+// wherever a file started. A machine's graph line comes before its edge
+// lines, and the graph travels with the counts so that kfsm cover can draw
+// it without the operator's code.
+
+// profileVersion is the version in the format line; a reader refuses others.
+const profileVersion = 1
+
+type profileHeader struct {
+	Version int `json:"kfsmCoverage"`
+}
+
+type profileGraph struct {
+	Machine string          `json:"machine"`
+	Graph   json.RawMessage `json:"graph"`
+}
+
+type profileEdge struct {
+	Machine string      `json:"machine"`
+	From    graph.State `json:"from"`
+	To      graph.State `json:"to"`
+	Kind    string      `json:"kind"`
+	Taken   int         `json:"taken"`
+}
+
+// Profile is the edge coverage of one or more machines. It is safe for
+// concurrent use, so that the reconcilers of several tests can count into
+// one. The zero Profile is empty and ready to use.
+type Profile struct {
+	mu       sync.Mutex
+	machines map[string]*machineCoverage
+}
+
+type machineCoverage struct {
+	graph *graph.Graph
+	edges []graph.EdgeKey // the graph's CoverageEdges, in order
+	taken map[graph.EdgeKey]int
+}
+
+func newMachineCoverage(g *graph.Graph) *machineCoverage {
+	m := &machineCoverage{graph: g, edges: g.CoverageEdges(), taken: map[graph.EdgeKey]int{}}
+	for _, e := range m.edges {
+		m.taken[e] = 0
+	}
+	return m
+}
+
+// NewProfile returns an empty profile.
+func NewProfile() *Profile {
+	return &Profile{}
+}
+
+// AddMachine declares a machine's graph; its edges start at zero. Adding
+// the same name twice keeps the first graph, and is an error if the two
+// graphs' CoverageEdges differ: the counts would not mean the same edges.
+func (p *Profile) AddMachine(name string, g *graph.Graph) error {
+	if g == nil {
+		return fmt.Errorf("machine %s: no graph", name)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.add(name, newMachineCoverage(g))
+}
+
+// add keeps an existing machine if m has the same edges. The caller holds mu.
+func (p *Profile) add(name string, m *machineCoverage) error {
+	if old, ok := p.machines[name]; ok {
+		if !slices.Equal(old.edges, m.edges) {
+			return fmt.Errorf("machine %s: the graph differs from the one declared before", name)
+		}
+		return nil
+	}
+	if p.machines == nil {
+		p.machines = map[string]*machineCoverage{}
+	}
+	p.machines[name] = m
+	return nil
+}
+
+// Take counts one taking of an edge. An edge not among the machine's
+// CoverageEdges, or of an undeclared machine, is ignored and reported false.
+func (p *Profile) Take(machine string, e graph.EdgeKey) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.machines[machine]
+	if !ok {
+		return false
+	}
+	if _, ok := m.taken[e]; !ok {
+		return false
+	}
+	m.taken[e]++
+	return true
+}
+
+// Merge adds o's machines and counts to p. A machine in both must have the
+// same coverage edges in both; if one does not, p is left unchanged.
+func (p *Profile) Merge(o *Profile) error {
+	if o == nil {
+		return nil
+	}
+	// A copy of o, so that p and o are never locked together.
+	theirs := map[string]*machineCoverage{}
+	o.mu.Lock()
+	for name, m := range o.machines {
+		theirs[name] = &machineCoverage{graph: m.graph, edges: m.edges, taken: maps.Clone(m.taken)}
+	}
+	o.mu.Unlock()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(theirs)) {
+		if mine, ok := p.machines[name]; ok && !slices.Equal(mine.edges, theirs[name].edges) {
+			return fmt.Errorf("machine %s: the graphs of the two profiles differ", name)
+		}
+	}
+	for name, m := range theirs {
+		mine, ok := p.machines[name]
+		if !ok {
+			_ = p.add(name, m)
+			continue
+		}
+		for e, n := range m.taken {
+			mine.taken[e] += n
+		}
+	}
+	return nil
+}
+
+// ReadProfile reads a profile that WriteTo wrote, or several of them
+// concatenated, whose counts it sums. An error names the line at fault.
+func ReadProfile(r io.Reader) (*Profile, error) {
+	p := NewProfile()
+	declared := map[string]int{} // machine to the line of its first graph
+	br := bufio.NewReader(r)
+	seenHeader := false
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			if perr := p.readLine(line, n, &seenHeader, declared); perr != nil {
+				return nil, fmt.Errorf("line %d: %w", n, perr)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return p, nil
+		}
+	}
+}
+
+// readLine reads one non-blank line of a profile into p.
+func (p *Profile) readLine(line []byte, n int, seenHeader *bool, declared map[string]int) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	if _, ok := fields["kfsmCoverage"]; ok {
+		var h profileHeader
+		if err := json.Unmarshal(line, &h); err != nil {
+			return fmt.Errorf("bad format line: %w", err)
+		}
+		if h.Version != profileVersion {
+			return fmt.Errorf("kfsm coverage format %d, this kfsm reads %d", h.Version, profileVersion)
+		}
+		*seenHeader = true
+		return nil
+	}
+	if !*seenHeader {
+		return fmt.Errorf(`not a kfsm coverage profile: the first line is not {"kfsmCoverage":%d}`, profileVersion)
+	}
+	if _, ok := fields["graph"]; ok {
+		var pg profileGraph
+		if err := json.Unmarshal(line, &pg); err != nil {
+			return fmt.Errorf("bad graph line: %w", err)
+		}
+		if pg.Machine == "" {
+			return errors.New("graph line without a machine")
+		}
+		g, err := graph.ParseJSON(pg.Graph)
+		if err != nil {
+			return fmt.Errorf("machine %s: %w", pg.Machine, err)
+		}
+		if err := p.AddMachine(pg.Machine, g); err != nil {
+			return fmt.Errorf("machine %s: the graph differs from the one on line %d", pg.Machine, declared[pg.Machine])
+		}
+		if _, ok := declared[pg.Machine]; !ok {
+			declared[pg.Machine] = n
+		}
+		return nil
+	}
+	var pe profileEdge
+	if err := json.Unmarshal(line, &pe); err != nil {
+		return fmt.Errorf("bad edge line: %w", err)
+	}
+	if pe.Machine == "" {
+		return errors.New("edge line without a machine")
+	}
+	if _, ok := declared[pe.Machine]; !ok {
+		return fmt.Errorf("machine %s has no graph line before its edges", pe.Machine)
+	}
+	if pe.Taken < 0 {
+		return fmt.Errorf("machine %s: edge %s taken %d times", pe.Machine, coverageEdgeName(profileEdgeKey(pe)), pe.Taken)
+	}
+	m := p.machines[pe.Machine]
+	e := profileEdgeKey(pe)
+	if _, ok := m.taken[e]; !ok {
+		return fmt.Errorf("machine %s has no edge %s", pe.Machine, coverageEdgeName(e))
+	}
+	m.taken[e] += pe.Taken
+	return nil
+}
+
+func profileEdgeKey(pe profileEdge) graph.EdgeKey {
+	return graph.EdgeKey{From: pe.From, To: pe.To, Kind: pe.Kind}
+}
+
+// WriteTo writes the profile in the format ReadProfile reads. The output
+// is deterministic: machines sorted by name, each graph line followed by
+// its edges in CoverageEdges order, zero counts included.
+func (p *Profile) WriteTo(w io.Writer) (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(profileHeader{Version: profileVersion}); err != nil {
+		return 0, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.machines)) {
+		m := p.machines[name]
+		js, err := m.graph.JSON()
+		if err != nil {
+			return 0, fmt.Errorf("machine %s: %w", name, err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, js); err != nil {
+			return 0, fmt.Errorf("machine %s: %w", name, err)
+		}
+		if err := enc.Encode(profileGraph{Machine: name, Graph: compact.Bytes()}); err != nil {
+			return 0, err
+		}
+		for _, e := range m.edges {
+			if err := enc.Encode(profileEdge{Machine: name, From: e.From, To: e.To, Kind: e.Kind, Taken: m.taken[e]}); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return b.WriteTo(w)
+}
+
+// Machines returns the names of the profile's machines, sorted.
+func (p *Profile) Machines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.machines))
+}
+
+// Graph returns a machine's graph, or nil for a machine not in the profile.
+func (p *Profile) Graph(machine string) *graph.Graph {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.machines[machine]; ok {
+		return m.graph
+	}
+	return nil
+}
+
+// Taken returns how many times each of a machine's coverage edges was
+// taken, zeros included; nil for a machine not in the profile. The map is
+// a copy.
+func (p *Profile) Taken(machine string) map[graph.EdgeKey]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.machines[machine]; ok {
+		return maps.Clone(m.taken)
+	}
+	return nil
+}
+
+// Covered returns how many of the machine's coverage edges were taken at
+// least once, and the total.
+func (p *Profile) Covered(machine string) (taken, total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.machines[machine]
+	if !ok {
+		return 0, 0
+	}
+	return len(m.edges) - len(m.untaken()), len(m.edges)
+}
+
+// Summary is one line per machine, sorted by name, saying how many edges
+// were covered and which were never taken:
+//
+//	machine moose: 7/9 edges covered; never taken: Roaming→Lost (timeout), on delete→Releasing
+//
+// Exits show as From→To, other edges with their kind in parentheses.
+func (p *Profile) Summary() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(p.machines)) {
+		m := p.machines[name]
+		never := m.untaken()
+		fmt.Fprintf(&b, "machine %s: %d/%d edges covered", name, len(m.edges)-len(never), len(m.edges))
+		if len(never) > 0 {
+			names := make([]string, len(never))
+			for i, e := range never {
+				names[i] = coverageEdgeName(e)
+			}
+			fmt.Fprintf(&b, "; never taken: %s", strings.Join(names, ", "))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// untaken lists the coverage edges never taken, in order.
+func (m *machineCoverage) untaken() []graph.EdgeKey {
+	var never []graph.EdgeKey
+	for _, e := range m.edges {
+		if m.taken[e] <= 0 {
+			never = append(never, e)
+		}
+	}
+	return never
+}
+
+// coverageEdgeName names an edge for people: the kind in parentheses unless it is
+// an exit, the most common kind; the deletion entry as "on delete".
+func coverageEdgeName(e graph.EdgeKey) string {
+	switch e.Kind {
+	case graph.Exit.String():
+		return fmt.Sprintf("%s→%s", e.From, e.To)
+	case graph.DeleteEntry:
+		return fmt.Sprintf("on delete→%s", e.To)
+	}
+	return fmt.Sprintf("%s→%s (%s)", e.From, e.To, e.Kind)
+}

@@ -1,0 +1,197 @@
+package fsmtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm"
+)
+
+// Stepper runs a machine one reconcile at a time, each step returning
+// what happened, so that a test can tell apart a handler that continues
+// at once, waits, is done or fails. It does not watch: Await runs the
+// reconciles that are due, as the machine asked (by its clock) or because
+// someone else changed the object.
+type Stepper[T fsm.Object] struct {
+	e *Env
+	r reconcile.Reconciler
+	// due is when each object runs again, by the machine's clock; zero
+	// means at once, and a missing object runs when it changes.
+	due  map[types.NamespacedName]time.Time
+	seen map[types.NamespacedName]string // resourceVersion after the last step
+}
+
+// StepResult is what one reconcile did.
+type StepResult struct {
+	// Walk is what the machine did; Walked is false when the reconcile
+	// ran no walk (the object is gone, paused, or the cache is stale).
+	fsm.Walk
+	Walked bool
+	// Result and Err are what Reconcile returned to controller-runtime.
+	Result reconcile.Result
+	Err    error
+}
+
+// Kind is the kind of the last handler's result, or "" when no handler
+// ran.
+func (s StepResult) Kind() fsm.ResultKind {
+	if len(s.Steps) == 0 {
+		return ""
+	}
+	return s.Steps[len(s.Steps)-1].Result
+}
+
+// States lists the states whose handler ran, in order.
+func (s StepResult) States() []fsm.State {
+	out := make([]fsm.State, len(s.Steps))
+	for i, st := range s.Steps {
+		out[i] = st.State
+	}
+	return out
+}
+
+// Transitions lists the edges the step took, as Env.Transitions does.
+func (s StepResult) Transitions() []string {
+	var out []string
+	for _, edge := range s.Edges {
+		out = append(out, edgeString(edge))
+	}
+	return out
+}
+
+func (s StepResult) String() string {
+	var runs []string
+	for _, st := range s.Steps {
+		runs = append(runs, fmt.Sprintf("%s: %s", st.State, st.Result))
+	}
+	return fmt.Sprintf("ran [%s], took %v, requeue %v (at once: %v), error %v", strings.Join(runs, ", "), s.Transitions(), s.RequeueAfter, s.Soon, s.Err)
+}
+
+// Steps returns a step driver for m in e's namespace, whose reconciles
+// make Await work. Its writes are counted like an operator's.
+func Steps[T fsm.Object](e *Env, m *fsm.Machine[T]) *Stepper[T] {
+	e.T.Helper()
+	observe(m)
+	e.watchKind(newObject[T](), m.OwnedTypes())
+	e.noteResource(m.Name(), newObject[T]())
+	c, err := client.New(e.operatorConfig(nil), client.Options{Scheme: e.Scheme})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	r, err := m.Reconciler(c, &recorder{e: e})
+	if err != nil {
+		e.T.Fatalf("fsmtest: %v", err)
+	}
+	s := &Stepper[T]{e: e, r: r, due: map[types.NamespacedName]time.Time{}, seen: map[types.NamespacedName]string{}}
+	e.driver = s
+	return s
+}
+
+// Step runs one reconcile of obj.
+func (s *Stepper[T]) Step(obj client.Object) StepResult {
+	s.e.T.Helper()
+	s.e.inNamespace(obj)
+	key := client.ObjectKeyFromObject(obj)
+	_, from := s.e.walks.of(key.Name, 1<<62)
+	res, err := s.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
+	walks, _ := s.e.walks.of(key.Name, from)
+	out := StepResult{Result: res, Err: err}
+	if len(walks) > 0 {
+		out.Walk, out.Walked = walks[len(walks)-1], true
+	}
+	s.schedule(key, out)
+	return out
+}
+
+// schedule notes when key runs again.
+func (s *Stepper[T]) schedule(key types.NamespacedName, out StepResult) {
+	now := s.e.Clock.Now()
+	delete(s.due, key)
+	var he *fsm.HandlerError
+	switch {
+	case out.Walked && out.Soon, !out.Walked && out.Result.RequeueAfter > 0:
+		s.due[key] = now
+	case errors.As(out.Err, &he) && he.RetryAfter > 0:
+		s.due[key] = now.Add(he.RetryAfter)
+	case out.Walked && out.RequeueAfter > 0:
+		s.due[key] = now.Add(out.RequeueAfter)
+	case out.Err != nil && !errors.Is(out.Err, reconcile.TerminalError(nil)):
+		s.due[key] = now // a write that failed
+	}
+	obj := newObject[T]()
+	obj.SetName(key.Name)
+	obj.SetNamespace(key.Namespace)
+	if s.e.Get(obj) {
+		s.seen[key] = obj.GetResourceVersion()
+	} else {
+		delete(s.seen, key)
+	}
+}
+
+// Settle steps obj while a step is due now, by the machine's clock: it
+// stops when the machine waits for time or for a change, and returns
+// every step. It fails the test after 100 steps.
+func (s *Stepper[T]) Settle(obj client.Object) []StepResult {
+	s.e.T.Helper()
+	var out []StepResult
+	key := client.ObjectKeyFromObject(obj)
+	for range 100 {
+		out = append(out, s.Step(obj))
+		if at, ok := s.due[key]; !ok || at.After(s.e.Clock.Now()) {
+			return out
+		}
+	}
+	s.e.T.Fatalf("fsmtest: %s did not settle in 100 steps; the last: %v", s.e.describe(obj), out[len(out)-1])
+	return out
+}
+
+// dueNow lists the objects of the machine's kind that are due: new,
+// changed by someone else since their last step, or asked for by the
+// machine's clock.
+func (s *Stepper[T]) dueNow() []types.NamespacedName {
+	s.e.T.Helper()
+	list, err := listOf[T](s.e)
+	if err != nil {
+		s.e.T.Fatal(err)
+	}
+	now := s.e.Clock.Now()
+	var out []types.NamespacedName
+	for _, obj := range list {
+		key := client.ObjectKeyFromObject(obj)
+		rv, stepped := s.seen[key]
+		at, asked := s.due[key]
+		if !stepped || rv != obj.GetResourceVersion() || (asked && !at.After(now)) {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// await runs the reconciles that are due until cond holds.
+func (s *Stepper[T]) await(what string, cond func() (bool, string)) {
+	s.e.T.Helper()
+	for range 1000 {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		due := s.dueNow()
+		if len(due) == 0 {
+			s.e.fatalf("nothing is due (by the clock, at %v) and %s does not: %s", s.e.Clock.Now().Format(time.TimeOnly), what, why)
+		}
+		for _, key := range due {
+			obj := newObject[T]()
+			obj.SetName(key.Name)
+			obj.SetNamespace(key.Namespace)
+			s.Step(obj)
+		}
+	}
+	s.e.T.Fatalf("fsmtest: 1000 rounds of steps and still not %s", what)
+}

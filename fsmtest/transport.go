@@ -1,0 +1,316 @@
+package fsmtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type httpRoundTripper = http.RoundTripper
+
+// apiKey names an object as the API's paths do.
+type apiKey struct {
+	Group, Resource, Namespace, Name string
+}
+
+// Write is one write of the operator, as the API server answered it.
+type Write struct {
+	Verb string // create, update, patch, apply, delete
+	apiKey
+	Subresource     string
+	ResourceVersion string // of the answer, when it carried one
+}
+
+func (w Write) String() string {
+	res := w.Resource
+	if w.Group != "" {
+		res += "." + w.Group
+	}
+	s := fmt.Sprintf("%s %s %s", w.Verb, res, w.Name)
+	if w.Subresource != "" {
+		s += " " + w.Subresource
+	}
+	return s
+}
+
+// Writes counts an object's writes by verb; Status counts the writes of
+// its status subresource, whatever their verb.
+type Writes struct {
+	Create, Update, Patch, Apply, Delete, Status int
+}
+
+// Total is the number of writes.
+func (w Writes) Total() int { return w.Create + w.Update + w.Patch + w.Apply + w.Delete + w.Status }
+
+// apiLog records the operator's writes, in the order the API server
+// answered them.
+type apiLog struct {
+	mu      sync.Mutex
+	writes  []Write
+	lastRV  map[apiKey]int64 // the newest version the operator wrote
+	lastAt  time.Time        // of the last write or request in flight
+	flights int
+}
+
+func newAPILog() *apiLog { return &apiLog{lastRV: map[apiKey]int64{}} }
+
+func (l *apiLog) all() []Write {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Write(nil), l.writes...)
+}
+
+func (l *apiLog) written(k apiKey) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastRV[k]
+}
+
+// quietFor reports how long no write has been made or been in flight.
+func (l *apiLog) quietFor(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.flights > 0 {
+		return 0
+	}
+	return now.Sub(l.lastAt)
+}
+
+// life is one run of an operator process: its faults, and whether it has
+// crashed. A crashed process reaches the API server no more.
+type life struct {
+	faults  *faults
+	crashed atomic.Bool
+	onCrash func()
+}
+
+// faults is what fsmtest does to the operator's requests in a
+// fault-injection run; writes are numbered from 1 across the run's
+// processes.
+type faults struct {
+	crashAfter    int // the process dies once write k is answered
+	failBefore    int // write k fails before it reaches the server
+	conflictEvery int // every n-th write from write conflictFrom is answered 409 Conflict
+	conflictFrom  int
+	watchLag      time.Duration // watch events reach the operator this late
+
+	n atomic.Int64 // writes so far
+}
+
+var errCrashed = errors.New("fsmtest: the operator process crashed here (injected)")
+
+// transport is the operator's way to the API server: it counts writes
+// and injects faults.
+type transport struct {
+	next http.RoundTripper
+	api  *apiLog
+	life *life
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.life != nil && t.life.crashed.Load() {
+		return nil, errCrashed
+	}
+	verb := writeVerb(req)
+	key, sub, ok := parsePath(req.URL.Path)
+	if verb == "" || !ok || key.Resource == "events" {
+		resp, err := t.next.RoundTrip(req)
+		if err == nil && t.life != nil && t.life.faults != nil && t.life.faults.watchLag > 0 && req.URL.Query().Get("watch") == "true" {
+			resp.Body = lagging(resp.Body, t.life.faults.watchLag)
+		}
+		return resp, err
+	}
+	k := 0
+	var f *faults
+	if t.life != nil && t.life.faults != nil {
+		f = t.life.faults
+		k = int(f.n.Add(1))
+		switch {
+		case k == f.failBefore:
+			return nil, fmt.Errorf("fsmtest: write %d (%s %s) failed before reaching the API server (injected)", k, verb, key.Name)
+		case f.conflictEvery > 0 && k >= f.conflictFrom && (k-f.conflictFrom)%f.conflictEvery == 0:
+			return conflict(req, key), nil
+		}
+	}
+	t.api.begin()
+	resp, err := t.next.RoundTrip(req)
+	w := Write{Verb: verb, apiKey: key, Subresource: sub}
+	if err == nil && resp.StatusCode < 300 {
+		w = t.read(resp, w)
+		t.api.done(&w)
+	} else {
+		t.api.done(nil)
+	}
+	if f != nil && k == f.crashAfter && err == nil {
+		t.life.crashed.Store(true)
+		go t.life.onCrash()
+	}
+	return resp, err
+}
+
+// read takes the name and resourceVersion of the object in a write's
+// answer, and puts the answer back for the client.
+func (t *transport) read(resp *http.Response, w Write) Write {
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return w
+	}
+	var answer struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name            string `json:"name"`
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(body, &answer) != nil || answer.Kind == "Status" {
+		return w
+	}
+	if w.Name == "" {
+		w.Name = answer.Metadata.Name
+	}
+	w.ResourceVersion = answer.Metadata.ResourceVersion
+	return w
+}
+
+func (l *apiLog) begin() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flights++
+}
+
+func (l *apiLog) done(w *Write) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flights--
+	l.lastAt = time.Now()
+	if w == nil {
+		return
+	}
+	l.writes = append(l.writes, *w)
+	if rv, err := strconv.ParseInt(w.ResourceVersion, 10, 64); err == nil && rv > l.lastRV[w.apiKey] {
+		l.lastRV[w.apiKey] = rv
+	}
+}
+
+// writeVerb names the write that req makes, or "" for a read.
+func writeVerb(req *http.Request) string {
+	switch req.Method {
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodDelete:
+		return "delete"
+	case http.MethodPatch:
+		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
+			return "apply"
+		}
+		return "patch"
+	}
+	return ""
+}
+
+// parsePath reads /api/v1/[namespaces/NS/]RESOURCE[/NAME[/SUB]] and
+// /apis/GROUP/VERSION/... .
+func parsePath(p string) (apiKey, string, bool) {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	var k apiKey
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		k.Group, parts = parts[1], parts[3:]
+	default:
+		return k, "", false
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		k.Namespace, parts = parts[1], parts[2:]
+	}
+	if len(parts) == 0 {
+		return k, "", false
+	}
+	k.Resource = parts[0]
+	if len(parts) > 1 {
+		k.Name = parts[1]
+	}
+	sub := ""
+	if len(parts) > 2 {
+		sub = parts[2]
+	}
+	return k, sub, true
+}
+
+// conflict is the API server's answer to a write that lost a race.
+func conflict(req *http.Request, k apiKey) *http.Response {
+	body, _ := json.Marshal(map[string]any{
+		"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": http.StatusConflict,
+		"message": fmt.Sprintf("Operation cannot be fulfilled on %s %q: the object has been modified (conflict injected by fsmtest)", k.Resource, k.Name),
+		"details": map[string]any{"name": k.Name, "kind": k.Resource},
+	})
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": []string{"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)), Request: req,
+	}
+}
+
+// lagging delays what body delivers by lag: a watch whose events reach
+// the operator's cache late, as a loaded API server or network does.
+func lagging(body io.ReadCloser, lag time.Duration) io.ReadCloser {
+	pr, pw := io.Pipe()
+	type chunk struct {
+		at   time.Time
+		data []byte
+	}
+	chunks := make(chan chunk, 1024)
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := body.Read(buf)
+			if n > 0 {
+				chunks <- chunk{at: time.Now().Add(lag), data: bytes.Clone(buf[:n])}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		failed := false
+		for c := range chunks { // to the end, so that the reader never blocks
+			if failed {
+				continue
+			}
+			time.Sleep(time.Until(c.at))
+			_, err := pw.Write(c.data)
+			failed = err != nil
+		}
+		_ = pw.Close()
+	}()
+	return &lagBody{PipeReader: pr, body: body}
+}
+
+type lagBody struct {
+	*io.PipeReader
+	body io.ReadCloser
+}
+
+func (b *lagBody) Close() error {
+	_ = b.PipeReader.Close()
+	return b.body.Close()
+}
