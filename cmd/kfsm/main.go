@@ -29,6 +29,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newAssetsCommand(), newDemoCommand())
+	root.AddCommand(newAssetsCommand(), newCoverCommand(), newDemoCommand())
 	return root
 }

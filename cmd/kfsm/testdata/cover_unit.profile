@@ -1,0 +1,13 @@
+{"kfsmCoverage":1}
+{"machine":"door","graph":{"name":"door","mode":"Pipeline","states":[{"name":"Closed","initial":true},{"name":"Open","final":true}],"edges":[{"from":"Closed","to":"Open","kind":"exit","priority":1}]}}
+{"machine":"door","from":"Closed","to":"Open","kind":"exit","taken":2}
+{"machine":"moose","graph":{"name":"moose","mode":"Lifecycle","states":[{"name":"Tagged","initial":true},{"name":"Roaming"},{"name":"Eating"},{"name":"Sleeping"},{"name":"Lost","final":true},{"name":"Releasing","onDelete":true,"deletionPath":true},{"name":"Released","final":true,"deletionPath":true}],"edges":[{"from":"Tagged","to":"Roaming","kind":"exit","priority":1},{"from":"Roaming","to":"Eating","kind":"exit","priority":1},{"from":"Roaming","to":"Sleeping","kind":"exit","priority":2},{"from":"Roaming","to":"Lost","kind":"timeout","after":"30m0s"},{"from":"Eating","to":"Sleeping","kind":"exit","priority":1},{"from":"Eating","to":"Lost","kind":"retries","limit":3},{"from":"Sleeping","to":"Roaming","kind":"exit","priority":1},{"from":"Releasing","to":"Released","kind":"exit","priority":1}]}}
+{"machine":"moose","from":"Tagged","to":"Roaming","kind":"exit","taken":3}
+{"machine":"moose","from":"Roaming","to":"Eating","kind":"exit","taken":2}
+{"machine":"moose","from":"Roaming","to":"Sleeping","kind":"exit","taken":0}
+{"machine":"moose","from":"Roaming","to":"Lost","kind":"timeout","taken":0}
+{"machine":"moose","from":"Eating","to":"Sleeping","kind":"exit","taken":1}
+{"machine":"moose","from":"Eating","to":"Lost","kind":"retries","taken":0}
+{"machine":"moose","from":"Sleeping","to":"Roaming","kind":"exit","taken":1}
+{"machine":"moose","from":"Releasing","to":"Released","kind":"exit","taken":0}
+{"machine":"moose","from":"","to":"Releasing","kind":"delete","taken":0}
