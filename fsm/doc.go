@@ -209,6 +209,17 @@
 // a child span per handler. The graph can be drawn: see [Machine.Graph]
 // and package graph.
 //
+// # Testing
+//
+// Package fsmtest tests machines the way they run: a real API server per
+// test package, the machine under a manager or one reconcile at a time,
+// a fake clock, edge coverage and fault injection. It builds on two hooks
+// that other tools may use too: [Machine.OnWalk] reports every reconcile's
+// handler runs, results and edges taken, and a clock given with
+// [Machine.WithClock] that is not the real one (k8s.io/utils/clock/testing's
+// FakeClock) also times the requeues of a machine under a manager (Wait,
+// timeouts, backoff), so that moving the clock fires them.
+//
 // # Controller options
 //
 // The machine's controller takes controller-runtime's options as they

@@ -359,7 +359,10 @@ func (m *Machine[T]) resyncAfter() time.Duration {
 }
 
 // WithClock sets the clock that handlers see and timeouts use; tests pass
-// a fake one. The default is the real clock.
+// a fake one. The default is the real clock. Under a manager, a clock that
+// is not the real one and can run functions later (a
+// k8s.io/utils/clock/testing FakeClock) also times the machine's requeues:
+// a Wait, a timeout or a backoff comes when the clock reaches it.
 func (m *Machine[T]) WithClock(c clock.PassiveClock) *Machine[T] {
 	m.clock = c
 	return m

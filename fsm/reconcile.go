@@ -169,8 +169,14 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	if sched := r.m.scheduler(); sched != nil && out.after > 0 && !out.soon && r.managed() {
 		// A fake clock times this requeue: it comes when the test moves
-		// the clock, not when real time passes.
-		sched.AfterFunc(out.after, func() { r.requeue(req.NamespacedName) })
+		// the clock, not when real time passes. It is due after the walk's
+		// time, even if the clock moved since.
+		requeue := func() { r.requeue(req.NamespacedName) }
+		if left := w.now.Add(out.after).Sub(r.m.clock.Now()); left > 0 {
+			sched.AfterFunc(left, requeue)
+		} else {
+			requeue()
+		}
 		res.RequeueAfter = 0
 	}
 	return res, err

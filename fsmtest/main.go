@@ -13,11 +13,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kfsm/kfsm/cluster"
 )
@@ -50,6 +52,9 @@ type Options struct {
 	// MinCoverage fails the package when a machine's edge coverage, in
 	// percent, is below it. The -kfsm.covermin flag overrides it.
 	MinCoverage float64
+	// Logger receives what controller-runtime and kfsm log; the default
+	// discards it.
+	Logger logr.Logger
 }
 
 // pkg is the test package's cluster and what all its tests share.
@@ -76,6 +81,11 @@ func Main(m *testing.M, opts Options) {
 }
 
 func runMain(m *testing.M, opts Options) int {
+	logger := opts.Logger
+	if logger.GetSink() == nil {
+		logger = logr.Discard()
+	}
+	logf.SetLogger(logger)
 	scheme := runtime.NewScheme()
 	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, opts.AddToScheme...) {
 		if err := add(scheme); err != nil {
