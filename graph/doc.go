@@ -4,7 +4,10 @@
 //
 // A Graph is data. Validate checks it and reports every problem at once;
 // DOT, Mermaid and JSON draw it, deterministically, so that a graph can be
-// read, diffed and reviewed like code. See the examples.
+// read, diffed and reviewed like code. See the examples. ParseJSON reads
+// the JSON back, for tools that have the export and not the code; the
+// edges that tests can cover are CoverageEdges, and MermaidCoverage and
+// DOTCoverage mark those that no test took.
 //
 // The package has no Kubernetes dependency.
 package graph

@@ -1,5 +1,6 @@
-// Command kfsm is the kfsm command-line tool: it runs the demo and manages
-// the embedded Kubernetes that kfsm's tests and demo use.
+// Command kfsm is the kfsm command-line tool: it runs the demo, manages
+// the embedded Kubernetes that kfsm's tests and demo use, and reports the
+// edge coverage that fsmtest records.
 package main
 
 import (
