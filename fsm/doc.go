@@ -314,6 +314,13 @@
 //
 // # Caveats
 //
+//   - What handlers do outside the status can outlive the walk that did
+//     it. When several states run in one reconcile and the status write
+//     then fails, the object is still in the first state, and that state's
+//     handler runs again in a world that a later state already changed (a
+//     database the End state stopped, a child a later state applied). A
+//     handler must accept the world as any state after it may have left it;
+//     fsmtest's FailWrite and Conflicts faults find those that do not.
 //   - A Wait without a delay runs the handler again only when the object
 //     or something it watches changes. So does Done, unless the machine
 //     resyncs ([Machine.Resync]) to compare with a world that sends no

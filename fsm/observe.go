@@ -17,6 +17,8 @@ import (
 // coverage on them.
 type Walk struct {
 	Object types.NamespacedName
+	// UID tells apart objects that had the same name one after the other.
+	UID types.UID
 	// ResourceVersion is that of the copy of the object the handlers saw.
 	ResourceVersion string
 	Steps           []Step
@@ -125,7 +127,7 @@ func (w *walker[T]) took(from, to State, kind string) {
 // observed tells the observers what a walk did.
 func (r *reconciler[T]) observed(ctx context.Context, key types.NamespacedName, w *walker[T], res reconcileResult) {
 	walk := Walk{
-		Object: key, ResourceVersion: w.before.GetResourceVersion(),
+		Object: key, UID: w.before.GetUID(), ResourceVersion: w.before.GetResourceVersion(),
 		Steps: w.steps, Edges: w.edges, Committed: res.committed,
 		RequeueAfter: res.after, Soon: res.soon, Err: res.err,
 	}

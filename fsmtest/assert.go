@@ -144,7 +144,7 @@ func (e *Env) KStatus(obj client.Object) (status.Status, string) {
 // in order, as "A→B"; timeouts and retries edges say so, "A→B (timeout)",
 // and the entry into the deletion path is "delete→B".
 func (e *Env) Transitions(obj client.Object) []string {
-	walks, _ := e.walks.of(obj.GetName(), 0)
+	walks, _ := e.walks.of(obj, 0)
 	var out []string
 	for _, w := range walks {
 		if w.Committed {
@@ -169,7 +169,7 @@ func edgeString(e graph.EdgeKey) string {
 // Runs counts the runs of state's handler for obj, whether or not their
 // walk was written.
 func (e *Env) Runs(obj client.Object, state fsm.State) int {
-	walks, _ := e.walks.of(obj.GetName(), 0)
+	walks, _ := e.walks.of(obj, 0)
 	n := 0
 	for _, w := range walks {
 		for _, s := range w.Steps {
@@ -183,7 +183,7 @@ func (e *Env) Runs(obj client.Object, state fsm.State) int {
 
 // Walks returns what every reconcile of obj did, in order.
 func (e *Env) Walks(obj client.Object) []fsm.Walk {
-	walks, _ := e.walks.of(obj.GetName(), 0)
+	walks, _ := e.walks.of(obj, 0)
 	return walks
 }
 

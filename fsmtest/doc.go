@@ -36,7 +36,10 @@
 // are due); Transitions ("A→B"), Runs (handler runs per state), Writes
 // (the operator's API writes by verb, counted in its HTTP transport, not
 // the cache), Events, Children and KStatus read what happened. They
-// return plain values, for cmp.Diff.
+// return plain values, for cmp.Diff. At its end, every test also fails
+// if a handler ran on a copy of an object older than one the operator had
+// itself written: a stale cache that kfsm's guard did not catch, or a
+// handler that wrote its own object behind kfsm's back.
 //
 // # The fake clock
 //

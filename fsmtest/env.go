@@ -82,6 +82,7 @@ func New(t testing.TB) *Env {
 		pkg.mu.Lock()
 		delete(pkg.envs, e.Namespace)
 		pkg.mu.Unlock()
+		e.checkWalks()
 	})
 	return e
 }
@@ -197,13 +198,14 @@ func (l *walkLog) add(w machineWalk) {
 	l.walks = append(l.walks, w)
 }
 
-// of returns the walks of the object with key, from the i-th on.
-func (l *walkLog) of(name string, from int) ([]fsm.Walk, int) {
+// of returns the walks of obj, from the i-th on: those of its UID, or of
+// its name when it has none yet.
+func (l *walkLog) of(obj client.Object, from int) ([]fsm.Walk, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []fsm.Walk
 	for _, w := range l.walks[min(from, len(l.walks)):] {
-		if w.Object.Name == name {
+		if w.Object.Name == obj.GetName() && (obj.GetUID() == "" || w.UID == obj.GetUID()) {
 			out = append(out, w.Walk)
 		}
 	}
@@ -234,9 +236,5 @@ func (e *Env) observed(machine string, w fsm.Walk) {
 // how to replay the run.
 func (e *Env) fatalf(format string, args ...any) {
 	e.T.Helper()
-	msg := "fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...)
-	if e.snap.faultPoint() != "" {
-		msg += "\n" + replay(e.T)
-	}
-	e.T.Fatal(msg)
+	e.T.Fatal("fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...) + e.snap.replayLine(e.T))
 }

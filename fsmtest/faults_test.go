@@ -95,10 +95,24 @@ func TestFaultsCatchBrokenMachines(t *testing.T) {
 		if !regexp.MustCompile(tc.caught).Match(out) {
 			t.Errorf("%s: the failure does not name the fault point %q", name, tc.caught)
 		}
-		if !strings.Contains(string(out), "replay: go test -run '^TestBrokenMachines$/^"+name+"$/^"+string(tc.class)+"$/") {
+		if !strings.Contains(string(out), "replay: go test -run '^TestBrokenMachines$/^"+name+"$/^(clean|"+string(tc.class)+")$/") {
 			t.Errorf("%s: no replay command", name)
 		}
 	}
+	// The replay command runs the clean run and that one faulty run again,
+	// and it fails again.
+	replay := regexp.MustCompile(`replay: go test -run '(\^TestBrokenMachines\$/\^GenerateName\$/[^']*)' \.`).FindSubmatch(out)
+	if replay == nil {
+		t.Fatalf("no replay command for GenerateName:\n%s", out)
+	}
+	again := exec.CommandContext(t.Context(), os.Args[0], "-test.run", string(replay[1]), "-test.v")
+	again.Env = cmd.Env
+	out2, err := again.CombinedOutput()
+	runs := regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL): TestBrokenMachines/GenerateName/crash/`).FindAll(out2, -1)
+	if err == nil || len(runs) != 1 || !strings.Contains(string(out2), "--- PASS: TestBrokenMachines/GenerateName/clean") {
+		t.Errorf("%s replayed %d faulty runs after the clean one, error %v; want the one run, failing:\n%s", replay[1], len(runs), err, out2)
+	}
+
 	// Their tests take only some edges: the threshold fails the package
 	// too, naming the machines under it.
 	if !regexp.MustCompile(`edge coverage under 100%: .*appending \(1/2\)`).Match(out) {

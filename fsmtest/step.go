@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -99,9 +100,9 @@ func (s *Stepper[T]) Step(obj client.Object) StepResult {
 	s.e.T.Helper()
 	s.e.inNamespace(obj)
 	key := client.ObjectKeyFromObject(obj)
-	_, from := s.e.walks.of(key.Name, 1<<62)
+	_, from := s.e.walks.of(obj, 1<<62)
 	res, err := s.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
-	walks, _ := s.e.walks.of(key.Name, from)
+	walks, _ := s.e.walks.of(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: key.Name}}, from)
 	out := StepResult{Result: res, Err: err}
 	if len(walks) > 0 {
 		out.Walk, out.Walked = walks[len(walks)-1], true

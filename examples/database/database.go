@@ -167,6 +167,17 @@ func (o *Operator) servicing(ctx context.Context, r *request) fsm.Result {
 	if err != nil {
 		return fsm.Fail(err)
 	}
+	if current == agent.Stopped {
+		// End stopped it in a walk whose record was lost (a failed
+		// status write), or someone else did.
+		if r.NextHop == End {
+			return fsm.Next(End)
+		}
+		if err := o.to(ctx, r, current, agent.Running, "start"); err != nil {
+			return fsm.Fail(err)
+		}
+		current = agent.Running
+	}
 	if err := o.to(ctx, r, current, agent.Servicing, "service"); err != nil {
 		return fsm.Fail(err)
 	}
