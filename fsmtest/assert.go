@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,7 +43,39 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 		e.T.Fatalf("fsmtest: awaiting %s with no operator: call Run or Steps first", what)
 	}
 	e.driver.await(what, cond)
+	e.catchUp()
 	e.snap.settled(e, what)
+}
+
+// catchUp waits a moment, at most, until the walks that made the
+// operator's writes are recorded: an Await can see a write before the
+// reconcile that made it has reported its walk.
+func (e *Env) catchUp() {
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if e.walksCurrent() {
+			return
+		}
+	}
+}
+
+// walksCurrent reports whether, for every object of a machine that the
+// operator wrote, a walk recorded after its latest write.
+func (e *Env) walksCurrent() bool {
+	e.kindsMu.Lock()
+	kinds := map[apiKey]bool{}
+	for _, k := range e.resources {
+		kinds[k] = true
+	}
+	e.kindsMu.Unlock()
+	latest := e.walks.latest()
+	e.api.mu.Lock()
+	defer e.api.mu.Unlock()
+	for k, rv := range e.api.lastRV {
+		if kinds[apiKey{Group: k.Group, Resource: k.Resource}] && latest[k.Name] < rv {
+			return false
+		}
+	}
+	return true
 }
 
 // AwaitState waits until obj is in state s, and reads it into obj.

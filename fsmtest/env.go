@@ -3,6 +3,8 @@ package fsmtest
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +87,18 @@ func New(t testing.TB) *Env {
 		e.checkWalks()
 	})
 	return e
+}
+
+// Kubectl runs kubectl on the package's cluster, in the test's namespace,
+// and returns what it printed: to test what a user sees, such as printer
+// columns.
+func (e *Env) Kubectl(args ...string) (string, error) {
+	args = append([]string{"--kubeconfig", pkg.cluster.Kubeconfig, "--namespace", e.Namespace}, args...)
+	out, err := exec.Command(pkg.cluster.Assets.Kubectl(), args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args[4:], " "), err, out)
+	}
+	return string(out), nil
 }
 
 // Config is the cluster's rest.Config.
@@ -237,4 +251,16 @@ func (e *Env) observed(machine string, w fsm.Walk) {
 func (e *Env) fatalf(format string, args ...any) {
 	e.T.Helper()
 	e.T.Fatal("fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...) + e.snap.replayLine(e.T))
+}
+
+// latest returns, for each object by name, the newest version of it that
+// the operator had written when one of its walks ended.
+func (l *walkLog) latest() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int64{}
+	for _, w := range l.walks {
+		out[w.Object.Name] = max(out[w.Object.Name], w.written)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package fsmtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -38,8 +39,8 @@ const (
 	// current.
 	StaleReads Fault = "stale-reads"
 	// Conflicts answers every third write with 409 Conflict, as when
-	// someone else changed the object first: three runs, from the first,
-	// second and third write.
+	// someone else changed the object first (but never the same write twice
+	// in a row): three runs, from the first, second and third write.
 	Conflicts Fault = "conflicts"
 	// Bursts makes the scenario's changes while the operator is stopped,
 	// so that it sees only the last of them: intermediate states it never
@@ -100,8 +101,10 @@ func AlsoRun(setup func(*Env) func(manager.Manager) error) FaultOption {
 // (times, UIDs and resourceVersions left out), their finalizers, and
 // their children (kind, name, labels, annotations and content; generated
 // names and server-allocated fields left out). A faulty run must take the
-// same snapshots; after injected failures and bursts, the history and the
-// failure count may differ and are left out too. Each run must also
+// same snapshots. The history of transitions and the failure count are
+// left out: how an object got there may differ between correct runs (a
+// retried failure, a pipeline resting on its way, a burst), where it is
+// may not. Each run must also
 // converge in bounded time, and no handler may run on a copy of an object
 // older than one the operator itself wrote.
 //
@@ -127,19 +130,11 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 		e := New(t)
 		snap.faults, snap.ignore = t0.Name(), o.ignore
 		e.Timeout, e.snap = o.timeout, snap
-		op := &Operator{e: e, faults: f, setup: func() []func(manager.Manager) error {
-			m := machine(e)
-			observe(m)
-			e.watchKind(newObject[T](), m.OwnedTypes())
-			e.noteResource(m.Name(), newObject[T]())
-			setups := []func(manager.Manager) error{m.SetupWithManager}
-			for _, a := range o.also {
-				setups = append(setups, a(e))
-			}
-			return setups
-		}}
-		e.driver = op
-		t.Cleanup(op.Stop)
+		var also []RunOption
+		for _, a := range o.also {
+			also = append(also, With(a(e)))
+		}
+		op := newOperator(e, machine, f, also...)
 		if snap.holdUntil >= 0 {
 			snap.start = func() {
 				if err := op.start(); err != nil {
@@ -185,14 +180,14 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 						f = &faults{failBefore: k}
 						what = "write %d (%s) failed before reaching the server"
 					}
-					one(fmt.Sprintf("write-%d", k), fmt.Sprintf(what, k, writes[k-1]), f, &snapshots{holdUntil: -1, loose: class == FailWrite})
+					one(fmt.Sprintf("write-%d", k), fmt.Sprintf(what, k, writes[k-1]), f, &snapshots{holdUntil: -1})
 				}
 			case StaleReads:
 				one("lag", fmt.Sprintf("watch events %v late", o.lag), &faults{watchLag: o.lag}, &snapshots{holdUntil: -1})
 			case Conflicts:
 				for k := 1; k <= min(3, len(writes)); k++ {
 					one(fmt.Sprintf("from-write-%d", k), fmt.Sprintf("every third write from write %d answered 409 Conflict", k),
-						&faults{conflictEvery: 3, conflictFrom: k}, &snapshots{holdUntil: -1, loose: true})
+						&faults{conflictEvery: 3, conflictFrom: k}, &snapshots{holdUntil: -1})
 				}
 			case Bursts:
 				last := clean.lastChange()
@@ -200,7 +195,7 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 					t.Logf("the scenario makes one change before deleting: no burst to make")
 					return
 				}
-				one("burst", fmt.Sprintf("the operator stopped until after %s", clean.ops[last]), &faults{}, &snapshots{holdUntil: last, loose: true})
+				one("burst", fmt.Sprintf("the operator stopped until after %s", clean.ops[last]), &faults{}, &snapshots{holdUntil: last})
 			default:
 				t.Fatalf("fsmtest: unknown fault class %q", class)
 			}
@@ -220,7 +215,6 @@ type snapshots struct {
 	// For a faulty run:
 	clean     *snapshots
 	point     string // the fault, for messages
-	loose     bool   // leave out history and failure counts
 	holdUntil int    // bursts: the operator starts once this op is done; -1 for none
 	start     func()
 	started   bool
@@ -284,7 +278,7 @@ func (s *snapshots) settled(e *Env, what string) {
 	if s.taken == nil {
 		s.taken = map[int]snapshot{}
 	}
-	s.taken[len(s.ops)] = snapshot{what: what, objects: e.snapshot(s.loose)}
+	s.taken[len(s.ops)] = snapshot{what: what, objects: e.snapshot()}
 	s.ops = append(s.ops, "await "+what)
 }
 
@@ -300,11 +294,7 @@ func (s *snapshots) compare(t *testing.T) {
 			t.Errorf("%s: the run never reached await %q\n%s", s.point, want.what, s.replay(t))
 			continue
 		}
-		wantObjects := want.objects
-		if s.loose {
-			wantObjects = loosen(want.objects).(map[string]any)
-		}
-		if diff := cmp.Diff(wantObjects, got.objects); diff != "" {
+		if diff := cmp.Diff(want.objects, got.objects); diff != "" {
 			t.Errorf("%s: at await %q the objects differ from the clean run (-clean +faulty):\n%s%s", s.point, want.what, diff, s.replay(t))
 		}
 	}
@@ -336,7 +326,7 @@ func replayPattern(faults, class, run string) string {
 
 // snapshot is what the operator made of the test's namespace: its
 // objects' status and finalizers, and their children.
-func (e *Env) snapshot(loose bool) map[string]any {
+func (e *Env) snapshot() map[string]any {
 	e.T.Helper()
 	out := map[string]any{}
 	for _, gvk := range e.parentKinds() {
@@ -348,7 +338,7 @@ func (e *Env) snapshot(loose bool) map[string]any {
 		for _, u := range list.Items {
 			out[gvk.Kind+"/"+u.GetName()] = map[string]any{
 				"finalizers": toAny(u.GetFinalizers()),
-				"status":     e.normalize(u.Object["status"]),
+				"status":     withoutPath(e.normalize(u.Object["status"])),
 			}
 		}
 	}
@@ -375,9 +365,6 @@ func (e *Env) snapshot(loose bool) map[string]any {
 			c = map[string]any{"duplicates": []any{prev, c}}
 		}
 		out[key] = c
-	}
-	if loose {
-		return loosen(out).(map[string]any)
 	}
 	return out
 }
@@ -420,26 +407,17 @@ func (e *Env) normalize(v any) any {
 	return v
 }
 
-// loosen leaves out what injected failures and bursts change in a correct
-// run: the history of transitions and the count of failures.
-func loosen(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, x := range v {
-			if k != "history" && k != "failures" {
-				out[k] = loosen(x)
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = loosen(x)
-		}
-		return out
+// withoutPath leaves out of a status how the object got where it is: the
+// history of transitions and the failure count.
+func withoutPath(status any) any {
+	m, ok := status.(map[string]any)
+	if !ok {
+		return status
 	}
-	return v
+	out := maps.Clone(m)
+	delete(out, "history")
+	delete(out, "failures")
+	return out
 }
 
 func toAny(ss []string) []any {

@@ -80,6 +80,7 @@ func TestFaultsCatchBrokenMachines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection runs without -short")
 	}
+	t.Parallel() // another process does the work
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestBrokenMachines$", "-test.v", "-kfsm.covermin=100")
 	cmd.Env = append(os.Environ(), "FSMTEST_BROKEN=1")
 	out, err := cmd.CombinedOutput()

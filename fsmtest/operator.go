@@ -27,10 +27,11 @@ type Operator struct {
 	setup func() []func(manager.Manager) error
 	opts  runOptions
 
-	mu     sync.Mutex
-	stop   func()
-	closed bool
-	faults *faults
+	mu      sync.Mutex
+	stop    func()
+	started bool
+	closed  bool
+	faults  *faults
 }
 
 // RunOption changes how Run runs an operator.
@@ -54,35 +55,53 @@ func WithManagerOptions(change func(*ctrl.Options)) RunOption {
 }
 
 // Run starts m under a manager of its own in e's namespace, and makes e's
-// Await wait for it. The manager stops when the test ends.
+// Await wait for it. The manager stops when the test ends; Restart sets
+// the same m up in a new one.
 func Run[T fsm.Object](e *Env, m *fsm.Machine[T], opts ...RunOption) *Operator {
 	e.T.Helper()
-	return runMachines(e, func() []func(manager.Manager) error {
+	return RunFunc(e, func(*Env) *fsm.Machine[T] { return m }, opts...)
+}
+
+// RunFunc is Run with a machine that machine makes for each operator
+// process: Restart, and a crash under Faults, make it anew, so that what
+// the handlers keep in memory is lost as in a new process.
+func RunFunc[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], opts ...RunOption) *Operator {
+	e.T.Helper()
+	o := newOperator(e, machine, nil, opts...)
+	if err := o.start(); err != nil {
+		e.T.Fatal(err)
+	}
+	return o
+}
+
+// newOperator prepares an operator of machine in e, to start; its first
+// start arranges for it to stop when the test ends.
+func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *faults, opts ...RunOption) *Operator {
+	o := &Operator{e: e, faults: f, setup: func() []func(manager.Manager) error {
+		m := machine(e)
 		observe(m)
 		e.watchKind(newObject[T](), m.OwnedTypes())
 		e.noteResource(m.Name(), newObject[T]())
 		return []func(manager.Manager) error{m.SetupWithManager}
-	}, opts...)
-}
-
-func runMachines(e *Env, setup func() []func(manager.Manager) error, opts ...RunOption) *Operator {
-	e.T.Helper()
-	o := &Operator{e: e, setup: setup}
+	}}
 	for _, opt := range opts {
 		opt(&o.opts)
 	}
 	e.driver = o
-	if err := o.start(); err != nil {
-		e.T.Fatal(err)
-	}
-	e.T.Cleanup(o.Stop)
 	return o
 }
 
 func (o *Operator) start() error {
 	o.mu.Lock()
 	l := &life{faults: o.faults, onCrash: o.crashed}
+	first := !o.started
+	o.started = true
 	o.mu.Unlock()
+	if first {
+		// After what the test and the machine function registered, so
+		// that the operator stops before what it talks to.
+		o.e.T.Cleanup(o.Stop)
+	}
 	opts := ctrl.Options{
 		Scheme:  o.e.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},

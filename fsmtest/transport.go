@@ -103,6 +103,27 @@ type faults struct {
 	watchLag      time.Duration // watch events reach the operator this late
 
 	n atomic.Int64 // writes so far
+
+	mu         sync.Mutex
+	conflicted map[string]bool // writes answered 409 last time
+}
+
+// mayConflict reports whether a write may be answered 409: not the same
+// write twice in a row, or a retry that makes the same writes in a cycle
+// of the conflicts' period would never get through.
+func (f *faults) mayConflict(verb string, k apiKey, sub string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := fmt.Sprint(verb, k, sub)
+	if f.conflicted[id] {
+		delete(f.conflicted, id)
+		return false
+	}
+	if f.conflicted == nil {
+		f.conflicted = map[string]bool{}
+	}
+	f.conflicted[id] = true
+	return true
 }
 
 var errCrashed = errors.New("fsmtest: the operator process crashed here (injected)")
@@ -136,7 +157,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		switch {
 		case k == f.failBefore:
 			return nil, fmt.Errorf("fsmtest: write %d (%s %s) failed before reaching the API server (injected)", k, verb, key.Name)
-		case f.conflictEvery > 0 && k >= f.conflictFrom && (k-f.conflictFrom)%f.conflictEvery == 0:
+		case f.conflictEvery > 0 && k >= f.conflictFrom && (k-f.conflictFrom)%f.conflictEvery == 0 && f.mayConflict(verb, key, sub):
 			return conflict(req, key), nil
 		}
 	}
