@@ -1,8 +1,11 @@
 package autoupdate_test
 
 import (
+	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,200 +13,78 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/autoupdate"
 	"github.com/kfsm/kfsm/examples/autoupdate/host"
 	versionpb "github.com/kfsm/kfsm/examples/autoupdate/proto"
 	"github.com/kfsm/kfsm/examples/autoupdate/v1alpha1"
 	"github.com/kfsm/kfsm/examples/autoupdate/versionserver"
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/internal/testenv"
-)
-
-var (
-	testCluster *cluster.Cluster
-	scheme      = runtime.NewScheme()
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/doccheck"
 )
 
 func TestMain(m *testing.M) {
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	testenv.Main(m, cluster.Options{CRDPaths: []string{"crd"}}, func(c *cluster.Cluster) { testCluster = c })
+	fsmtest.Main(m, fsmtest.Options{
+		CRDs:        []fs.FS{autoupdate.CRDs},
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		MinCoverage: 100,
+	})
 }
 
-// env is one test's world: a namespace, a real gRPC version server and an
-// instance host on loopback, and the operator, which can be restarted.
-type env struct {
-	t        *testing.T
-	c        client.Client
-	ns       string
-	versions *versionserver.Server
-	host     *host.Host
-	stop     func()
+// step is one step of the talk's story: what the version server does,
+// and what must hold once the operator has acted on it.
+type step struct {
+	name    string
+	publish *versionpb.Package
+	down    bool
+	version string
+	running []string
+	failed  []string
 }
 
-func start(t *testing.T) *env {
-	t.Helper()
-	c, err := client.New(testCluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := testenv.Namespace(t, c, "autoupdate")
-	versions, err := versionserver.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(versions.Stop)
-	h, err := host.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
-	e := &env{t: t, c: c, ns: ns, versions: versions, host: h}
-	e.startOperator()
-	return e
+// story is the talk's story, scripted step by step on a real gRPC server.
+var story = []step{
+	{name: "first install", publish: release("1.0.0", false), version: "1.0.0", running: []string{"1.0.0"}},
+	{name: "good upgrade", publish: release("1.1.0", false), version: "1.1.0", running: []string{"1.1.0"}},
+	{name: "bad upgrade", publish: release("1.2.0", true), version: "1.1.0", running: []string{"1.1.0"}, failed: []string{"1.2.0"}},
+	{name: "the bad version offered again", publish: release("1.2.0", true), version: "1.1.0", running: []string{"1.1.0"}, failed: []string{"1.2.0"}},
+	{name: "a later good version", publish: release("1.3.0", false), version: "1.3.0", running: []string{"1.3.0"}, failed: []string{"1.2.0"}},
+	{name: "server unavailable", down: true, version: "1.3.0", running: []string{"1.3.0"}, failed: []string{"1.2.0"}},
 }
 
-// startOperator runs the operator in a manager of its own.
-func (e *env) startOperator() {
-	e.t.Helper()
-	conn, err := grpc.NewClient(e.versions.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = conn.Close() })
-	op := &autoupdate.Operator{
-		Versions: versionpb.NewVersionServiceClient(conn),
-		Host:     &host.Client{URL: e.host.URL()},
-		Poll:     300 * time.Millisecond, HealthEvery: 100 * time.Millisecond, HealthTimeout: 500 * time.Millisecond,
-	}
-	e.stop = testenv.StartManager(e.t, testCluster.Config, scheme, e.ns, op.Machine().SetupWithManager)
-}
-
-// create creates the managed client "agent", on channel stable.
-func (e *env) create() {
-	e.t.Helper()
-	mc := &v1alpha1.ManagedClient{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: e.ns}, Spec: v1alpha1.ManagedClientSpec{Channel: "stable"}}
-	if err := e.c.Create(e.t.Context(), mc); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// agent reads the managed client "agent", the one every test manages.
-func (e *env) agent() *v1alpha1.ManagedClient {
-	e.t.Helper()
-	var mc v1alpha1.ManagedClient
-	if err := e.c.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: "agent"}, &mc); err != nil {
-		e.t.Fatal(err)
-	}
-	return &mc
-}
-
-func release(version string, broken bool) *versionpb.Package {
-	return &versionpb.Package{
-		Name: "agent", Version: version, ConfigYaml: "log: info\n",
-		Runtime: &versionpb.Runtime{StartupMillis: 200, Broken: broken},
-	}
-}
-
-// running is the versions of the instances the host runs.
-func (e *env) running() []string {
-	var out []string
-	for _, in := range e.host.Instances() {
-		out = append(out, in.Version)
-	}
-	return out
-}
-
-// settled reports whether the client "agent" runs version, at rest.
-func (e *env) settled(version string) func() bool {
-	return func() bool {
-		mc := e.agent()
-		return mc.Status.State == autoupdate.Processed && mc.Status.Version == version &&
-			meta.IsStatusConditionTrue(mc.Status.Conditions, fsm.ConditionReady)
-	}
-}
-
-// The talk's story, scripted step by step on a real gRPC server.
 func TestUpgradesFollowTheVersionServer(t *testing.T) {
-	e := start(t)
-	script := []struct {
-		name    string
-		publish *versionpb.Package
-		down    bool
-		// what must hold afterwards
-		version string
-		running []string
-		failed  []string
-	}{
-		{name: "first install", publish: release("1.0.0", false), version: "1.0.0", running: []string{"1.0.0"}},
-		{name: "good upgrade", publish: release("1.1.0", false), version: "1.1.0", running: []string{"1.1.0"}},
-		{name: "bad upgrade", publish: release("1.2.0", true), version: "1.1.0", running: []string{"1.1.0"}, failed: []string{"1.2.0"}},
-		{name: "the bad version offered again", publish: release("1.2.0", true), version: "1.1.0", running: []string{"1.1.0"}, failed: []string{"1.2.0"}},
-		{name: "a later good version", publish: release("1.3.0", false), version: "1.3.0", running: []string{"1.3.0"}, failed: []string{"1.2.0"}},
-		{name: "server unavailable", down: true, version: "1.3.0", running: []string{"1.3.0"}, failed: []string{"1.2.0"}},
-	}
-	for i, step := range script {
-		if step.publish != nil {
-			e.versions.Publish("stable", step.publish)
-		}
-		e.versions.SetAvailable(!step.down)
+	t.Parallel()
+	e := fsmtest.New(t)
+	w := worldOf(e)
+	fsmtest.Run(e, w.operator().Machine())
+	mc := agent()
+	for i, s := range story {
+		reached := w.play(e, s)
 		if i == 0 {
-			e.create()
+			e.Create(mc)
 		}
-		switch {
-		case step.down:
-			testenv.Poll(t, step.name, func() bool { return strings.Contains(e.agent().Status.ServerError, "down for maintenance") })
-		case len(step.failed) > 0 && step.version != step.publish.GetVersion():
-			// Refused: wait until the server was asked about it twice more.
-			asked := e.versions.Asked()
-			testenv.Poll(t, step.name, func() bool {
-				return e.versions.Asked() >= asked+2 && slices.Contains(e.agent().Status.FailedVersions, step.publish.GetVersion()) && e.settled(step.version)()
-			})
-		default:
-			testenv.Poll(t, step.name, e.settled(step.version))
-		}
-		mc := e.agent()
-		if diff := cmp.Diff(step.running, e.running()); diff != "" {
-			t.Errorf("%s: running instances (-want +got):\n%s", step.name, diff)
-		}
-		if diff := cmp.Diff(step.failed, mc.Status.FailedVersions); diff != "" {
-			t.Errorf("%s: failed versions (-want +got):\n%s", step.name, diff)
-		}
-		if len(mc.Status.Instances) != 1 || mc.Status.Instances[0].Phase != autoupdate.PhaseProcessed {
-			t.Fatalf("%s: status.instances = %+v, want the one processed instance", step.name, mc.Status.Instances)
-		}
-		// The instance that runs really serves.
-		hc := &host.Client{URL: e.host.URL()}
-		if health, err := hc.Check(t.Context(), mc.Status.Instances[0].Address, time.Second); health != host.Healthy {
-			t.Errorf("%s: the running instance answers %v (%v), want healthy", step.name, health, err)
+		e.Await(s.name, func() bool { return reached(mc) })
+		if why := w.holds(e, mc, s); why != "" {
+			t.Errorf("%s: %s", s.name, why)
 		}
 	}
 
 	// The broken build was started once, never again.
-	if n := e.host.Starts("agent-1-2-0"); n != 1 {
+	if n := w.host.Starts("agent-1-2-0"); n != 1 {
 		t.Errorf("the broken version was started %d times, want 1", n)
 	}
 	// The client kept running while the server was down, and says so.
-	mc := e.agent()
+	e.Get(mc)
 	if !meta.IsStatusConditionTrue(mc.Status.Conditions, fsm.ConditionReady) {
 		t.Error("a client whose version server is down is no longer Ready, although it runs")
 	}
-	testenv.Poll(t, "the warnings as events", func() bool {
-		var list eventsv1.EventList
-		if err := e.c.List(t.Context(), &list, client.InNamespace(e.ns)); err != nil {
-			return false
-		}
+	e.Await("the warnings as events", func() bool {
 		var reasons []string
-		for _, ev := range list.Items {
+		for _, ev := range e.Events(mc) {
 			if ev.Type == corev1.EventTypeWarning {
 				reasons = append(reasons, ev.Reason)
 			}
@@ -212,51 +93,280 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 	})
 }
 
-func TestRestartMidUpgradeCompletesIt(t *testing.T) {
-	e := start(t)
-	e.versions.Publish("stable", release("1.0.0", false))
-	e.create()
-	testenv.Poll(t, "the first install", e.settled("1.0.0"))
+// The story under every class of fault: the client reaches the same
+// status at every step as in a clean run, and the host runs the same
+// instances. Each run has a world of its own, which outlives the
+// operator's crashes; its instances listen on addresses of their own,
+// left out of the comparison. Bursts has no burst to make: the story's
+// changes are the version server's, and the client changes only when it
+// is created and deleted.
+func TestUpgradesSurviveFaults(t *testing.T) {
+	t.Parallel()
+	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient] {
+		return worldOf(e).operator().Machine()
+	}
+	fsmtest.Faults(t, machine, func(e *fsmtest.Env) {
+		w := worldOf(e)
+		mc := agent()
+		for i, s := range story {
+			reached := w.play(e, s)
+			if i == 0 {
+				e.Create(mc)
+			}
+			await(e, s.name, func() string {
+				if !reached(mc) {
+					return "not reached: " + where(mc)
+				}
+				return w.holds(e, mc, s)
+			})
+		}
+		e.Delete(mc)
+		e.AwaitGone(mc)
+		await(e, "no instance to outlive its client", func() string {
+			if got := w.running(); len(got) != 0 {
+				return fmt.Sprintf("instances %v still run", got)
+			}
+			return ""
+		})
+	}, fsmtest.Ignore("address"))
+}
 
-	// A release that takes two seconds to start: stop the operator while
-	// it is health-checking it.
+func TestRestartMidUpgradeCompletesIt(t *testing.T) {
+	t.Parallel()
+	e := fsmtest.New(t)
+	w := worldOf(e)
+	op := fsmtest.Run(e, w.operator().Machine())
+	w.versions.Publish("stable", release("1.0.0", false))
+	mc := agent()
+	e.Create(mc)
+	at(e, mc, "1.0.0")
+
+	// A release that takes two seconds to start: restart the operator
+	// while it is health-checking it.
 	slow := release("2.0.0", false)
 	slow.Runtime.StartupMillis = 2000
-	e.versions.Publish("stable", slow)
-	testenv.Poll(t, "the upgrade to start", func() bool { return e.agent().Status.State == autoupdate.Updating })
-	e.stop()
+	w.versions.Publish("stable", slow)
+	e.AwaitState(mc, autoupdate.Updating)
+	op.Restart()
 
-	e.startOperator()
-	testenv.Poll(t, "the upgrade to complete after the restart", e.settled("2.0.0"))
-	mc := e.agent()
+	at(e, mc, "2.0.0")
 	if len(mc.Status.FailedVersions) != 0 || mc.Status.HealthFailures != 0 {
 		t.Errorf("failed versions %v, health failures %d after the restart; want none", mc.Status.FailedVersions, mc.Status.HealthFailures)
 	}
-	if n := e.host.Starts("agent-2-0-0"); n != 1 {
+	if n := w.host.Starts("agent-2-0-0"); n != 1 {
 		t.Errorf("the new version was started %d times, want once: the restart found the running instance", n)
 	}
-	if diff := cmp.Diff([]string{"2.0.0"}, e.running()); diff != "" {
+	if diff := cmp.Diff([]string{"2.0.0"}, w.running()); diff != "" {
 		t.Errorf("running instances (-want +got):\n%s", diff)
 	}
 }
 
 func TestDeletingTheClientStopsItsInstances(t *testing.T) {
-	e := start(t)
-	e.versions.Publish("stable", release("1.0.0", false))
-	e.create()
-	testenv.Poll(t, "the first install", e.settled("1.0.0"))
-	if err := e.c.Delete(t.Context(), e.agent()); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Poll(t, "the client to be gone", func() bool {
-		err := e.c.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "agent"}, &v1alpha1.ManagedClient{})
-		return apierrors.IsNotFound(err)
-	})
-	if got := e.running(); len(got) != 0 {
+	t.Parallel()
+	e := fsmtest.New(t)
+	w := worldOf(e)
+	fsmtest.Run(e, w.operator().Machine())
+	w.versions.Publish("stable", release("1.0.0", false))
+	mc := agent()
+	e.Create(mc)
+	at(e, mc, "1.0.0")
+	e.Delete(mc)
+	e.AwaitGone(mc)
+	if got := w.running(); len(got) != 0 {
 		t.Errorf("instances %v outlived their client", got)
 	}
 }
 
+// A first release whose instance never gets healthy fails when Updating
+// times out, on the fake clock, and the client waits for another one.
+func TestAReleaseThatNeverStartsTimesOut(t *testing.T) {
+	t.Parallel()
+	e := fsmtest.New(t)
+	w := worldOf(e)
+	op := w.operator()
+	fsmtest.Run(e, op.Machine().WithClock(e.Clock))
+	hung := release("1.0.0", false)
+	hung.Runtime.StartupMillis = int32(time.Hour / time.Millisecond)
+	w.versions.Publish("stable", hung)
+	mc := agent()
+	e.Create(mc)
+	e.Await("the instance to be starting", func() bool {
+		return e.State(mc) == autoupdate.Updating && slices.Equal(w.running(), []string{"1.0.0"})
+	})
+
+	e.Clock.Step(op.UpdateTimeout)
+	e.AwaitState(mc, autoupdate.Start)
+	if diff := cmp.Diff([]string{"1.0.0"}, mc.Status.FailedVersions); diff != "" {
+		t.Errorf("failed versions (-want +got):\n%s", diff)
+	}
+	if mc.Status.Version != "" || mc.Status.Target != nil || len(mc.Status.Instances) != 0 {
+		t.Errorf("version %q, target %+v, instances %+v; want none", mc.Status.Version, mc.Status.Target, mc.Status.Instances)
+	}
+	if got := w.running(); len(got) != 0 {
+		t.Errorf("the timed-out instance still runs: %v", got)
+	}
+	want := []string{"Start→Updating", "Updating→Failed (timeout)", "Failed→Start"}
+	if diff := cmp.Diff(want, e.Transitions(mc)); diff != "" {
+		t.Errorf("transitions (-want +got):\n%s", diff)
+	}
+}
+
 func TestReadmeDiagramIsCurrent(t *testing.T) {
-	testenv.ReadmeHasDiagram(t, (&autoupdate.Operator{}).Machine().Graph().Mermaid())
+	doccheck.ReadmeHasDiagram(t, (&autoupdate.Operator{}).Machine().Graph().Mermaid())
+}
+
+// world is what the operator drives beside the API server: a real gRPC
+// version server and an instance host, on loopback. Each Env has one,
+// and it outlives the operator's restarts and crashes, as the real ones
+// would.
+type world struct {
+	versions *versionserver.Server
+	host     *host.Host
+	conn     *grpc.ClientConn
+}
+
+var worlds = struct {
+	sync.Mutex
+	byNamespace map[string]*world
+}{byNamespace: map[string]*world{}}
+
+// worldOf returns e's world, and starts it the first time, until e's
+// test ends.
+func worldOf(e *fsmtest.Env) *world {
+	worlds.Lock()
+	defer worlds.Unlock()
+	if w, ok := worlds.byNamespace[e.Namespace]; ok {
+		return w
+	}
+	versions, err := versionserver.Start("127.0.0.1:0")
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(versions.Stop)
+	h, err := host.Start("127.0.0.1:0")
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() { _ = h.Close() })
+	conn, err := grpc.NewClient(versions.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() { _ = conn.Close() })
+	w := &world{versions: versions, host: h, conn: conn}
+	worlds.byNamespace[e.Namespace] = w
+	e.T.Cleanup(func() {
+		worlds.Lock()
+		defer worlds.Unlock()
+		delete(worlds.byNamespace, e.Namespace)
+	})
+	return w
+}
+
+// operator is a new operator process's view of the world, with short
+// timings.
+func (w *world) operator() *autoupdate.Operator {
+	return &autoupdate.Operator{
+		Versions: versionpb.NewVersionServiceClient(w.conn),
+		Host:     &host.Client{URL: w.host.URL()},
+		Poll:     100 * time.Millisecond, HealthEvery: 50 * time.Millisecond, HealthTimeout: 500 * time.Millisecond,
+	}
+}
+
+// play makes the version server do what s says, and returns when the
+// operator has acted on it: the client has what s expects, at rest.
+func (w *world) play(e *fsmtest.Env, s step) func(*v1alpha1.ManagedClient) bool {
+	if s.publish != nil {
+		w.versions.Publish("stable", s.publish)
+	}
+	w.versions.SetAvailable(!s.down)
+	switch {
+	case s.down:
+		return func(mc *v1alpha1.ManagedClient) bool {
+			return e.Get(mc) && strings.Contains(mc.Status.ServerError, "down for maintenance")
+		}
+	case len(s.failed) > 0 && s.version != s.publish.GetVersion():
+		// Refused: wait until the server was asked about it twice more.
+		asked := w.versions.Asked()
+		return func(mc *v1alpha1.ManagedClient) bool {
+			return w.versions.Asked() >= asked+2 && e.Get(mc) && slices.Contains(mc.Status.FailedVersions, s.publish.GetVersion()) && settled(mc, s.version)
+		}
+	}
+	return func(mc *v1alpha1.ManagedClient) bool { return e.Get(mc) && settled(mc, s.version) }
+}
+
+// holds says how mc, read, and the host differ from what s expects, or
+// "" when they do not.
+func (w *world) holds(e *fsmtest.Env, mc *v1alpha1.ManagedClient, s step) string {
+	var why []string
+	if diff := cmp.Diff(s.running, w.running()); diff != "" {
+		why = append(why, fmt.Sprintf("running instances (-want +got):\n%s", diff))
+	}
+	if diff := cmp.Diff(s.failed, mc.Status.FailedVersions); diff != "" {
+		why = append(why, fmt.Sprintf("failed versions (-want +got):\n%s", diff))
+	}
+	if len(mc.Status.Instances) != 1 || mc.Status.Instances[0].Phase != autoupdate.PhaseProcessed {
+		return strings.Join(append(why, fmt.Sprintf("status.instances = %+v, want the one processed instance", mc.Status.Instances)), "; ")
+	}
+	// The instance that runs really serves.
+	hc := &host.Client{URL: w.host.URL()}
+	if health, err := hc.Check(e.T.Context(), mc.Status.Instances[0].Address, time.Second); health != host.Healthy {
+		why = append(why, fmt.Sprintf("the running instance answers %v (%v), want healthy", health, err))
+	}
+	return strings.Join(why, "; ")
+}
+
+// running is the versions of the instances the host runs.
+func (w *world) running() []string {
+	var out []string
+	for _, in := range w.host.Instances() {
+		out = append(out, in.Version)
+	}
+	return out
+}
+
+// agent is the managed client every test manages, on channel stable.
+func agent() *v1alpha1.ManagedClient {
+	return &v1alpha1.ManagedClient{ObjectMeta: metav1.ObjectMeta{Name: "agent"}, Spec: v1alpha1.ManagedClientSpec{Channel: "stable"}}
+}
+
+func release(version string, broken bool) *versionpb.Package {
+	return &versionpb.Package{
+		Name: "agent", Version: version, ConfigYaml: "log: info\n",
+		Runtime: &versionpb.Runtime{StartupMillis: 100, Broken: broken},
+	}
+}
+
+// settled reports whether mc runs version, at rest.
+func settled(mc *v1alpha1.ManagedClient, version string) bool {
+	return mc.Status.State == autoupdate.Processed && mc.Status.Version == version &&
+		meta.IsStatusConditionTrue(mc.Status.Conditions, fsm.ConditionReady)
+}
+
+// at awaits mc at rest on version, Ready for its spec; mc is read.
+func at(e *fsmtest.Env, mc *v1alpha1.ManagedClient, version string) {
+	e.T.Helper()
+	e.AwaitReady(mc)
+	e.Await(fmt.Sprintf("%s to run %s", mc.Name, version), func() bool { return e.Get(mc) && settled(mc, version) })
+}
+
+// await is Env.Await for a condition that says why it does not hold
+// yet: a failure shows the last reason.
+func await(e *fsmtest.Env, what string, why func() string) {
+	e.T.Helper()
+	last := ""
+	defer func() {
+		if e.T.Failed() && last != "" {
+			e.T.Logf("%s: at last, %s", what, last)
+		}
+	}()
+	e.Await(what, func() bool {
+		last = why()
+		return last == ""
+	})
+}
+
+// where says where mc is, for failure messages.
+func where(mc *v1alpha1.ManagedClient) string {
+	return fmt.Sprintf("state %s, version %q, failed %v, server error %q", mc.Status.State, mc.Status.Version, mc.Status.FailedVersions, mc.Status.ServerError)
 }

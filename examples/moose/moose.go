@@ -172,13 +172,22 @@ func (h *Herd) load(ctx context.Context, c client.Client) error {
 		return err
 	}
 	for _, m := range all.Items {
-		if !m.DeletionTimestamp.IsZero() {
+		if m.DeletionTimestamp.IsZero() {
+			h.members[client.ObjectKeyFromObject(&m)] = true
+		}
+	}
+	// A friend that is gone stays out, even if a moose's status still
+	// names it: the operator may have stopped between the friend's
+	// release and the status that forgets it.
+	for _, m := range all.Items {
+		key := client.ObjectKeyFromObject(&m)
+		if !h.members[key] {
 			continue
 		}
-		key := client.ObjectKeyFromObject(&m)
-		h.members[key] = true
 		for _, f := range m.Status.Friends {
-			h.befriend(key, client.ObjectKey{Namespace: key.Namespace, Name: f})
+			if friend := (client.ObjectKey{Namespace: key.Namespace, Name: f}); h.members[friend] {
+				h.befriend(key, friend)
+			}
 		}
 	}
 	h.loaded = true

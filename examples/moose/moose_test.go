@@ -2,7 +2,7 @@ package moose_test
 
 import (
 	"fmt"
-	"os/exec"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -11,190 +11,185 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
-	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/moose"
 	"github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/internal/testenv"
-)
-
-var (
-	testCluster *cluster.Cluster
-	scheme      = runtime.NewScheme()
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/doccheck"
 )
 
 func TestMain(m *testing.M) {
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	testenv.Main(m, cluster.Options{CRDPaths: []string{"crd"}}, func(c *cluster.Cluster) { testCluster = c })
+	fsmtest.Main(m, fsmtest.Options{
+		CRDs:        []fs.FS{moose.CRDs},
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		MinCoverage: 100,
+	})
 }
 
-// herd is a test's herd: a namespace, a fake clock, and the moose
-// machine run one reconcile at a time.
-type herd struct {
-	t     *testing.T
-	c     client.Client
-	ns    string
-	clock *clocktesting.FakeClock
-	r     reconcile.Reconciler
+// herd is the moose machine of one operator process, on e's clock: a new
+// Herd with nothing in memory, whose every look around makes a friend
+// with the given chance.
+func herd(e *fsmtest.Env, friendChance float64) *fsm.Machine[*v1alpha1.Moose] {
+	h := moose.NewHerd(1)
+	h.FriendChance = friendChance
+	return h.Machine().WithClock(e.Clock)
 }
 
-func newHerd(t *testing.T) *herd {
-	t.Helper()
-	c, err := client.New(testCluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &herd{t: t, c: c, ns: testenv.Namespace(t, c, "moose"), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	h.restart()
-	return h
+func newMoose(name string, weight int32) *v1alpha1.Moose {
+	return &v1alpha1.Moose{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.MooseSpec{Weight: weight}}
 }
 
-// restart replaces the operator: a new Herd with nothing in memory.
-func (h *herd) restart() {
-	animals := moose.NewHerd(1)
-	animals.FriendChance = 1 // every look around makes a friend, if there is a stranger
-	r, err := animals.Machine().WithClock(h.clock).Reconciler(h.c, &events.FakeRecorder{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.r = r
+// friends reads m and returns its friends.
+func friends(e *fsmtest.Env, m *v1alpha1.Moose) []string {
+	e.Get(m)
+	return m.Status.Friends
 }
 
-func (h *herd) add(name string, weight int32) error {
-	return h.c.Create(h.t.Context(), &v1alpha1.Moose{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, Spec: v1alpha1.MooseSpec{Weight: weight}})
-}
-
-func (h *herd) reconcile(name string) *v1alpha1.Moose {
-	h.t.Helper()
-	key := client.ObjectKey{Namespace: h.ns, Name: name}
-	if _, err := h.r.Reconcile(h.t.Context(), reconcile.Request{NamespacedName: key}); err != nil {
-		h.t.Fatal(err)
-	}
-	var m v1alpha1.Moose
-	if err := h.c.Get(h.t.Context(), key, &m); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
+// awaitFriends waits until every moose lists the others as its friends.
+func awaitFriends(e *fsmtest.Env, herd ...*v1alpha1.Moose) {
+	e.T.Helper()
+	e.Await("every moose to be friends with the others", func() bool {
+		for _, m := range herd {
+			var others []string
+			for _, o := range herd {
+				if o != m {
+					others = append(others, o.Name)
+				}
+			}
+			if !cmp.Equal(friends(e, m), others) {
+				return false
+			}
 		}
-		h.t.Fatal(err)
+		return true
+	})
+}
+
+// wakesIn is when the clock runs obj again, as its latest reconcile asked.
+func wakesIn(e *fsmtest.Env, m *v1alpha1.Moose) time.Duration {
+	walks := e.Walks(m)
+	if len(walks) == 0 {
+		return 0
 	}
-	return &m
+	return walks[len(walks)-1].RequeueAfter
+}
+
+// path lists the states m entered and when, from the clock's Epoch.
+func path(m *v1alpha1.Moose) []string {
+	var out []string
+	for _, tr := range m.Status.History {
+		out = append(out, fmt.Sprintf("%s at %v", tr.To, tr.Time.Sub(fsmtest.Epoch)))
+	}
+	return out
 }
 
 func TestMooseWalksItsCycleAndMakesFriends(t *testing.T) {
-	h := newHerd(t)
-	for name, weight := range map[string]int32{"mabel": 200, "milo": 600} {
-		if err := h.add(name, weight); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := fsmtest.New(t)
+	fsmtest.Run(e, herd(e, 1))
+	mabel, milo := newMoose("mabel", 200), newMoose("milo", 600)
+	e.Create(mabel)
+	e.Create(milo)
 
-	// The first reconcile tags the moose and sets it roaming; looking
-	// around, it meets the only other moose.
-	mabel := h.reconcile("mabel")
-	if mabel.Status.State != moose.Roaming || !cmp.Equal(mabel.Status.Friends, []string{"milo"}) {
-		t.Fatalf("mabel is %s with friends %v, want Roaming with milo", mabel.Status.State, mabel.Status.Friends)
-	}
-	milo := h.reconcile("milo")
-	if !cmp.Equal(milo.Status.Friends, []string{"mabel"}) {
-		t.Errorf("milo's friends are %v, want mabel: friendship goes both ways", milo.Status.Friends)
-	}
+	// Tagged, each roams and, looking around, meets the only other moose:
+	// the friendship shows on both sides.
+	e.AwaitState(mabel, moose.Roaming)
+	e.AwaitState(milo, moose.Roaming)
+	awaitFriends(e, mabel, milo)
 
-	// Milo (600 kg) roams for 10 s, then eats for 5 s and sleeps for 8 s.
+	// Milo (600 kg) roams for 10 s, looking around every 3 s, then eats
+	// for 5 s and sleeps for 8 s: the clock wakes him when a phase ends,
+	// and not before.
 	if got := moose.RoamFor(600); got != 10*time.Second {
 		t.Fatalf("RoamFor(600) = %v, want 10s", got)
 	}
-	step := func(d time.Duration, want fsm.State) {
-		t.Helper()
-		h.clock.Step(d)
-		if got := h.reconcile("milo").Status.State; got != want {
-			t.Fatalf("after %v milo is %s, want %s", d, got, want)
-		}
+	for _, phase := range []struct {
+		after   time.Duration
+		state   fsm.State
+		wakesIn time.Duration
+	}{
+		{9 * time.Second, moose.Roaming, time.Second},
+		{time.Second, moose.Eating, 5 * time.Second},
+		{5 * time.Second, moose.Sleeping, 8 * time.Second},
+		{8 * time.Second, moose.Roaming, 3 * time.Second},
+	} {
+		e.Clock.Step(phase.after)
+		e.Await(fmt.Sprintf("milo to be %s, woken again in %v", phase.state, phase.wakesIn), func() bool {
+			return e.State(milo) == phase.state && wakesIn(e, milo) == phase.wakesIn
+		})
 	}
-	step(9*time.Second, moose.Roaming)
-	step(time.Second, moose.Eating)
-	step(4*time.Second, moose.Eating)
-	step(time.Second, moose.Sleeping)
-	step(8*time.Second, moose.Roaming)
-	milo = h.reconcile("milo")
-	var path []fsm.State
-	for _, tr := range milo.Status.History {
-		path = append(path, tr.To)
-	}
-	if diff := cmp.Diff([]fsm.State{moose.Tagged, moose.Roaming, moose.Eating, moose.Sleeping, moose.Roaming}, path); diff != "" {
+	want := []string{"Tagged at 0s", "Roaming at 0s", "Eating at 10s", "Sleeping at 15s", "Roaming at 23s"}
+	if diff := cmp.Diff(want, path(milo)); diff != "" {
 		t.Errorf("milo's path (-want +got):\n%s", diff)
 	}
 	if milo.Status.Meals != 1 {
 		t.Errorf("milo ate %d times, want 1", milo.Status.Meals)
 	}
 
-	// Mabel (200 kg, 30 s) is still roaming: lighter moose get hungry later.
-	if got := h.reconcile("mabel").Status.State; got != moose.Roaming {
-		t.Errorf("mabel is %s after 23 s, want Roaming", got)
+	// Mabel (200 kg) roams for 30 s: lighter moose get hungry later.
+	e.Clock.Step(7 * time.Second)
+	e.AwaitState(mabel, moose.Eating)
+	want = []string{"Tagged at 0s", "Roaming at 0s", "Eating at 30s"}
+	if diff := cmp.Diff(want, path(mabel)); diff != "" {
+		t.Errorf("mabel's path (-want +got):\n%s", diff)
 	}
 }
 
 func TestReleasedMooseVanishesAndIsForgotten(t *testing.T) {
-	h := newHerd(t)
-	for _, name := range []string{"mabel", "milo"} {
-		if err := h.add(name, 300); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.reconcile("mabel")
-	h.reconcile("milo")
-	// The operator restarts: friendships come back from the cluster.
-	h.restart()
-	if got := h.reconcile("milo").Status.Friends; !cmp.Equal(got, []string{"mabel"}) {
+	e := fsmtest.New(t)
+	chance := 1.0
+	op := fsmtest.RunFunc(e, func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Moose] { return herd(e, chance) })
+	mabel, milo := newMoose("mabel", 300), newMoose("milo", 300)
+	e.Create(mabel)
+	e.Create(milo)
+	awaitFriends(e, mabel, milo)
+
+	// A new operator process, with a new herd that makes no friends by
+	// chance: the friendship can only come back from the moose's status.
+	chance = 0
+	seen := e.Runs(milo, moose.Roaming)
+	op.Restart()
+	e.Await("the new operator to look at milo", func() bool { return e.Runs(milo, moose.Roaming) > seen })
+	if got := friends(e, milo); !cmp.Equal(got, []string{"mabel"}) {
 		t.Fatalf("after a restart milo's friends are %v, want mabel", got)
 	}
 
-	var milo v1alpha1.Moose
-	if err := h.c.Get(t.Context(), client.ObjectKey{Namespace: h.ns, Name: "milo"}, &milo); err != nil {
-		t.Fatal(err)
+	e.Delete(milo)
+	e.AwaitGone(milo)
+	if got := e.Transitions(milo); got[len(got)-1] != "delete→Released" {
+		t.Errorf("milo's transitions %v end without his release", got)
 	}
-	if err := h.c.Delete(t.Context(), &milo); err != nil {
-		t.Fatal(err)
-	}
-	if got := h.reconcile("milo"); got != nil {
-		t.Fatalf("milo is still there after its release: %s, finalizers %v", got.Status.State, got.Finalizers)
-	}
-	if got := h.reconcile("mabel").Status.Friends; len(got) != 0 {
-		t.Errorf("mabel still counts %v among her friends", got)
-	}
+	e.Await("mabel to forget milo", func() bool { return len(friends(e, mabel)) == 0 })
 }
 
 func TestMooseNamesMustStartWithM(t *testing.T) {
-	h := newHerd(t)
-	err := h.add("george", 400)
+	e := fsmtest.New(t)
+	create := func(m *v1alpha1.Moose) error {
+		m.Namespace = e.Namespace
+		return e.Client.Create(t.Context(), m)
+	}
+	err := create(newMoose("george", 400))
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `a moose's name must start with "m"`) {
 		t.Errorf("creating george = %v, want refused because the name does not start with m", err)
 	}
 	for _, w := range []int32{0, 1001} {
-		if err := h.add(fmt.Sprintf("moose-%d", w), w); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.weight") {
+		if err := create(newMoose(fmt.Sprintf("moose-%d", w), w)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.weight") {
 			t.Errorf("a moose of %d kg = %v, want refused naming spec.weight", w, err)
 		}
 	}
 }
 
 func TestKubectlShowsThePrinterColumns(t *testing.T) {
-	h := newHerd(t)
-	if err := h.add("mabel", 300); err != nil {
+	e := fsmtest.New(t)
+	fsmtest.Run(e, herd(e, 1))
+	mabel := newMoose("mabel", 300)
+	e.Create(mabel)
+	e.AwaitState(mabel, moose.Roaming)
+
+	out, err := e.Kubectl("get", "moose")
+	if err != nil {
 		t.Fatal(err)
 	}
-	h.reconcile("mabel")
-	out, err := exec.CommandContext(t.Context(), testCluster.Assets.Kubectl(), "--kubeconfig", testCluster.Kubeconfig,
-		"get", "moose", "-n", h.ns).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl get moose: %v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if got := strings.Fields(lines[0]); !cmp.Equal(got, []string{"NAME", "STATE", "READY", "FRIENDS", "AGE"}) {
 		t.Errorf("columns %v, want NAME STATE READY FRIENDS AGE", got)
 	}
@@ -203,6 +198,29 @@ func TestKubectlShowsThePrinterColumns(t *testing.T) {
 	}
 }
 
+// A moose's life under every fault that fsmtest injects: milo, who makes
+// friends with mabel, is fed twice (heavier, he gets hungry sooner),
+// roams, eats, sleeps and is released, and mabel forgets him.
+func TestMooseSurvivesFaults(t *testing.T) {
+	fsmtest.Faults(t, func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Moose] { return herd(e, 1) }, func(e *fsmtest.Env) {
+		mabel, milo := newMoose("mabel", 200), newMoose("milo", 200)
+		e.Create(mabel)
+		e.Create(milo)
+		awaitFriends(e, mabel, milo)
+		for _, weight := range []int32{300, 600} {
+			e.Update(milo, func() { milo.Spec.Weight = weight })
+			e.AwaitCondition(milo, fsm.ConditionReconciling, metav1.ConditionTrue)
+		}
+		e.Clock.Step(10 * time.Second)
+		e.AwaitState(milo, moose.Eating)
+		e.Clock.Step(5 * time.Second)
+		e.AwaitState(milo, moose.Sleeping)
+		e.Delete(milo)
+		e.AwaitGone(milo)
+		e.Await("mabel to forget milo", func() bool { return len(friends(e, mabel)) == 0 })
+	})
+}
+
 func TestReadmeDiagramIsCurrent(t *testing.T) {
-	testenv.ReadmeHasDiagram(t, moose.NewHerd(1).Machine().Graph().Mermaid())
+	doccheck.ReadmeHasDiagram(t, moose.NewHerd(1).Machine().Graph().Mermaid())
 }

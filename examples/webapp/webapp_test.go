@@ -1,208 +1,221 @@
 package webapp_test
 
 import (
-	"os/exec"
+	"io/fs"
+	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/webapp"
 	"github.com/kfsm/kfsm/examples/webapp/dns"
 	"github.com/kfsm/kfsm/examples/webapp/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/internal/testenv"
-)
-
-var (
-	testCluster *cluster.Cluster
-	scheme      = runtime.NewScheme()
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/doccheck"
 )
 
 func TestMain(m *testing.M) {
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	// The workloads tier makes Deployments Available for real.
-	testenv.Main(m, cluster.Options{CRDPaths: []string{"crd"}, Workloads: true}, func(c *cluster.Cluster) { testCluster = c })
+	fsmtest.Main(m, fsmtest.Options{
+		CRDs:        []fs.FS{webapp.CRDs},
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		// The workloads tier makes Deployments Available for real.
+		Workloads:   true,
+		MinCoverage: 100,
+	})
 }
 
-// env runs the web app operator against the test cluster, in a namespace
-// of its own, with a DNS registry on loopback.
-type env struct {
-	t        *testing.T
-	c        client.Client
-	ns       string
-	registry *dns.Registry
+// registries holds each test's DNS registry. It stands outside the
+// operator, as a DNS provider would, so it outlives the operator's
+// crashes: one per Env, not one per operator process.
+var registries struct {
+	sync.Mutex
+	of map[*fsmtest.Env]*dns.Registry
 }
 
-func start(t *testing.T) *env {
-	t.Helper()
-	c, err := client.New(testCluster.Config, client.Options{Scheme: scheme})
+// registry returns e's DNS registry, started on first use.
+func registry(e *fsmtest.Env) *dns.Registry {
+	registries.Lock()
+	defer registries.Unlock()
+	if r, ok := registries.of[e]; ok {
+		return r
+	}
+	r, err := dns.Start("127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	ns := testenv.Namespace(t, c, "webapp")
-	registry, err := dns.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if registries.of == nil {
+		registries.of = map[*fsmtest.Env]*dns.Registry{}
 	}
-	t.Cleanup(func() { _ = registry.Close() })
-
-	op := &webapp.Operator{DNS: &dns.Client{URL: registry.URL()}}
-	testenv.StartManager(t, testCluster.Config, scheme, ns, op.Machine().SetupWithManager)
-	return &env{t: t, c: c, ns: ns, registry: registry}
+	registries.of[e] = r
+	e.T.Cleanup(func() {
+		registries.Lock()
+		delete(registries.of, e)
+		registries.Unlock()
+		_ = r.Close()
+	})
+	return r
 }
 
-func (e *env) key(name string) client.ObjectKey { return client.ObjectKey{Namespace: e.ns, Name: name} }
-
-func (e *env) app(name string) *v1alpha1.WebApp {
-	e.t.Helper()
-	var a v1alpha1.WebApp
-	if err := e.c.Get(e.t.Context(), e.key(name), &a); err != nil {
-		e.t.Fatal(err)
-	}
-	return &a
+// operator is the web app machine of one operator process, calling e's
+// DNS registry.
+func operator(e *fsmtest.Env) *fsm.Machine[*v1alpha1.WebApp] {
+	op := &webapp.Operator{DNS: &dns.Client{URL: registry(e).URL()}}
+	return op.Machine()
 }
 
-func (e *env) exists(obj client.Object, name string) bool {
-	e.t.Helper()
-	err := e.c.Get(e.t.Context(), e.key(name), obj)
-	if err != nil && !apierrors.IsNotFound(err) {
-		e.t.Fatal(err)
-	}
-	return err == nil
-}
-
-func (e *env) change(name string, f func(*v1alpha1.WebAppSpec)) {
-	e.t.Helper()
-	a := e.app(name)
-	f(&a.Spec)
-	if err := e.c.Update(e.t.Context(), a); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-func (e *env) ready(name string) bool {
-	a := e.app(name)
-	c := meta.FindStatusCondition(a.Status.Conditions, fsm.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == a.Generation
-}
-
-func TestWebAppLifecycle(t *testing.T) {
-	e := start(t)
-	app := &v1alpha1.WebApp{
-		ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: e.ns},
+func shop() *v1alpha1.WebApp {
+	return &v1alpha1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop"},
 		Spec: v1alpha1.WebAppSpec{
 			Image: "registry.example/shop:1.0", Replicas: 2, Expose: true,
 			Config: map[string]string{"GREETING": "hello"}, DNSName: "shop.example.com",
 		},
 	}
-	if err := e.c.Create(t.Context(), app); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	// kubectl wait returns once the app is Ready.
-	out, err := exec.CommandContext(t.Context(), testCluster.Assets.Kubectl(), "--kubeconfig", testCluster.Kubeconfig,
-		"-n", e.ns, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=2m").CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl wait: %v\n%s", err, out)
+// record is where e's registry points name, or "".
+func record(e *fsmtest.Env, name string) string { return registry(e).Records()[name] }
+
+func TestWebAppLifecycle(t *testing.T) {
+	e := fsmtest.New(t)
+	fsmtest.Run(e, operator(e))
+	app := shop()
+	e.Create(app)
+
+	// Ready, as kubectl wait --for=condition=Ready sees it, and Current
+	// for kstatus.
+	e.AwaitReady(app)
+	if app.Status.State != webapp.Serving || app.Status.AvailableReplicas != 2 {
+		t.Errorf("state %s with %d available, want Serving with 2", app.Status.State, app.Status.AvailableReplicas)
 	}
-	a := e.app("shop")
-	if a.Status.State != webapp.Serving || a.Status.AvailableReplicas != 2 {
-		t.Errorf("state %s with %d available, want Serving with 2", a.Status.State, a.Status.AvailableReplicas)
+	children := []fsmtest.Child{
+		{Kind: "ConfigMap", Namespace: e.Namespace, Name: "shop-config"},
+		{Kind: "Deployment", Namespace: e.Namespace, Name: "shop"},
+		{Kind: "Service", Namespace: e.Namespace, Name: "shop"},
 	}
-	var d appsv1.Deployment
-	if !e.exists(&d, "shop") || !e.exists(&corev1.ConfigMap{}, "shop-config") || !e.exists(&corev1.Service{}, "shop") {
-		t.Fatal("the Deployment, ConfigMap and Service are not all there")
+	if diff := cmp.Diff(children, e.Children(app)); diff != "" {
+		t.Fatalf("children (-want +got):\n%s", diff)
 	}
-	if d.Status.AvailableReplicas != 2 {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
+	if e.Get(d); d.Status.AvailableReplicas != 2 {
 		t.Errorf("the Deployment has %d available replicas, want 2 (run by the workloads tier)", d.Status.AvailableReplicas)
 	}
-	if got := e.registry.Records()["shop.example.com"]; got != "shop."+e.ns+".svc.cluster.local" {
+	if got := record(e, "shop.example.com"); got != "shop."+e.Namespace+".svc.cluster.local" {
 		t.Errorf("the DNS record points at %q", got)
 	}
 
-	// Un-exposed: the Service is pruned; exposed again: it is back.
-	e.change("shop", func(s *v1alpha1.WebAppSpec) { s.Expose = false })
-	testenv.Poll(t, "the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "shop") && e.ready("shop") })
-	if !e.exists(&appsv1.Deployment{}, "shop") {
-		t.Fatal("un-exposing removed the Deployment")
+	// Un-exposed: the Service is pruned once the pass is Ready, and the
+	// rest stays; exposed again: it is back.
+	e.Update(app, func() { app.Spec.Expose = false })
+	e.AwaitReady(app)
+	if diff := cmp.Diff(children[:2], e.Children(app)); diff != "" {
+		t.Fatalf("children once un-exposed (-want +got):\n%s", diff)
 	}
-	e.change("shop", func(s *v1alpha1.WebAppSpec) { s.Expose = true })
-	testenv.Poll(t, "the Service to come back", func() bool { return e.exists(&corev1.Service{}, "shop") && e.ready("shop") })
+	e.Update(app, func() { app.Spec.Expose = true })
+	e.AwaitReady(app)
+	if diff := cmp.Diff(children, e.Children(app)); diff != "" {
+		t.Fatalf("children once exposed again (-want +got):\n%s", diff)
+	}
 
 	// Deleted: the DNS record goes, then the finalizer, then the app.
-	if err := e.c.Delete(t.Context(), e.app("shop")); err != nil {
-		t.Fatal(err)
+	e.Delete(app)
+	e.AwaitGone(app)
+	if got := e.Transitions(app); got[len(got)-1] != "delete→Deregistered" {
+		t.Errorf("the app's transitions %v end without its deregistration", got)
 	}
-	testenv.Poll(t, "the app to be gone", func() bool { return !e.exists(&v1alpha1.WebApp{}, "shop") })
-	if _, ok := e.registry.Records()["shop.example.com"]; ok {
-		t.Error("the DNS record outlived the app")
+	if got := record(e, "shop.example.com"); got != "" {
+		t.Errorf("the DNS record outlived the app, pointing at %q", got)
 	}
 }
 
 func TestDeletionWaitsForTheDNSRegistry(t *testing.T) {
-	e := start(t)
+	e := fsmtest.New(t)
+	fsmtest.Run(e, operator(e).WithClock(e.Clock))
 	app := &v1alpha1.WebApp{
-		ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "blog"},
 		Spec:       v1alpha1.WebAppSpec{Image: "registry.example/blog:2", Replicas: 1, DNSName: "blog.example.com"},
 	}
-	if err := e.c.Create(t.Context(), app); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Poll(t, "the app to be Ready", func() bool { return e.ready("blog") })
+	e.Create(app)
+	e.AwaitReady(app)
 
-	if err := e.registry.Close(); err != nil {
+	if err := registry(e).Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.Delete(t.Context(), e.app("blog")); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Poll(t, "the deregistration to fail", func() bool {
-		c := meta.FindStatusCondition(e.app("blog").Status.Conditions, string(webapp.Deregistered))
+	e.Delete(app)
+	e.Await("the deregistration to fail", func() bool {
+		e.Get(app)
+		c := meta.FindStatusCondition(app.Status.Conditions, string(webapp.Deregistered))
 		return c != nil && c.Reason == fsm.ReasonHandlerFailed
 	})
-	if a := e.app("blog"); len(a.Finalizers) == 0 {
+	if len(app.Finalizers) == 0 {
 		t.Fatal("the finalizer went while the DNS record could not be removed")
 	}
-	if _, ok := e.registry.Records()["blog.example.com"]; !ok {
+	if record(e, "blog.example.com") == "" {
 		t.Fatal("the record is gone although the registry was down")
 	}
+	if app.Status.RetryAt == nil {
+		t.Fatal("no retry is planned")
+	}
 
-	if err := e.registry.Restart(); err != nil {
+	// The registry is back: the retry, when the clock reaches it, removes
+	// the record, and the app goes.
+	if err := registry(e).Restart(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the app to be gone once the registry is back", func() bool { return !e.exists(&v1alpha1.WebApp{}, "blog") })
-	if _, ok := e.registry.Records()["blog.example.com"]; ok {
-		t.Error("the DNS record outlived the app")
+	e.Clock.Step(app.Status.RetryAt.Sub(e.Clock.Now()))
+	e.AwaitGone(app)
+	if got := record(e, "blog.example.com"); got != "" {
+		t.Errorf("the DNS record outlived the app, pointing at %q", got)
 	}
 }
 
 func TestInvalidConfigStopsTheApp(t *testing.T) {
-	e := start(t)
+	e := fsmtest.New(t)
+	fsmtest.Run(e, operator(e))
 	app := &v1alpha1.WebApp{
-		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "bad"},
 		Spec:       v1alpha1.WebAppSpec{Image: "x", Config: map[string]string{"not valid": "1"}},
 	}
-	if err := e.c.Create(t.Context(), app); err != nil {
-		t.Fatal(err)
+	e.Create(app)
+	e.AwaitCondition(app, fsm.ConditionStalled, metav1.ConditionTrue)
+	if c := meta.FindStatusCondition(app.Status.Conditions, fsm.ConditionStalled); c.Reason != "InvalidConfig" {
+		t.Errorf("the app stalled for %s (%s), want InvalidConfig", c.Reason, c.Message)
 	}
-	testenv.Poll(t, "the app to stall", func() bool {
-		c := meta.FindStatusCondition(e.app("bad").Status.Conditions, fsm.ConditionStalled)
-		return c != nil && c.Reason == "InvalidConfig"
-	})
-	if e.exists(&corev1.ConfigMap{}, "bad-config") {
+	if got := e.Children(app); len(got) != 0 {
+		t.Errorf("a stopped app applied %v", got)
+	}
+	if e.Get(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bad-config"}}) {
 		t.Error("a stopped app applied its ConfigMap")
 	}
 }
 
+// A web app's life under every fault that fsmtest injects: created,
+// un-exposed, reconfigured and deleted, its DNS record following it.
+// The history is left out: whether a pass rests at Available before
+// Serving depends on how soon the Deployment is Available, in any run.
+func TestWebAppSurvivesFaults(t *testing.T) {
+	fsmtest.Faults(t, operator, func(e *fsmtest.Env) {
+		app := shop()
+		e.Create(app)
+		e.AwaitReady(app)
+		target := "shop." + e.Namespace + ".svc.cluster.local"
+		e.Await("the DNS record", func() bool { return record(e, "shop.example.com") == target })
+		e.Update(app, func() { app.Spec.Expose = false })
+		e.AwaitReady(app)
+		e.Update(app, func() { app.Spec.Config["GREETING"] = "hi" })
+		e.AwaitReady(app)
+		e.Delete(app)
+		e.AwaitGone(app)
+		e.Await("the DNS record to go", func() bool { return record(e, "shop.example.com") == "" })
+	}, fsmtest.Ignore("history"))
+}
+
 func TestReadmeDiagramIsCurrent(t *testing.T) {
-	testenv.ReadmeHasDiagram(t, (&webapp.Operator{}).Machine().Graph().Mermaid())
+	doccheck.ReadmeHasDiagram(t, (&webapp.Operator{}).Machine().Graph().Mermaid())
 }
