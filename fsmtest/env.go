@@ -37,7 +37,7 @@ type Env struct {
 	Namespace string
 	// Client reads and writes as the test, directly on the API server.
 	// Its writes are not counted as the operator's.
-	Client client.Client
+	Client client.WithWatch
 	// Scheme has client-go's types and those of Options.AddToScheme.
 	Scheme *runtime.Scheme
 	// Clock is a fake clock at Epoch. Give it to a machine with
@@ -64,7 +64,9 @@ func New(t testing.TB) *Env {
 	if pkg.cluster == nil {
 		t.Fatal("fsmtest: no cluster: the package's TestMain must call fsmtest.Main")
 	}
-	c, err := client.New(pkg.cluster.Config, client.Options{Scheme: pkg.scheme})
+	cfg := rest.CopyConfig(pkg.cluster.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // Await polls; client-side throttling would slow every read
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: pkg.scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,15 +103,18 @@ func (e *Env) Kubectl(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// Config is the cluster's rest.Config.
-func (e *Env) Config() *rest.Config { return rest.CopyConfig(pkg.cluster.Config) }
+// Config is the cluster's rest.Config, without client-side throttling.
+func (e *Env) Config() *rest.Config {
+	cfg := rest.CopyConfig(pkg.cluster.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
 
 // operatorConfig is the configuration of the operator's clients: the API
 // server through a transport that counts the operator's writes and
 // injects faults.
 func (e *Env) operatorConfig(l *life) *rest.Config {
 	cfg := e.Config()
-	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling in tests
 	cfg.Wrap(func(rt httpRoundTripper) httpRoundTripper { return &transport{next: rt, api: e.api, life: l} })
 	return cfg
 }

@@ -38,14 +38,28 @@ type Operator struct {
 type RunOption func(*runOptions)
 
 type runOptions struct {
-	also    []func(manager.Manager) error
-	manager []func(*ctrl.Options)
+	also     []func(manager.Manager) error
+	machines []func(*Env) func(manager.Manager) error
+	manager  []func(*ctrl.Options)
 }
 
 // With registers more with the operator's manager: another machine's
 // SetupWithManager, a runnable, a webhook.
 func With(setup func(manager.Manager) error) RunOption {
 	return func(o *runOptions) { o.also = append(o.also, setup) }
+}
+
+// WithMachine runs another machine in the same manager, observed like the
+// first: its walks, its edge coverage, its children.
+func WithMachine[T fsm.Object](m *fsm.Machine[T]) RunOption {
+	return func(o *runOptions) {
+		o.machines = append(o.machines, func(e *Env) func(manager.Manager) error {
+			observe(m)
+			e.watchKind(newObject[T](), m.OwnedTypes())
+			e.noteResource(m.Name(), newObject[T]())
+			return m.SetupWithManager
+		})
+	}
 }
 
 // WithManagerOptions changes the manager's options before it is made, for
@@ -116,7 +130,11 @@ func (o *Operator) start() error {
 	if err != nil {
 		return fmt.Errorf("fsmtest: making the manager: %w", err)
 	}
-	for _, s := range append(o.setup(), o.opts.also...) {
+	setups := append(o.setup(), o.opts.also...)
+	for _, m := range o.opts.machines {
+		setups = append(setups, m(o.e))
+	}
+	for _, s := range setups {
 		if err := s(mgr); err != nil {
 			return fmt.Errorf("fsmtest: setting up the manager: %w", err)
 		}

@@ -315,7 +315,7 @@ func (p *Profile) Covered(machine string) (taken, total int) {
 	return len(m.edges) - len(m.untaken()), len(m.edges)
 }
 
-// Summary is one line per machine, sorted by name, saying how many edges
+// Summary is one line per machine that has edges, sorted by name, saying how many edges
 // were covered and which were never taken:
 //
 //	machine moose: 7/9 edges covered; never taken: Roaming→Lost (timeout), on delete→Releasing
@@ -327,6 +327,9 @@ func (p *Profile) Summary() string {
 	var b strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(p.machines)) {
 		m := p.machines[name]
+		if len(m.edges) == 0 {
+			continue // a machine of one state: nothing to take
+		}
 		never := m.untaken()
 		fmt.Fprintf(&b, "machine %s: %d/%d edges covered", name, len(m.edges)-len(never), len(m.edges))
 		if len(never) > 0 {
