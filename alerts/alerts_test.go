@@ -23,33 +23,22 @@ import (
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kfsm/kfsm/alerts"
-	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/internal/testenv"
-)
-
-var (
-	testCluster *cluster.Cluster
-	scheme      = runtime.NewScheme()
 )
 
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			panic(err)
-		}
-	}
-	opts := cluster.Options{CRDPaths: []string{filepath.Join("..", "internal", "testapi", "crd")}}
-	testenv.Main(m, opts, func(c *cluster.Cluster) { testCluster = c })
+	fsmtest.Main(m, fsmtest.Options{
+		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd")},
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+	})
 }
 
 // The rule groups of the PrometheusRule, as a rule file for promtool.
@@ -127,22 +116,12 @@ func TestRulesAreValid(t *testing.T) {
 // and a healthy machine raises none.
 func TestRulesFireOnAFailingMachine(t *testing.T) {
 	spec, rulesPath := rules(t)
-	c, err := client.New(testCluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := testenv.Namespace(t, c, "alerts")
-	testenv.StartManager(t, testCluster.Config, scheme, ns, failing().SetupWithManager, healthy().SetupWithManager)
+	e := fsmtest.New(t)
+	fsmtest.Run(e, failing(), fsmtest.WithMachine(healthy()))
 	for _, mode := range []string{"stalls", "fails", "backup", "stuck", "too-large"} {
-		g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: mode, Namespace: ns}, Spec: v1alpha1.GadgetSpec{Mode: mode}}
-		if err := c.Create(t.Context(), g); err != nil {
-			t.Fatal(err)
-		}
+		e.Create(&v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: mode}, Spec: v1alpha1.GadgetSpec{Mode: mode}})
 	}
-	door := &v1alpha1.Door{ObjectMeta: metav1.ObjectMeta{Name: "front", Namespace: ns}}
-	if err := c.Create(t.Context(), door); err != nil {
-		t.Fatal(err)
-	}
+	e.Create(&v1alpha1.Door{ObjectMeta: metav1.ObjectMeta{Name: "front"}})
 
 	scrapes := scrape(t, 45, time.Second)
 	last := len(scrapes) - 1

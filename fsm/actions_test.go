@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 // backupMachine runs action as an asynchronous "backup" in state Backup,
@@ -61,11 +61,10 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 		return nil
 	}).Workers(1)
 	completed := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"})
-	stop := startManager(t, e, m)
-	defer stop()
+	fsmtest.Run(e.fe, m)
 
 	e.gadget("slow", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the slow backup to start", func() bool {
+	e.fe.Await("the slow backup to start", func() bool {
 		c := condition(e.get("slow"), fsm.ConditionReady)
 		return c != nil && c.Reason == "BackingUp"
 	})
@@ -73,9 +72,9 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 		t.Errorf("while the backup runs, kfsm_actions_running = %v, want 1", got)
 	}
 	e.gadget("quick", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the quick gadget to finish while the slow backup runs on the one worker", func() bool { return ready(e, "quick") })
+	e.fe.Await("the quick gadget to finish while the slow backup runs on the one worker", func() bool { return ready(e, "quick") })
 	close(release)
-	testenv.Poll(t, "the slow gadget to finish", func() bool { return ready(e, "slow") })
+	e.fe.Await("the slow gadget to finish", func() bool { return ready(e, "slow") })
 	if !finished.Load() {
 		t.Fatal("the slow gadget finished without its backup")
 	}
@@ -103,11 +102,10 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 	failedLabels := map[string]string{"machine": "actions-fail", "action": "backup"}
 	errorLabels := map[string]string{"machine": "actions-fail", "state": "Backup"}
 	failed, errs := metricValue(t, "kfsm_actions_failed_total", failedLabels), metricValue(t, "kfsm_handler_errors_total", errorLabels)
-	stop := startManager(t, e, m)
-	defer stop()
+	fsmtest.Run(e.fe, m)
 
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the retried backup to succeed", func() bool { return ready(e, "g") })
+	e.fe.Await("the retried backup to succeed", func() bool { return ready(e, "g") })
 	if runs.Load() != 2 {
 		t.Errorf("the backup ran %d times, want 2: once failing, once retried", runs.Load())
 	}
@@ -122,10 +120,9 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 func TestFailedActionErrorReachesTheCondition(t *testing.T) {
 	e := newEnv(t)
 	m := backupMachine("actions-error", func(context.Context, string) error { return errors.New("disk full") })
-	stop := startManager(t, e, m)
-	defer stop()
+	fsmtest.Run(e.fe, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the failure in the Ready condition", func() bool {
+	e.fe.Await("the failure in the Ready condition", func() bool {
 		c := condition(e.get("g"), fsm.ConditionReady)
 		return c != nil && c.Reason == fsm.ReasonHandlerFailed && strings.Contains(c.Message, "disk full")
 	})
@@ -139,10 +136,9 @@ func TestDeletionCancelsActions(t *testing.T) {
 		cancelled <- ctx.Err()
 		return ctx.Err()
 	})
-	stop := startManager(t, e, m)
-	defer stop()
+	fsmtest.Run(e.fe, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the backup to start", func() bool {
+	e.fe.Await("the backup to start", func() bool {
 		c := condition(e.get("g"), fsm.ConditionReady)
 		return c != nil && c.Reason == "BackingUp"
 	})
@@ -157,7 +153,7 @@ func TestDeletionCancelsActions(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("deleting the object did not cancel its action")
 	}
-	testenv.Poll(t, "the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
+	e.fe.Await("the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
 }
 
 func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
@@ -172,17 +168,16 @@ func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
 			return nil
 		})
 	}
-	stop := startManager(t, e, machine())
+	op := fsmtest.Run(e.fe, machine())
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the backup to start", func() bool { return starts.Load() == 1 })
-	stop()
+	e.fe.Await("the backup to start", func() bool { return starts.Load() == 1 })
+	op.Stop()
 	if ready(e, "g") {
 		t.Fatal("the gadget finished although its backup was cut short")
 	}
 
-	stop = startManager(t, e, machine())
-	defer stop()
-	testenv.Poll(t, "the backup to run again and the gadget to finish", func() bool { return ready(e, "g") })
+	fsmtest.Run(e.fe, machine())
+	e.fe.Await("the backup to run again and the gadget to finish", func() bool { return ready(e, "g") })
 	if starts.Load() != 2 {
 		t.Errorf("the backup started %d times, want 2", starts.Load())
 	}

@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/graph"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 type (
@@ -674,15 +674,14 @@ func TestDeletionInterruptsAWaitAndTheObjectGoes(t *testing.T) {
 		OnDelete("Cleanup").
 		State("Cleanup", func(context.Context, *request) fsm.Result { cleaned.Store(true); return fsm.Next("Gone") }, fsm.To("Gone")).
 		State("Gone", done, fsm.Final())
-	stop := startManager(t, e, m)
-	defer stop()
+	fsmtest.Run(e.fe, m)
 
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to idle", func() bool { return e.get("g").Status.State == "Idle" })
+	e.fe.Await("the gadget to idle", func() bool { return e.get("g").Status.State == "Idle" })
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the gadget to be gone", func() bool {
+	e.fe.Await("the gadget to be gone", func() bool {
 		err := e.direct.Get(t.Context(), client.ObjectKey{Namespace: e.namespace, Name: "g"}, &gadget{})
 		return apierrors.IsNotFound(err)
 	})
@@ -691,7 +690,7 @@ func TestDeletionInterruptsAWaitAndTheObjectGoes(t *testing.T) {
 	}
 
 	// The transitions were reported as Kubernetes events (events.k8s.io).
-	testenv.Poll(t, "transition events", func() bool {
+	e.fe.Await("transition events", func() bool {
 		var list eventsv1.EventList
 		if err := e.direct.List(t.Context(), &list, client.InNamespace(e.namespace)); err != nil {
 			return false
@@ -708,7 +707,7 @@ func TestDeletionInterruptsAWaitAndTheObjectGoes(t *testing.T) {
 func TestRestartedManagerResumesWhereObjectsWere(t *testing.T) {
 	e := newEnv(t)
 	var starts atomic.Int32
-	machine := func() *fsm.Machine[*gadget] {
+	machine := func(*fsmtest.Env) *fsm.Machine[*gadget] {
 		return fsm.New[*gadget]("restart", fsm.Lifecycle).
 			Initial("Start").
 			State("Start", func(context.Context, *request) fsm.Result { starts.Add(1); return fsm.Next("Paused") }, fsm.To("Paused")).
@@ -720,15 +719,12 @@ func TestRestartedManagerResumesWhereObjectsWere(t *testing.T) {
 			}, fsm.To("Finished")).
 			State("Finished", done, fsm.Final())
 	}
-	stop := startManager(t, e, machine())
+	op := fsmtest.RunFunc(e.fe, machine)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to pause", func() bool { return e.get("g").Status.State == "Paused" })
-	stop()
-
-	stop = startManager(t, e, machine())
-	defer stop()
+	e.fe.Await("the gadget to pause", func() bool { return e.get("g").Status.State == "Paused" })
+	op.Restart()
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
-	testenv.Poll(t, "the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+	e.fe.Await("the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
 	if starts.Load() != 1 {
 		t.Errorf("the initial state ran %d times, want 1: the second manager must resume, not restart", starts.Load())
 	}
@@ -761,13 +757,6 @@ func TestTransitionMetrics(t *testing.T) {
 	if got := metricValue(t, "kfsm_objects", map[string]string{"machine": "metrics", "state": "B"}); got != 1 {
 		t.Errorf("kfsm_objects{B} = %v after a deletion, want 1", got)
 	}
-}
-
-// startManager runs m in a manager of its own until the returned function
-// is called or the test ends.
-func startManager(t *testing.T, e *env, m *fsm.Machine[*gadget]) (stop func()) {
-	t.Helper()
-	return testenv.StartManager(t, testCluster.Config, scheme, e.namespace, m.SetupWithManager)
 }
 
 // metricExists reports whether the registry has a series of name with
@@ -910,22 +899,21 @@ func TestOwnedAndWatchedObjectsTriggerReconciles(t *testing.T) {
 		Watches(&corev1.Secret{}, func(_ context.Context, o client.Object) []ctrl.Request {
 			return []ctrl.Request{{NamespacedName: key("g")}} // the gadget that names it
 		})
-	stop := startManager(t, e, m)
-	defer stop()
+	fsmtest.Run(e.fe, m)
 
 	e.gadget("g", v1alpha1.GadgetSpec{Mode: "credentials"})
 	var cm corev1.ConfigMap
-	testenv.Poll(t, "the child ConfigMap", func() bool { return e.direct.Get(t.Context(), key("g-child"), &cm) == nil })
+	e.fe.Await("the child ConfigMap", func() bool { return e.direct.Get(t.Context(), key("g-child"), &cm) == nil })
 	cm.Data = map[string]string{"ready": "yes"}
 	if err := e.direct.Update(t.Context(), &cm); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the child's change to move the gadget on", func() bool { return e.get("g").Status.State == "Referenced" })
+	e.fe.Await("the child's change to move the gadget on", func() bool { return e.get("g").Status.State == "Referenced" })
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "credentials", Namespace: e.namespace}}
 	if err := e.direct.Create(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the secret to make the gadget Ready", func() bool {
+	e.fe.Await("the secret to make the gadget Ready", func() bool {
 		return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady)
 	})
 }

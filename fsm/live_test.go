@@ -15,10 +15,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/internal/testenv"
+	"github.com/kfsm/kfsm/fsmtest"
 )
 
 // live is a machine running under a real manager against the test's API
@@ -26,7 +25,7 @@ import (
 // writes of the manager's client, the lines the manager logs, and faults
 // to inject into the client's calls.
 type live struct {
-	e      *env
+	op     *fsmtest.Operator
 	writes atomic.Int64 // every write: finalizers, status, children
 	status atomic.Int64 // status writes
 	logs   *logLines
@@ -35,7 +34,6 @@ type live struct {
 	faults []*fault
 	stale  func(client.ObjectKey, client.Object) // may serve an old copy instead
 	sync   time.Duration                         // the cache's resync period, if set
-	stop   func()
 }
 
 // fault fails one call of the manager's client that matches.
@@ -46,40 +44,34 @@ type fault struct {
 	times int // how many calls it fails
 }
 
-// run starts setup (a machine's SetupWithManager, usually) in a manager of
-// its own that sees the test's namespace.
-func (e *env) run(setup func(manager.Manager) error, opts ...func(*live)) *live {
+// run starts m under fsmtest's manager, which sees the test's namespace,
+// with the manager's client and logger those of live.
+func run[T fsm.Object](e *env, m *fsm.Machine[T], opts ...func(*live)) *live {
 	e.t.Helper()
-	l := &live{e: e, logs: &logLines{}}
+	return runFunc(e, func(*fsmtest.Env) *fsm.Machine[T] { return m }, opts...)
+}
+
+// runFunc is run with a machine made anew for each process of the
+// operator, as l.op.Restart starts one.
+func runFunc[T fsm.Object](e *env, machine func(*fsmtest.Env) *fsm.Machine[T], opts ...func(*live)) *live {
+	e.t.Helper()
+	l := &live{logs: &logLines{}}
 	for _, o := range opts {
 		o(l)
 	}
-	l.start(setup)
+	l.op = fsmtest.RunFunc(e.fe, machine, fsmtest.WithManagerOptions(func(o *ctrl.Options) {
+		o.Logger = logr.New(l.logs.sink())
+		o.NewClient = l.newClient
+		if l.sync > 0 {
+			o.Cache.SyncPeriod = &l.sync
+		}
+	}))
 	return l
 }
 
 // withResync makes the manager's cache resync every d: every object gets
 // an update event that changes nothing.
 func withResync(d time.Duration) func(*live) { return func(l *live) { l.sync = d } }
-
-func (l *live) start(setup func(manager.Manager) error) {
-	l.e.t.Helper()
-	l.stop = testenv.StartManagerWith(l.e.t, testCluster.Config, scheme, l.e.namespace, func(o *ctrl.Options) {
-		o.Logger = logr.New(l.logs.sink())
-		o.NewClient = l.newClient
-		if l.sync > 0 {
-			o.Cache.SyncPeriod = &l.sync
-		}
-	}, setup)
-}
-
-// restart stops the manager and starts another with setup, as a new
-// process of the operator would.
-func (l *live) restart(setup func(manager.Manager) error) {
-	l.e.t.Helper()
-	l.stop()
-	l.start(setup)
-}
 
 // inject makes the next calls of the manager's client that match fail.
 func (l *live) inject(f *fault) {

@@ -10,47 +10,37 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 // One API server serves every test of the package; each test works in a
-// namespace of its own.
-var (
-	testCluster *cluster.Cluster
-	scheme      = runtime.NewScheme()
-)
-
+// namespace of its own. The workloads tier brings the garbage collector,
+// which deletes the children of deleted parents.
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard()) // tests that read logs attach their own
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	// The workloads tier brings the garbage collector, which deletes the
-	// children of deleted parents.
-	opts := cluster.Options{CRDPaths: []string{filepath.Join("..", "internal", "testapi", "crd")}, Workloads: true}
-	testenv.Main(m, opts, func(c *cluster.Cluster) { testCluster = c })
+	fsmtest.Main(m, fsmtest.Options{
+		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd")},
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		Workloads:   true,
+	})
 }
 
-// env is a test's view of the shared cluster: a namespace, a client that
-// counts writes, and a recorder that keeps events.
+// env is a test's view of the shared cluster: fsmtest's namespace, and
+// for the tests that call a machine's Reconciler themselves, a client that
+// counts writes and a recorder that keeps events.
 type env struct {
 	t         *testing.T
+	fe        *fsmtest.Env // Await works once fsmtest.Run has started an operator
 	namespace string
 	client    client.Client // counts writes
 	direct    client.Client // does not
@@ -60,12 +50,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	direct, err := client.NewWithWatch(testCluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, direct: direct, events: &eventLog{}}
-	e.client = interceptor.NewClient(direct, interceptor.Funcs{
+	fe := fsmtest.New(t)
+	e := &env{t: t, fe: fe, namespace: fe.Namespace, direct: fe.Client, events: &eventLog{}}
+	e.client = interceptor.NewClient(fe.Client, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			e.writes.Add(1)
 			return c.Create(ctx, obj, opts...)
@@ -91,11 +78,6 @@ func newEnv(t *testing.T) *env {
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	})
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fsm-test-"}}
-	if err := direct.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	e.namespace = ns.Name
 	return e
 }
 

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -31,8 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 // wantAttemptsAt fails unless the attempts came at the given offsets from
@@ -99,10 +98,10 @@ func TestUnderManagerFailuresBackOffExponentially(t *testing.T) {
 		Initial("Analyze").
 		State("Analyze", alwaysFails(&attempts), fsm.To("Promoted"), fsm.Retries(4)).
 		State("Promoted", done, fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	stopTouching := e.touch("g", 250*time.Millisecond)
-	testenv.Poll(t, "the gadget to stall", func() bool { return e.stalled("g") })
+	e.fe.Await("the gadget to stall", func() bool { return e.stalled("g") })
 	time.Sleep(3 * time.Second) // and nothing after
 	stopTouching()
 
@@ -135,18 +134,18 @@ func TestUnderManagerFailuresBackOffExponentially(t *testing.T) {
 func TestUnderManagerBackoffSurvivesARestart(t *testing.T) {
 	e := newEnv(t)
 	var attempts runs
-	machine := func() *fsm.Machine[*gadget] {
+	machine := func(*fsmtest.Env) *fsm.Machine[*gadget] {
 		return fsm.New[*gadget]("backoff-restart", fsm.Lifecycle).
 			Initial("Analyze").
 			State("Analyze", alwaysFails(&attempts), fsm.To("Promoted"), fsm.Retries(4)).
 			State("Promoted", done, fsm.Final())
 	}
-	l := e.run(machine().SetupWithManager)
+	l := runFunc(e, machine)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the third attempt", func() bool { return attempts.count() == 3 })
+	e.fe.Await("the third attempt", func() bool { return attempts.count() == 3 })
 	time.Sleep(time.Second)
-	l.restart(machine().SetupWithManager)
-	testenv.Poll(t, "the gadget to stall", func() bool { return e.stalled("g") })
+	l.op.Restart()
+	e.fe.Await("the gadget to stall", func() bool { return e.stalled("g") })
 	time.Sleep(2 * time.Second)
 	wantAttemptsAt(t, attempts.times(), 0, 1, 3, 7)
 }
@@ -166,7 +165,7 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 		}), fsm.To("Middle")).
 		State("Middle", next("Finished"), fsm.To("Finished")).
 		State("Finished", done, fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	time.Sleep(10 * time.Second)
 
@@ -199,7 +198,7 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 func TestUnderManagerTheTutorialDoorIsQuiet(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	l := e.run(tutorial().SetupWithManager)
+	l := run(e, tutorial())
 	door := &Door{ObjectMeta: metav1.ObjectMeta{Name: "front", Namespace: e.namespace}, Spec: v1alpha1.DoorSpec{Open: true}}
 	if err := e.direct.Create(t.Context(), door); err != nil {
 		t.Fatal(err)
@@ -234,7 +233,7 @@ func TestUnderManagerAHandlerThatWritesOnEveryRunDoesNotLoop(t *testing.T) {
 			return fsm.Wait(0, "HeldOpen")
 		}, fsm.To("Closed")).
 		State("Closed", nil, fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	door := &Door{ObjectMeta: metav1.ObjectMeta{Name: "front", Namespace: e.namespace}, Spec: v1alpha1.DoorSpec{Open: true}}
 	if err := e.direct.Create(t.Context(), door); err != nil {
 		t.Fatal(err)
@@ -269,9 +268,9 @@ func TestUnderManagerAConvergedObjectIsQuiet(t *testing.T) {
 		Initial("Start").
 		State("Start", next("Running"), fsm.To("Running")).
 		State("Running", counted(&calls, done), fsm.Final())
-	l := e.run(m.SetupWithManager, withResync(time.Second))
+	l := run(e, m, withResync(time.Second))
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	time.Sleep(time.Second) // the events of the walk reach the server
 	writes, events, runs := l.writes.Load(), len(e.apiEvents()), calls.count()
 
@@ -297,10 +296,10 @@ func TestUnderManagerAConflictReportsATransitionOnce(t *testing.T) {
 		Initial("A").
 		State("A", next("B"), fsm.To("B")).
 		State("B", done, fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	l.inject(&fault{op: "status", times: 1, err: apierrors.NewConflict(schema.GroupResource{Resource: "gadgets"}, "g", errors.New("injected"))})
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	time.Sleep(2 * time.Second)
 
 	if n := l.status.Load(); n != 1 {
@@ -353,20 +352,19 @@ func TestUnderManagerEveryTransitionIsADistinctEvent(t *testing.T) {
 		State("Canary", next("Release"), fsm.To("Release")).
 		State("Release", next("Done"), fsm.To("Done")).
 		State("Done", done, fsm.Final())
-	e.run(m.SetupWithManager)
+	run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	time.Sleep(2 * time.Second)
 
-	out, err := exec.CommandContext(t.Context(), testCluster.Assets.Kubectl(), "--kubeconfig", testCluster.Kubeconfig,
-		"get", "events", "-n", e.namespace, "--field-selector", "involvedObject.name=g", "--no-headers",
-		"-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message").CombinedOutput()
+	out, err := e.fe.Kubectl("get", "events", "--field-selector", "involvedObject.name=g", "--no-headers",
+		"-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")
 	if err != nil {
-		t.Fatalf("kubectl get events: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	var transitions []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 3 || (!strings.Contains(line, "moved from") && !strings.Contains(line, "started in")) {
 			continue
@@ -390,7 +388,7 @@ func TestUnderManagerEveryTransitionIsADistinctEvent(t *testing.T) {
 		t.Errorf("kubectl get events shows %d transitions, want 9:\n%s", len(transitions), out)
 	}
 	for _, reason := range []string{fsm.ReasonTimeout, fsm.ReasonRetriesExhausted} {
-		if !strings.Contains(string(out), reason) {
+		if !strings.Contains(out, reason) {
 			t.Errorf("no %s transition in:\n%s", reason, out)
 		}
 	}
@@ -407,9 +405,9 @@ func TestUnderManagerALongErrorKeepsItsWarning(t *testing.T) {
 			return fsm.Fail(errors.New("the backend said: " + strings.Repeat("no ", 1700)))
 		}, fsm.To("Finished"), fsm.Retries(1)).
 		State("Finished", done, fsm.Final())
-	e.run(m.SetupWithManager)
+	run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the failure's event", func() bool { return occurrences(e.apiEvents(), fsm.ReasonHandlerFailed) == 1 })
+	e.fe.Await("the failure's event", func() bool { return occurrences(e.apiEvents(), fsm.ReasonHandlerFailed) == 1 })
 	for _, ev := range e.apiEvents() {
 		t.Logf("%s %s: %d bytes", ev.Type, ev.Reason, len(ev.Note))
 		if ev.Reason == fsm.ReasonHandlerFailed && (len(ev.Note) > 1024 || !strings.HasSuffix(ev.Note, "…") || ev.Type != corev1.EventTypeWarning) {
@@ -455,7 +453,7 @@ func (e *env) deleteAndWait(name string) {
 	if err := e.direct.Delete(e.t.Context(), e.get(name)); err != nil {
 		e.t.Fatal(err)
 	}
-	testenv.Poll(e.t, name+" to be gone", func() bool {
+	e.fe.Await(name+" to be gone", func() bool {
 		return apierrors.IsNotFound(e.direct.Get(e.t.Context(), e.key(name), &gadget{}))
 	})
 }
@@ -468,9 +466,9 @@ func TestUnderManagerApplyRefusesAnObjectItDidNotCreate(t *testing.T) {
 	e := newEnv(t)
 	theirs := e.namespace + "-theirs"
 	e.namespaceWithData(theirs)
-	e.run(namespaceMachine("no-adopt").SetupWithManager)
+	run(e, namespaceMachine("no-adopt"))
 	e.gadget("g", v1alpha1.GadgetSpec{Mode: theirs})
-	testenv.Poll(t, "the refusal", func() bool {
+	e.fe.Await("the refusal", func() bool {
 		c := condition(e.get("g"), fsm.ConditionReady)
 		return c != nil && c.Reason == fsm.ReasonAlreadyExists
 	})
@@ -510,9 +508,9 @@ func TestUnderManagerAdoptTakesOverAndReleases(t *testing.T) {
 	e := newEnv(t)
 	theirs := e.namespace + "-adopted"
 	e.namespaceWithData(theirs)
-	e.run(namespaceMachine("adopt").SetupWithManager)
+	run(e, namespaceMachine("adopt"))
 	g := e.gadget("g", v1alpha1.GadgetSpec{Mode: theirs, Target: 1})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 
 	var ns corev1.Namespace
 	if err := e.direct.Get(t.Context(), client.ObjectKey{Name: theirs}, &ns); err != nil {
@@ -560,9 +558,9 @@ func TestUnderManagerTheRetryAnnotationResumesAStalledObject(t *testing.T) {
 			}
 			return fsm.Done()
 		}), fsm.Final())
-	e.run(m.SetupWithManager)
+	run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to stall", func() bool { return e.stalled("g") })
+	e.fe.Await("the gadget to stall", func() bool { return e.stalled("g") })
 	fixed.Store(true)
 	stopTouching := e.touch("g", 200*time.Millisecond)
 	time.Sleep(2 * time.Second)
@@ -576,7 +574,7 @@ func TestUnderManagerTheRetryAnnotationResumesAStalledObject(t *testing.T) {
 	if err := e.direct.Update(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	time.Sleep(time.Second)
 	if g := e.get("g"); calls.count() != 2 || g.Status.LastHandledRetry != "2026-11-21T10:00:00Z" || e.stalled("g") {
 		t.Errorf("after the retry: %d runs in all, lastHandledRetry %q, stalled %v; want 2, the annotation's value, false", calls.count(), g.Status.LastHandledRetry, e.stalled("g"))
@@ -597,12 +595,12 @@ func TestUnderManagerAPausedObjectRunsNoHandler(t *testing.T) {
 		State("Work", counted(&calls, done), fsm.Final()).
 		OnDelete("Cleanup").
 		State("Cleanup", counted(&cleanups, done), fsm.Final())
-	e.run(m.SetupWithManager)
+	run(e, m)
 	g := &gadget{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace, Annotations: map[string]string{fsm.AnnotationPaused: "true"}}}
 	if err := e.direct.Create(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the Paused condition", func() bool {
+	e.fe.Await("the Paused condition", func() bool {
 		return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionPaused)
 	})
 	time.Sleep(2 * time.Second)
@@ -618,7 +616,7 @@ func TestUnderManagerAPausedObjectRunsNoHandler(t *testing.T) {
 		}
 	}
 	unpause()
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	if c := condition(e.get("g"), fsm.ConditionPaused); c != nil || calls.count() != 1 {
 		t.Errorf("unpaused: Paused condition %+v, %d runs; want none and 1", c, calls.count())
 	}
@@ -629,7 +627,7 @@ func TestUnderManagerAPausedObjectRunsNoHandler(t *testing.T) {
 	if err := e.direct.Update(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the Paused condition", func() bool {
+	e.fe.Await("the Paused condition", func() bool {
 		return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionPaused)
 	})
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
@@ -640,7 +638,7 @@ func TestUnderManagerAPausedObjectRunsNoHandler(t *testing.T) {
 		t.Fatalf("a paused object's deletion path ran %d times", cleanups.count())
 	}
 	unpause()
-	testenv.Poll(t, "the gadget to be gone", func() bool {
+	e.fe.Await("the gadget to be gone", func() bool {
 		return apierrors.IsNotFound(e.direct.Get(t.Context(), e.key("g"), &gadget{}))
 	})
 	if cleanups.count() != 1 {
@@ -663,7 +661,7 @@ func TestUnderManagerNoHandlerRunsOnAnOldCopy(t *testing.T) {
 			}
 			return fsm.Wait(50*time.Millisecond, "Counting")
 		}), fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	// Every other read of the gadget returns the first copy ever read.
 	var first *gadget
 	var reads atomic.Int32
@@ -682,7 +680,7 @@ func TestUnderManagerNoHandlerRunsOnAnOldCopy(t *testing.T) {
 	}
 	l.mu.Unlock()
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "twenty counts", func() bool { return e.ready("g") })
+	e.fe.Await("twenty counts", func() bool { return e.ready("g") })
 
 	calls.mu.Lock()
 	rvs := calls.rvs
@@ -720,14 +718,14 @@ func TestUnderManagerDeletionInterruptsABackoff(t *testing.T) {
 			return fsm.Next("Gone")
 		}), fsm.To("Gone")).
 		State("Gone", done, fsm.Final())
-	e.run(m.SetupWithManager)
+	run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "three attempts", func() bool { return attempts.count() == 3 }) // the next is 4 s away
+	e.fe.Await("three attempts", func() bool { return attempts.count() == 3 }) // the next is 4 s away
 	deleted := time.Now()
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the gadget to be gone", func() bool {
+	e.fe.Await("the gadget to be gone", func() bool {
 		return apierrors.IsNotFound(e.direct.Get(t.Context(), e.key("g"), &gadget{}))
 	})
 	at := cleanups.times()
@@ -753,9 +751,9 @@ func TestUnderManagerAPanicIsAFailure(t *testing.T) {
 			}
 			return fsm.Done()
 		}), fsm.Final(), fsm.Retries(3))
-	e.run(m.SetupWithManager)
+	run(e, m)
 	e.gadget("bad", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to stall", func() bool { return e.stalled("bad") })
+	e.fe.Await("the gadget to stall", func() bool { return e.stalled("bad") })
 	at := attempts.times()
 	wantAttemptsAt(t, at, 0, 1, 3)
 	if msg := condition(e.get("bad"), fsm.ConditionStalled).Message; !strings.Contains(msg, "panicked: nil map somewhere") {
@@ -768,7 +766,7 @@ func TestUnderManagerAPanicIsAFailure(t *testing.T) {
 		t.Errorf("controller_runtime_reconcile_errors_total = %v, want 3", n)
 	}
 	e.gadget("good", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "another gadget to be Ready", func() bool { return e.ready("good") })
+	e.fe.Await("another gadget to be Ready", func() bool { return e.ready("good") })
 }
 
 // Guarantee 10 and kfsm's own writes: applying children does not drive
@@ -792,9 +790,9 @@ func TestUnderManagerChildrenDoNotDriveTheLoop(t *testing.T) {
 		State("Serving", done, fsm.Final()).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{})
-	e.run(m.SetupWithManager)
+	run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	time.Sleep(5 * time.Second)
 	t.Logf("children applied, 5 s: the pass ran %d times", configs.count())
 	if n := configs.count(); n != 1 {
@@ -810,7 +808,7 @@ func TestUnderManagerChildrenDoNotDriveTheLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	edited := time.Now()
-	testenv.Poll(t, "the ConfigMap put right", func() bool {
+	e.fe.Await("the ConfigMap put right", func() bool {
 		return e.direct.Get(t.Context(), e.key("g-config"), &cm) == nil && cm.Data["target"] == "1"
 	})
 	if took := time.Since(edited); took > 2*time.Second {
@@ -837,15 +835,15 @@ func TestUnderManagerAConflictOnAChildDeleteKeepsTheChild(t *testing.T) {
 		OnDelete("Cleanup").
 		State("Cleanup", done, fsm.Final()).
 		Owns(&rbacv1.ClusterRole{})
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	role := client.ObjectKey{Name: e.namespace + "-reader"}
 	l.inject(&fault{op: "delete", match: isRole, times: 1, err: apierrors.NewConflict(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, role.Name, errors.New("injected"))})
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the failed delete", func() bool { return occurrences(e.apiEvents(), fsm.ReasonHandlerFailed) == 1 })
+	e.fe.Await("the failed delete", func() bool { return occurrences(e.apiEvents(), fsm.ReasonHandlerFailed) == 1 })
 	if err := e.direct.Get(t.Context(), role, &rbacv1.ClusterRole{}); err != nil {
 		t.Fatalf("after the conflict, the child is %v", err)
 	}
@@ -855,7 +853,7 @@ func TestUnderManagerAConflictOnAChildDeleteKeepsTheChild(t *testing.T) {
 	if n := occurrences(e.apiEvents(), fsm.ReasonPruned); n != 0 {
 		t.Errorf("%d Pruned events for a child that was not deleted", n)
 	}
-	testenv.Poll(t, "the gadget to be gone", func() bool {
+	e.fe.Await("the gadget to be gone", func() bool {
 		return apierrors.IsNotFound(e.direct.Get(t.Context(), e.key("g"), &gadget{}))
 	})
 	if err := e.direct.Get(t.Context(), role, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
@@ -874,7 +872,7 @@ func TestUnderManagerAForeignChildIsIgnored(t *testing.T) {
 		OnDelete("Cleanup").
 		State("Cleanup", done, fsm.Final()).
 		Owns(&rbacv1.ClusterRole{})
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	foreign := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
 		Name:        e.namespace + "-foreign",
 		Labels:      map[string]string{fsm.LabelMachine: "foreign-child", fsm.LabelOwnerUID: "0b5b0e0e-1111-2222-3333-444455556666", fsm.LabelManagedBy: "kfsm"},
@@ -910,12 +908,12 @@ func TestUnderManagerAnUnwritableStatusIsReportedAndCountsNoTransition(t *testin
 			return fsm.Next("B")
 		}, fsm.To("B")).
 		State("B", done, fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the StatusWriteFailed event", func() bool {
+	e.fe.Await("the StatusWriteFailed event", func() bool {
 		return occurrences(e.apiEvents(), fsm.ReasonStatusWriteFailed) >= 1
 	})
-	testenv.Poll(t, "the condition that says so", func() bool {
+	e.fe.Await("the condition that says so", func() bool {
 		c := condition(e.get("g"), fsm.ConditionReady)
 		return c != nil && c.Reason == fsm.ReasonStatusWriteFailed
 	})
@@ -966,20 +964,20 @@ func TestUnderManagerChildrenOfAVanishedParentAreDeleted(t *testing.T) {
 		}, fsm.To("Gone")).
 		State("Gone", done, fsm.Final()).
 		Owns(&rbacv1.ClusterRole{})
-	e.run(m.SetupWithManager)
+	run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the deletion path", func() bool { return e.get("g").Status.State == "Cleanup" })
+	e.fe.Await("the deletion path", func() bool { return e.get("g").Status.State == "Cleanup" })
 	g := e.get("g")
 	g.Finalizers = nil
 	if err := e.direct.Update(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
 	role := client.ObjectKey{Name: e.namespace + "-vanished"}
-	testenv.Poll(t, "the cluster-scoped child to be deleted", func() bool {
+	e.fe.Await("the cluster-scoped child to be deleted", func() bool {
 		return apierrors.IsNotFound(e.direct.Get(t.Context(), role, &rbacv1.ClusterRole{}))
 	})
 }
@@ -1011,9 +1009,9 @@ func TestUnderManagerRedactFiltersErrorsEverywhere(t *testing.T) {
 			return fsm.Fail(errors.New("cannot connect to postgres://app:password=hunter2@db:5432"))
 		}, fsm.To("Connected"), fsm.Retries(2)).
 		State("Connected", done, fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to stall", func() bool { return e.stalled("g") })
+	e.fe.Await("the gadget to stall", func() bool { return e.stalled("g") })
 	time.Sleep(time.Second)
 	var texts []string
 	for _, c := range e.get("g").Status.Conditions {
@@ -1061,13 +1059,13 @@ func TestUnderManagerControllerOptionsPassThrough(t *testing.T) {
 		WithOptions(controller.Options{RateLimiter: limiter, MaxConcurrentReconciles: 2}).
 		Initial("Work").
 		State("Work", counted(&calls, done), fsm.Final())
-	l := e.run(m.SetupWithManager)
+	l := run(e, m)
 	skipped := &gadget{ObjectMeta: metav1.ObjectMeta{Name: "skipped", Namespace: e.namespace, Labels: map[string]string{"skip": "true"}}}
 	if err := e.direct.Create(t.Context(), skipped); err != nil {
 		t.Fatal(err)
 	}
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	time.Sleep(time.Second)
 	if s := e.get("skipped").Status.State; s != "" || calls.count() != 1 {
 		t.Errorf("the filtered gadget is in state %q, and the handler ran %d times; want untouched, and 1", s, calls.count())
@@ -1075,7 +1073,7 @@ func TestUnderManagerControllerOptionsPassThrough(t *testing.T) {
 
 	l.inject(&fault{op: "status", times: 1, err: apierrors.NewInternalError(errors.New("injected"))})
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
-	testenv.Poll(t, "the new generation observed", func() bool {
+	e.fe.Await("the new generation observed", func() bool {
 		g := e.get("g")
 		return g.Status.ObservedGeneration == g.Generation
 	})

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/internal/testenv"
 )
 
 // webMachine is a pipeline with two children: a ConfigMap always, and a
@@ -77,11 +77,10 @@ func (e *env) exists(obj client.Object, name string) bool {
 
 func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 	e := newEnv(t)
-	stop := startManager(t, e, webMachine("web"))
-	defer stop()
+	fsmtest.Run(e.fe, webMachine("web"))
 
 	e.gadget("g", v1alpha1.GadgetSpec{Target: 1, Mode: "expose"})
-	testenv.Poll(t, "the gadget to be Ready", func() bool { return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady) })
+	e.fe.Await("the gadget to be Ready", func() bool { return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady) })
 
 	g := e.get("g")
 	var cm corev1.ConfigMap
@@ -110,11 +109,11 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 
 	// Un-exposed: the Service goes, the ConfigMap stays.
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
-	testenv.Poll(t, "the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
+	e.fe.Await("the Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
 	if !e.exists(&corev1.ConfigMap{}, "g-config") {
 		t.Error("the ConfigMap, still desired, was deleted")
 	}
-	testenv.Poll(t, "status.outputs to drop the Service", func() bool {
+	e.fe.Await("status.outputs to drop the Service", func() bool {
 		return cmp.Equal(want[:1], e.get("g").Status.Outputs, ignoreUID)
 	})
 
@@ -123,14 +122,14 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 	if err := e.direct.Update(t.Context(), &cm); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the ConfigMap to be restored", func() bool {
+	e.fe.Await("the ConfigMap to be restored", func() bool {
 		var got corev1.ConfigMap
 		return e.exists(&got, "g-config") && got.Data["target"] == "1"
 	})
 	if err := e.direct.Delete(t.Context(), &cm); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the ConfigMap to be created again", func() bool {
+	e.fe.Await("the ConfigMap to be created again", func() bool {
 		var got corev1.ConfigMap
 		return e.exists(&got, "g-config") && got.UID != cm.UID
 	})
@@ -369,12 +368,11 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 		State("Cleanup", done, fsm.Final()).
 		Owns(&rbacv1.ClusterRole{}).
 		Owns(&corev1.ConfigMap{})
-	stop := startManager(t, e, withCleanup)
-	defer stop()
+	fsmtest.Run(e.fe, withCleanup)
 
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	name := e.namespace + "-g"
-	testenv.Poll(t, "the cluster-scoped child", func() bool {
+	e.fe.Await("the cluster-scoped child", func() bool {
 		return e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}) == nil
 	})
 	var cr rbacv1.ClusterRole
@@ -391,7 +389,7 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 	if err := e.direct.Update(t.Context(), &cr); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the parent to restore its child", func() bool {
+	e.fe.Await("the parent to restore its child", func() bool {
 		var got rbacv1.ClusterRole
 		return e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &got) == nil && cmp.Equal(got.Rules, rules)
 	})
@@ -399,7 +397,7 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "the parent to be gone", func() bool { return !e.exists(&gadget{}, "g") })
+	e.fe.Await("the parent to be gone", func() bool { return !e.exists(&gadget{}, "g") })
 	if err := e.direct.Get(t.Context(), client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the cluster-scoped child outlived its parent: %v", err)
 	}
@@ -410,17 +408,16 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 
 func TestGarbageCollectionDeletesOwnedChildren(t *testing.T) {
 	e := newEnv(t)
-	stop := startManager(t, e, webMachine("web-gc"))
-	defer stop()
+	fsmtest.Run(e.fe, webMachine("web-gc"))
 	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
-	testenv.Poll(t, "the children", func() bool { return e.exists(&corev1.Service{}, "g") })
+	e.fe.Await("the children", func() bool { return e.exists(&corev1.Service{}, "g") })
 
 	// No deletion path: the garbage collector of kube-controller-manager
 	// removes what the owner references point at.
 	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Poll(t, "garbage collection", func() bool {
+	e.fe.Await("garbage collection", func() bool {
 		return !e.exists(&corev1.Service{}, "g") && !e.exists(&corev1.ConfigMap{}, "g-config")
 	})
 }
