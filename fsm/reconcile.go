@@ -257,7 +257,10 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 		if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
 			return r.writeFailed(ctx, err)
 		}
-		r.forget(req.NamespacedName)
+		// The mark of this write stays until the object is seen gone: a
+		// cache that lags still holds it with the finalizer, and the
+		// deletion path must not run again on that copy.
+		r.untrack(req.NamespacedName)
 		r.actions.cancel(req.NamespacedName, false)
 		return reconcile.Result{}, nil
 	}
@@ -1100,6 +1103,12 @@ func (r *reconciler[T]) track(obj T) {
 // children that garbage collection cannot reach.
 func (r *reconciler[T]) forget(key types.NamespacedName) []OutputRef {
 	r.echoes.forget(echoKey{gk: r.gk, NamespacedName: key})
+	return r.untrack(key)
+}
+
+// untrack drops what the gauges and the orphan cleanup keep of an object,
+// and returns its strays.
+func (r *reconciler[T]) untrack(key types.NamespacedName) []OutputRef {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	strays := r.strays[key]
