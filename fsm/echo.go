@@ -46,6 +46,11 @@ type echoMark struct {
 	gone    types.UID // kfsm deleted the object with this UID
 	writing int       // writes in flight
 	held    []heldEvent
+	// passed is the newest version of an event from someone else that was
+	// let through. A watch of a child's kind by Owns and by the machine's
+	// own mapping delivers each event twice; a copy held behind a write
+	// after the first passed is no news.
+	passed uint64
 }
 
 // heldEvent is an event that arrived while a write was in flight.
@@ -131,7 +136,7 @@ func (e *echoes) release(key echoKey, m *echoMark) (missed bool) {
 	}
 	gone := false
 	for _, ev := range m.held {
-		missed = missed || !m.ours(ev)
+		missed = missed || (!m.ours(ev) && (ev.rv == 0 || ev.rv > m.passed))
 		gone = gone || ev.deleted
 	}
 	m.held = m.held[:0]
@@ -159,7 +164,11 @@ func (e *echoes) echo(key echoKey, obj client.Object, deleted bool) bool {
 	case deleted:
 		delete(e.marks, key)
 	}
-	return m.ours(ev)
+	if m.ours(ev) {
+		return true
+	}
+	m.passed = max(m.passed, ev.rv)
+	return false
 }
 
 // stale reports whether obj is older than kfsm's last write of it. The

@@ -45,6 +45,10 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 			reason: "a later version is someone else's, and passes",
 			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "12", want: false}},
 		},
+		"SecondCopyOfAChangeThatPassed": {
+			reason: "Owns and the machine's own mapping watch a child's kind twice: the second copy of a change, held behind a write, is no news",
+			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "12", want: false}, {do: "begin"}, {do: "event", rv: "12", want: true}, {do: "wrote", rv: "13", want: false}},
+		},
 		"FailedWrite": {
 			reason: "a write that failed produced nothing: whatever came meanwhile is news",
 			steps:  []step{{do: "begin"}, {do: "event", rv: "11", want: true}, {do: "failed", want: true}},
