@@ -19,6 +19,7 @@ func TestReadmeOperatorInAModuleOfItsOwn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a module of its own")
 	}
+	t.Parallel() // another process does the work
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
