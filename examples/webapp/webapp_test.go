@@ -197,8 +197,6 @@ func TestInvalidConfigStopsTheApp(t *testing.T) {
 
 // A web app's life under every fault that fsmtest injects: created,
 // un-exposed, reconfigured and deleted, its DNS record following it.
-// The history is left out: whether a pass rests at Available before
-// Serving depends on how soon the Deployment is Available, in any run.
 func TestWebAppSurvivesFaults(t *testing.T) {
 	fsmtest.Faults(t, operator, func(e *fsmtest.Env) {
 		app := shop()
@@ -213,7 +211,7 @@ func TestWebAppSurvivesFaults(t *testing.T) {
 		e.Delete(app)
 		e.AwaitGone(app)
 		e.Await("the DNS record to go", func() bool { return record(e, "shop.example.com") == "" })
-	}, fsmtest.Ignore("history"))
+	})
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {
