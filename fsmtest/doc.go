@@ -24,7 +24,10 @@
 //
 // Run starts a machine under a controller-runtime manager whose cache and
 // controllers see only the test's namespace, as it runs in production:
-// the test changes objects and awaits outcomes. Steps runs it one
+// the test changes objects and awaits outcomes. RunFunc makes the machine
+// anew for each operator process, so that Operator.Restart also loses
+// what the handlers keep in memory; WithMachine runs a second machine in
+// the same manager. Steps runs it one
 // reconcile at a time instead, and Step returns what happened: the
 // handlers that ran, the result kind (Next, Wait, Done, Fail, Stop), the
 // edges taken and the requeue, so that a test can tell "continue at once"
@@ -35,7 +38,8 @@
 // (the manager by waiting, the step driver by running the reconciles that
 // are due); Transitions ("A→B"), Runs (handler runs per state), Writes
 // (the operator's API writes by verb, counted in its HTTP transport, not
-// the cache), Events, Children and KStatus read what happened. They
+// the cache), Events, Children and KStatus read what happened, and
+// Kubectl shows what a user sees. They
 // return plain values, for cmp.Diff. At its end, every test also fails
 // if a handler ran on a copy of an object older than one the operator had
 // itself written: a stale cache that kfsm's guard did not catch, or a
