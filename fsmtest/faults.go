@@ -117,7 +117,6 @@ func AlsoRun(setup func(*Env) func(manager.Manager) error) FaultOption {
 // the world before the burst.
 func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scenario func(*Env), opts ...FaultOption) {
 	t.Helper()
-	t0 := t
 	if testing.Short() {
 		t.Skip("fault injection runs without -short")
 	}
@@ -125,10 +124,11 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 	for _, opt := range opts {
 		opt(&o)
 	}
+	name := t.Name()
 	run := func(t *testing.T, f *faults, snap *snapshots) *Env {
 		t.Helper()
 		e := New(t)
-		snap.faults, snap.ignore = t0.Name(), o.ignore
+		snap.faults, snap.ignore = name, o.ignore
 		e.Timeout, e.snap = o.timeout, snap
 		var also []RunOption
 		for _, a := range o.also {
