@@ -42,9 +42,22 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 	if e.driver == nil {
 		e.T.Fatalf("fsmtest: awaiting %s with no operator: call Run or Steps first", what)
 	}
-	e.driver.await(what, cond)
-	e.catchUp()
-	e.snap.settled(e, what)
+	// In a fault-injection run, the snapshot waits until the operator is
+	// quiet with the condition holding: a retry after an injected failure
+	// may take it back for a while.
+	for range 10 {
+		e.driver.await(what, cond)
+		e.catchUp()
+		if e.snap == nil {
+			return
+		}
+		e.snap.quiet(e)
+		if ok, _ := cond(); ok {
+			e.snap.settled(e, what)
+			return
+		}
+	}
+	e.fatalf("%s held, but not once the operator was quiet, ten times over", what)
 }
 
 // catchUp waits a moment, at most, until the walks that made the

@@ -263,18 +263,18 @@ func (s *snapshots) lastChange() int {
 	return last
 }
 
+// quiet waits until the operator has made no write for a moment.
+func (s *snapshots) quiet(e *Env) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if e.api.quietFor(time.Now()) > 300*time.Millisecond {
+			return
+		}
+	}
+}
+
 // settled takes a snapshot once an Await succeeded and the operator has
 // been quiet for a moment.
 func (s *snapshots) settled(e *Env, what string) {
-	if s == nil {
-		return
-	}
-	e.T.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if e.api.quietFor(time.Now()) > 300*time.Millisecond {
-			break
-		}
-	}
 	if s.taken == nil {
 		s.taken = map[int]snapshot{}
 	}
