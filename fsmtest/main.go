@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,10 +30,10 @@ var (
 	coverMin     = flag.Float64("kfsm.covermin", 0, "fail the package when a machine's edge coverage, in percent, is below this")
 )
 
-// CoverDirEnv names an environment variable: when set, every test package
-// that runs Main writes its edge coverage profile into that directory, so
-// that `go test ./...` leaves one profile per package for `kfsm cover` to
-// merge.
+// CoverDirEnv names an environment variable: when set to an absolute path,
+// every test package that runs Main writes its edge coverage profile into
+// that directory (made if need be), so that `go test ./...` leaves one
+// profile per package for `kfsm cover` to merge.
 const CoverDirEnv = "KFSM_COVERDIR"
 
 // Options say what a test package needs of its cluster.
@@ -178,6 +179,12 @@ func reportCoverage(w io.Writer, minimum float64) error {
 		errs = append(errs, writeProfile(*coverProfile, p))
 	}
 	if dir := os.Getenv(CoverDirEnv); dir != "" {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("%s=%s: the directory must be an absolute path, since each package's tests run in the package's directory", CoverDirEnv, dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
 		f, err := os.CreateTemp(dir, "kfsm-*.cover")
 		if err == nil {
 			_, err = p.WriteTo(f)

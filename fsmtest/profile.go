@@ -117,8 +117,8 @@ func (p *Profile) Take(machine string, e graph.EdgeKey) bool {
 	return true
 }
 
-// Merge adds o's machines and counts to p. A machine in both must have the
-// same coverage edges in both; if one does not, p is left unchanged.
+// Merge adds o's machines and counts to p. A machine of o whose name p
+// has for another graph is kept apart, under the name and a number.
 func (p *Profile) Merge(o *Profile) error {
 	if o == nil {
 		return nil
@@ -134,11 +134,8 @@ func (p *Profile) Merge(o *Profile) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(theirs)) {
-		if mine, ok := p.machines[name]; ok && !slices.Equal(mine.edges, theirs[name].edges) {
-			return fmt.Errorf("machine %s: the graphs of the two profiles differ", name)
-		}
-	}
-	for name, m := range theirs {
+		m := theirs[name]
+		name = p.nameFor(name, m.edges)
 		mine, ok := p.machines[name]
 		if !ok {
 			_ = p.add(name, m)
@@ -151,11 +148,24 @@ func (p *Profile) Merge(o *Profile) error {
 	return nil
 }
 
+// nameFor is the name under which p keeps a machine called name with
+// these edges: its own, or, when p has another graph of that name (two
+// packages may give one name to different machines), the name with the
+// first free or matching number, such as rollout#2. p.mu is held.
+func (p *Profile) nameFor(name string, edges []graph.EdgeKey) string {
+	for i, n := 2, name; ; i, n = i+1, fmt.Sprintf("%s#%d", name, i) {
+		if m, ok := p.machines[n]; !ok || slices.Equal(m.edges, edges) {
+			return n
+		}
+	}
+}
+
 // ReadProfile reads a profile that WriteTo wrote, or several of them
-// concatenated, whose counts it sums. An error names the line at fault.
+// concatenated, whose counts it sums; machines of one name and different
+// graphs are kept apart, as Merge does. An error names the line at fault.
 func ReadProfile(r io.Reader) (*Profile, error) {
 	p := NewProfile()
-	declared := map[string]int{} // machine to the line of its first graph
+	declared := map[string]string{} // machine to the name it is kept under
 	br := bufio.NewReader(r)
 	seenHeader := false
 	for n := 1; ; n++ {
@@ -164,7 +174,7 @@ func ReadProfile(r io.Reader) (*Profile, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			if perr := p.readLine(line, n, &seenHeader, declared); perr != nil {
+			if perr := p.readLine(line, &seenHeader, declared); perr != nil {
 				return nil, fmt.Errorf("line %d: %w", n, perr)
 			}
 		}
@@ -175,7 +185,7 @@ func ReadProfile(r io.Reader) (*Profile, error) {
 }
 
 // readLine reads one non-blank line of a profile into p.
-func (p *Profile) readLine(line []byte, n int, seenHeader *bool, declared map[string]int) error {
+func (p *Profile) readLine(line []byte, seenHeader *bool, declared map[string]string) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(line, &fields); err != nil {
 		return fmt.Errorf("not a JSON object: %w", err)
@@ -206,12 +216,15 @@ func (p *Profile) readLine(line []byte, n int, seenHeader *bool, declared map[st
 		if err != nil {
 			return fmt.Errorf("machine %s: %w", pg.Machine, err)
 		}
-		if err := p.AddMachine(pg.Machine, g); err != nil {
-			return fmt.Errorf("machine %s: the graph differs from the one on line %d", pg.Machine, declared[pg.Machine])
+		m := newMachineCoverage(g)
+		p.mu.Lock()
+		name := p.nameFor(pg.Machine, m.edges)
+		err = p.add(name, m)
+		p.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("machine %s: %w", pg.Machine, err)
 		}
-		if _, ok := declared[pg.Machine]; !ok {
-			declared[pg.Machine] = n
-		}
+		declared[pg.Machine] = name // its edge lines follow
 		return nil
 	}
 	var pe profileEdge
@@ -221,13 +234,16 @@ func (p *Profile) readLine(line []byte, n int, seenHeader *bool, declared map[st
 	if pe.Machine == "" {
 		return errors.New("edge line without a machine")
 	}
-	if _, ok := declared[pe.Machine]; !ok {
+	name, ok := declared[pe.Machine]
+	if !ok {
 		return fmt.Errorf("machine %s has no graph line before its edges", pe.Machine)
 	}
 	if pe.Taken < 0 {
 		return fmt.Errorf("machine %s: edge %s taken %d times", pe.Machine, coverageEdgeName(profileEdgeKey(pe)), pe.Taken)
 	}
-	m := p.machines[pe.Machine]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.machines[name]
 	e := profileEdgeKey(pe)
 	if _, ok := m.taken[e]; !ok {
 		return fmt.Errorf("machine %s has no edge %s", pe.Machine, coverageEdgeName(e))

@@ -154,18 +154,42 @@ func TestProfilesMerge(t *testing.T) {
 	}
 }
 
-func TestMergeRefusesAnotherGraphOfTheSameName(t *testing.T) {
+// Two packages may give one name to different machines: each graph is
+// covered apart, under the name and a number.
+func TestMergeKeepsAnotherGraphOfTheSameNameApart(t *testing.T) {
 	p := takenProfile(t, map[string][]graph.EdgeKey{"moose": {exitKey("Tagged", "Roaming")}})
 	other := NewProfile()
 	if err := other.AddMachine("moose", doorGraph()); err != nil {
 		t.Fatal(err)
 	}
-	before := profileText(t, p)
-	if err := p.Merge(other); err == nil {
-		t.Fatal("Merge() of a profile whose moose has other edges = nil, want an error")
+	for range 2 { // the second time, the numbered one matches
+		if err := p.Merge(other); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if after := profileText(t, p); after != before {
-		t.Errorf("a failed Merge changed the profile:\n%s\nwant:\n%s", after, before)
+	if diff := cmp.Diff([]string{"moose", "moose#2"}, p.Machines()); diff != "" {
+		t.Errorf("machines (-want +got):\n%s", diff)
+	}
+	if got := p.Taken("moose")[exitKey("Tagged", "Roaming")]; got != 1 {
+		t.Errorf("the first moose's edge was taken %d times, want 1", got)
+	}
+	if taken, total := p.Covered("moose#2"); taken != 0 || total != len(doorGraph().CoverageEdges()) {
+		t.Errorf("moose#2 covers %d of %d edges, want 0 of the door's %d", taken, total, len(doorGraph().CoverageEdges()))
+	}
+
+	// Read from concatenated profiles, the same.
+	var both bytes.Buffer
+	for _, q := range []*Profile{p, other} {
+		if _, err := q.WriteTo(&both); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read, err := ReadProfile(&both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"moose", "moose#2"}, read.Machines()); diff != "" {
+		t.Errorf("machines read (-want +got):\n%s", diff)
 	}
 }
 
@@ -331,13 +355,6 @@ func TestReadProfileNamesTheLine(t *testing.T) {
 			profile: header + strings.Replace(graphLine, `"machine":"door",`, "", 1),
 			line:    "line 2:",
 			names:   "without a machine",
-		},
-		"AnotherGraphOfTheSameName": {
-			reason: "concatenated profiles must agree on each machine's graph",
-			profile: header + graphLine + header +
-				`{"machine":"door","graph":{"name":"door","mode":"Pipeline","states":[{"name":"Closed","initial":true}],"edges":[]}}` + "\n",
-			line:  "line 4:",
-			names: "line 2",
 		},
 	}
 	for name, tc := range cases {
