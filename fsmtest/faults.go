@@ -183,7 +183,7 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 					one(fmt.Sprintf("write-%d", k), fmt.Sprintf(what, k, writes[k-1]), f, &snapshots{holdUntil: -1})
 				}
 			case StaleReads:
-				one("lag", fmt.Sprintf("watch events %v late", o.lag), &faults{watchLag: o.lag}, &snapshots{holdUntil: -1})
+				one("lag", fmt.Sprintf("watch events %v late", o.lag), &faults{watchLag: o.lag}, &snapshots{holdUntil: -1, lag: o.lag})
 			case Conflicts:
 				for k := 1; k <= min(3, len(writes)); k++ {
 					one(fmt.Sprintf("from-write-%d", k), fmt.Sprintf("every third write from write %d answered 409 Conflict", k),
@@ -209,8 +209,9 @@ type snapshots struct {
 	ops   []string
 	taken map[int]snapshot // by index in ops
 
-	faults string   // the name of the test that called Faults
-	ignore []string // fields left out
+	faults string        // the name of the test that called Faults
+	ignore []string      // fields left out
+	lag    time.Duration // how late watch events reach the operator
 
 	// For a faulty run:
 	clean     *snapshots
@@ -263,10 +264,13 @@ func (s *snapshots) lastChange() int {
 	return last
 }
 
-// quiet waits until the operator has made no write for a moment.
+// quiet waits until the operator has made no write for a moment: longer
+// than its watch events take to reach it, so that what its last writes
+// set off has happened.
 func (s *snapshots) quiet(e *Env) {
+	moment := 300*time.Millisecond + s.lag
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if e.api.quietFor(time.Now()) > 300*time.Millisecond {
+		if e.api.quietFor(time.Now()) > moment {
 			return
 		}
 	}
