@@ -135,7 +135,10 @@
 //
 // [Machine.Watches] reconciles objects when something they refer to but
 // do not own changes, such as a Secret named in the spec, through a
-// mapping function.
+// mapping function. A watch may be of the machine's own kind, to wake
+// other objects when one changes; kfsm's own writes of an object, which
+// never wake that object itself, still reach such a mapping, once the
+// cache has them.
 //
 // # Conditions
 //

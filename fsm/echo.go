@@ -204,18 +204,22 @@ const (
 )
 
 // filter is the predicate that drops the events of kfsm's own writes from
-// every watch of a machine; roleOf tells parents and children from the
-// rest. Resyncs (same resourceVersion) pass, and so do deletes by others;
+// every watch of a machine, and tells dropped what it dropped; roleOf
+// tells parents and children from the rest. Resyncs (same resourceVersion) pass, and so do deletes by others;
 // a child's mark ends with its deletion, a parent's when the reconciler
 // forgets it.
-func (e *echoes) filter(roleOf func(client.Object) (schema.GroupKind, role)) predicate.Predicate {
+func (e *echoes) filter(roleOf func(client.Object) (schema.GroupKind, role), dropped func(schema.GroupKind, client.Object)) predicate.Predicate {
 	echo := func(obj client.Object, deleted bool) bool {
 		gk, r := roleOf(obj)
 		switch {
 		case r == other, r == parent && deleted:
 			return false
 		}
-		return e.echo(keyOf(gk, obj), obj, deleted)
+		if !e.echo(keyOf(gk, obj), obj, deleted) {
+			return false
+		}
+		dropped(gk, obj)
+		return true
 	}
 	return predicate.Funcs{
 		CreateFunc: func(ev event.CreateEvent) bool { return !echo(ev.Object, false) },

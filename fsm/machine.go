@@ -576,7 +576,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 		// kfsm's own writes come back as events; they must not drive the
 		// loop. A global filter, because the builder's WithPredicates
 		// options replace one another.
-		WithEventFilter(r.echoes.filter(r.roleOf))
+		WithEventFilter(r.echoes.filter(r.roleOf, r.echoed))
 	for i, o := range m.owns {
 		b = b.Owns(o, m.ownsOpts[i]...).
 			Watches(o, handler.EnqueueRequestsFromMapFunc(r.parentOf))

@@ -340,6 +340,23 @@ func (r *reconciler[T]) write(obj T, do func() error) error {
 	return err
 }
 
+// echoed hands the echo of one of kfsm's writes, which the echo filter
+// drops, to the machine's Watches of the object's kind: the write is no
+// news for the object written, but it is for the objects a watch maps it
+// to (a moose's friends). The cache has the written version by then.
+func (r *reconciler[T]) echoed(gk schema.GroupKind, obj client.Object) {
+	for _, w := range r.m.watches {
+		if wgvk, err := apiutil.GVKForObject(w.obj, r.client.Scheme()); err != nil || wgvk.GroupKind() != gk {
+			continue
+		}
+		for _, req := range w.fn(context.Background(), obj) {
+			if gk != r.gk || req.NamespacedName != client.ObjectKeyFromObject(obj) {
+				r.requeue(req.NamespacedName)
+			}
+		}
+	}
+}
+
 // writeStatus writes what the walk changed in the status since before, as
 // a merge patch: only kfsm writes the status, so a change that someone
 // else made to the object meanwhile (a label, the spec) does not make the
