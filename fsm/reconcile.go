@@ -340,17 +340,22 @@ func (r *reconciler[T]) write(obj T, do func() error) error {
 	return err
 }
 
-// echoed hands the echo of one of kfsm's writes, which the echo filter
-// drops, to the machine's Watches of the object's kind: the write is no
-// news for the object written, but it is for the objects a watch maps it
-// to (a moose's friends). The cache has the written version by then.
+// echoed hands the echo of one of kfsm's writes of an object, which the
+// echo filter drops, to the machine's Watches of its own kind: the write
+// is no news for the object written, but it is for the other objects a
+// watch maps it to (a moose's friends). The cache has the written version
+// by then. Echoes of children are not handed on, so that a watch mapping
+// a child to its parent cannot make kfsm's applies drive the loop.
 func (r *reconciler[T]) echoed(gk schema.GroupKind, obj client.Object) {
+	if gk != r.gk {
+		return
+	}
 	for _, w := range r.m.watches {
 		if wgvk, err := apiutil.GVKForObject(w.obj, r.client.Scheme()); err != nil || wgvk.GroupKind() != gk {
 			continue
 		}
 		for _, req := range w.fn(context.Background(), obj) {
-			if gk != r.gk || req.NamespacedName != client.ObjectKeyFromObject(obj) {
+			if req.NamespacedName != client.ObjectKeyFromObject(obj) {
 				r.requeue(req.NamespacedName)
 			}
 		}
