@@ -173,10 +173,9 @@ func TestParseJSONNamesTheProblem(t *testing.T) {
 }
 
 func FuzzParseJSONReadsBackWhatJSONWrote(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{0, 0, 1, 2, 0, 0, 1, 2, 0, 0, 0})
-	f.Add([]byte{1, 0, 1, 0b11, 0, 0, 1, 0, 0b1, 0, 0, 2, 6, 0, 0, 0})
-	f.Add([]byte{0, 5, 4, 1, 9, 3, 6, 56, 0, 200, 131})
+	for _, seed := range graphSeeds {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := graphFromBytes(data)
 		js, err := g.JSON()
