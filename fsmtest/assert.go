@@ -264,6 +264,13 @@ func (e *Env) Writes(obj client.Object) Writes {
 	return w
 }
 
+// Reads counts the operator's reads of obj that went to the API server
+// instead of its cache.
+func (e *Env) Reads(obj client.Object) int {
+	e.T.Helper()
+	return e.api.readsOf(e.apiKey(obj))
+}
+
 // WriteLog lists every write of the operator, in order.
 func (e *Env) WriteLog() []Write { return e.api.all() }
 

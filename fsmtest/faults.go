@@ -380,6 +380,7 @@ var (
 		"uid": true, "resourceVersion": true, "creationTimestamp": true,
 		"clusterIP": true, "clusterIPs": true, "nodePort": true, "healthCheckNodePort": true,
 		fsm.LabelOwnerUID: true,
+		"appliedDigest":   true, // of content that holds the parent's UID
 	}
 	rfc3339 = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
 )

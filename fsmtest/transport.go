@@ -56,11 +56,24 @@ type apiLog struct {
 	mu      sync.Mutex
 	writes  []Write
 	lastRV  map[apiKey]int64 // the newest version the operator wrote
+	reads   map[apiKey]int   // gets by name, past the cache
 	lastAt  time.Time        // of the last write or request in flight
 	flights int
 }
 
-func newAPILog() *apiLog { return &apiLog{lastRV: map[apiKey]int64{}} }
+func newAPILog() *apiLog { return &apiLog{lastRV: map[apiKey]int64{}, reads: map[apiKey]int{}} }
+
+func (l *apiLog) read(k apiKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reads[k]++
+}
+
+func (l *apiLog) readsOf(k apiKey) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reads[k]
+}
 
 func (l *apiLog) all() []Write {
 	l.mu.Lock()
@@ -142,6 +155,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	verb := writeVerb(req)
 	key, sub, ok := parsePath(req.URL.Path)
+	if verb == "" && ok && key.Name != "" && req.Method == http.MethodGet {
+		t.api.read(key)
+	}
 	if verb == "" || !ok || key.Resource == "events" {
 		resp, err := t.next.RoundTrip(req)
 		if err == nil && t.life != nil && t.life.faults != nil && t.life.faults.watchLag > 0 && req.URL.Query().Get("watch") == "true" {
