@@ -78,6 +78,24 @@
 // that cannot have one (cluster-scoped under a namespaced parent, or in
 // another namespace) need an OnDelete state, whose path deletes them.
 //
+// An apply that would change nothing is not sent, by this rule: for
+// each child, kfsm remembers a digest of the content it last applied and
+// the resourceVersion of the child that the API server answered with
+// (in memory, and in Status.Outputs for the next process). When a
+// handler applies the same content again and the cache still holds the
+// child at that version, Apply returns the cached child without a
+// request. Any change by anyone else, or a new object of the name, has
+// another version, so drift is still taken back and a conflict still
+// reported on the next apply. An apply that changed nothing on the
+// server (the child's version moved because someone else changed other
+// fields, such as a Deployment's status) is remembered in memory only,
+// so that it costs no status write; after a restart such a child is
+// applied once more. A converged object therefore costs no API request
+// on a resync or a restart, however many children it has.
+//
+// Children are found through a cache index of the parent's UID label,
+// so a reconcile costs the same however many objects the cache holds.
+//
 // Apply never takes over an object that kfsm did not create for the
 // parent: if one of the child's name exists, Apply fails with an
 // [AlreadyExistsError] and the state with reason AlreadyExists, and
@@ -263,9 +281,9 @@
 //     problem at once (a *graph.ValidationError).
 //  3. kfsm writes the status only when it changed, at most once per
 //     reconcile, and its own writes never trigger the next reconcile.
-//     Reconciling an object that has converged changes nothing on the
-//     server and records no event: the status is not written, and an
-//     unchanged child's apply is a no-op for the API server.
+//     Reconciling an object that has converged makes no API request and
+//     records no event: the status is not written, and an unchanged
+//     child's apply is not sent (the rule above).
 //  4. status.observedGeneration and the Ready, Reconciling and Stalled
 //     conditions follow the kstatus conventions.
 //  5. After kfsm writes an object at resourceVersion R, it runs no handler

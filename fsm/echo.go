@@ -51,6 +51,15 @@ type echoMark struct {
 	// own mapping delivers each event twice; a copy held behind a write
 	// after the first passed is no news.
 	passed uint64
+	// applied is what kfsm's last apply of a child sent, and the version
+	// the API server answered with: the skip rule's memory.
+	applied applyMark
+}
+
+// applyMark is a digest of an apply's content and the resourceVersion of
+// the child that it left.
+type applyMark struct {
+	digest, version string
 }
 
 // heldEvent is an event that arrived while a write was in flight.
@@ -115,6 +124,26 @@ func (e *echoes) deleted(key echoKey, uid types.UID, ok bool) (missed bool) {
 		m.gone = uid
 	}
 	return e.release(key, m)
+}
+
+// applied records what an apply of key sent and the version it left.
+func (e *echoes) applied(key echoKey, a applyMark) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m := e.marks[key]; m != nil {
+		m.applied = a
+	}
+}
+
+// lastApplied returns what applied last recorded for key, if anything.
+func (e *echoes) lastApplied(key echoKey) (applyMark, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.marks[key]
+	if m == nil || m.applied.digest == "" {
+		return applyMark{}, false
+	}
+	return m.applied, true
 }
 
 func (m *echoMark) record(rv uint64) {

@@ -554,6 +554,10 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
+	if err := indexChildren(mgr.GetFieldIndexer(), r.owns, mgr.GetScheme()); err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	r.indexed = true
 	opts := m.options
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -1080,4 +1081,66 @@ func TestUnderManagerControllerOptionsPassThrough(t *testing.T) {
 	if n := limiter.asked.Load(); n < 1 {
 		t.Errorf("the given rate limiter was asked %d times, want at least once, for the refused write", n)
 	}
+}
+
+// Guarantee 3 with children: a converged object costs no API request on
+// a resync or a restart, because kfsm does not send an apply when the
+// child is still the version that its last apply of the same content
+// made. Drift is still put right: a child edited by hand is restored, a
+// child deleted by hand is made again, and another applier's claim is a
+// conflict.
+func TestUnderManagerAConvergedObjectWithChildrenMakesNoRequests(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := runFunc(e, func(*fsmtest.Env) *fsm.Machine[*gadget] { return webMachine("web-quiet") }, withResync(time.Second))
+	g := e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
+	e.fe.AwaitReady(g)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "g-config", Namespace: e.namespace}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace}}
+	requests := func() string {
+		var counts []string
+		for _, o := range []client.Object{g, cm, svc} {
+			counts = append(counts, fmt.Sprintf("%T %s: %d writes, %d reads", o, o.GetName(), e.fe.Writes(o).Total(), e.fe.Reads(o)))
+		}
+		return strings.Join(counts, "; ")
+	}
+	walked := func(more int) {
+		t.Helper()
+		n := len(e.fe.Walks(g))
+		e.fe.Await(fmt.Sprintf("%d more walks of the gadget", more), func() bool { return len(e.fe.Walks(g)) >= n+more })
+	}
+	walked(1) // the echoes have come back
+	converged, events := requests(), len(e.fe.Events(g))
+
+	walked(3) // the cache's resyncs
+	if got := requests(); got != converged {
+		t.Errorf("resyncs of a converged object made requests:\n got  %s\n want %s", got, converged)
+	}
+	l.op.Restart()
+	walked(2)
+	if got := requests(); got != converged {
+		t.Errorf("a restart over a converged object made requests:\n got  %s\n want %s", got, converged)
+	}
+	if n := len(e.fe.Events(g)) - events; n != 0 {
+		t.Errorf("a converged object got %d more events", n)
+	}
+
+	e.fe.Update(cm, func() { cm.Data["target"] = "edited by hand" })
+	e.fe.Await("the edited ConfigMap to be restored", func() bool {
+		return e.fe.Get(cm) && cm.Data["target"] == "0"
+	})
+	e.fe.Get(svc)
+	uid := svc.UID
+	e.fe.Delete(svc)
+	e.fe.Await("the deleted Service to be made again", func() bool {
+		return e.fe.Get(svc) && svc.UID != uid
+	})
+	claim := corev1ac.ConfigMap(cm.Name, e.namespace).WithData(map[string]string{"target": "99"})
+	if err := e.direct.Apply(t.Context(), claim, client.FieldOwner("team-b"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	e.fe.Await("the other applier's claim to be reported", func() bool {
+		c := meta.FindStatusCondition(e.get("g").Status.Conditions, fsm.ConditionReady)
+		return c != nil && c.Reason == fsm.ReasonApplyConflict && strings.Contains(c.Message, "team-b")
+	})
 }

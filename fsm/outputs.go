@@ -3,6 +3,8 @@ package fsm
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -263,7 +265,11 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	}
 	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
 	parent := w.obj
-	adopted, err := w.r.adoption(ctx, parent, t, ref, o.adopt)
+	existing, err := w.r.lookup(ctx, t, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
+	if err != nil {
+		return fmt.Errorf("applying %s: %w", ref, err)
+	}
+	adopted, err := adopting(parent, t, ref, existing, o.adopt)
 	if err != nil {
 		return err
 	}
@@ -301,19 +307,42 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		ref.Adopted = true
 	}
 	u.SetAnnotations(annotations)
+	body, err := json.Marshal(u.Object)
+	if err != nil {
+		return fmt.Errorf("encoding child %s: %w", ref, err)
+	}
+	sum := sha256.Sum256(body)
+	digest := hex.EncodeToString(sum[:16])
 
-	applyOpts := []client.ApplyOption{client.FieldOwner(w.r.m.FieldOwner())}
-	if o.force {
-		applyOpts = append(applyOpts, client.ForceOwnership)
-	}
 	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(u)}
-	w.r.echoes.begin(key)
-	err = w.r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), applyOpts...)
-	var answer client.Object
-	if err == nil {
-		answer = u
+	recorded, _ := w.output(ref)
+	if w.r.unchanged(key, existing, digest, recorded) {
+		// The child is still what this content made of it: an apply
+		// would change nothing.
+		if err := copyInto(child, existing.DeepCopyObject().(client.Object), t.gvk); err != nil {
+			return fmt.Errorf("applying %s: %w", ref, err)
+		}
+		ref.UID, ref.AppliedDigest, ref.ResourceVersion = existing.GetUID(), recorded.AppliedDigest, recorded.ResourceVersion
+		if recorded.AppliedDigest != digest || recorded.UID != ref.UID {
+			ref.AppliedDigest, ref.ResourceVersion = digest, existing.GetResourceVersion()
+		}
+		w.recordOutput(ref)
+		return nil
 	}
-	if w.r.echoes.wrote(key, answer) {
+
+	patchOpts := []client.PatchOption{client.FieldOwner(w.r.m.FieldOwner())}
+	if o.force {
+		patchOpts = append(patchOpts, client.ForceOwnership)
+	}
+	answer := t.newObject(w.r.client.Scheme())
+	answer.SetNamespace(ref.Namespace)
+	answer.SetName(ref.Name)
+	w.r.echoes.begin(key)
+	err = w.r.client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), patchOpts...)
+	if err == nil {
+		w.r.echoes.applied(key, applyMark{digest: digest, version: answer.GetResourceVersion()})
+	}
+	if w.r.echoes.wrote(key, answerOf(answer, err)) {
 		w.r.requeue(client.ObjectKeyFromObject(parent))
 	}
 	if err != nil {
@@ -328,24 +357,62 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		}
 		return err
 	}
-	if err := copyBack(u, child); err != nil {
+	if err := copyInto(child, answer, t.gvk); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
 	}
-	ref.UID = u.GetUID()
+	ref.UID, ref.AppliedDigest, ref.ResourceVersion = answer.GetUID(), recorded.AppliedDigest, recorded.ResourceVersion
+	wrote := existing == nil || existing.GetResourceVersion() != answer.GetResourceVersion()
+	if wrote || recorded.AppliedDigest != digest || recorded.UID != ref.UID {
+		// The status keeps the version that kfsm's apply made. An apply
+		// that changed nothing leaves it as it was, so that the changes
+		// of others to a child (a Deployment's status) cost no status
+		// write; this process remembers the version it saw instead.
+		ref.AppliedDigest, ref.ResourceVersion = digest, answer.GetResourceVersion()
+	}
 	w.recordOutput(ref)
 	return nil
 }
 
-// adoption decides whether an apply may go ahead: an object of the
-// child's name that kfsm did not create for parent is taken over only
-// when the handler asks, and one that another parent has, never. It
-// reports whether the child is (or becomes) an adopted one, which kfsm
-// never deletes.
-func (r *reconciler[T]) adoption(ctx context.Context, parent T, t ownedType, ref OutputRef, asked adoption) (bool, error) {
-	existing, err := r.lookup(ctx, t, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
+// answerOf is the object that a write returned, or nil if it failed.
+func answerOf(obj client.Object, err error) client.Object {
 	if err != nil {
-		return false, fmt.Errorf("applying %s: %w", ref, err)
+		return nil
 	}
+	return obj
+}
+
+// unchanged reports whether the child that exists is what an apply of
+// content with digest made, so that applying it again would change
+// nothing: the version that apply left is the version the cache holds.
+// A change by anyone else, or another object of the name, has another
+// version. This process's memory of its last apply comes first; after a
+// restart, the record in the status stands in.
+func (r *reconciler[T]) unchanged(key echoKey, existing client.Object, digest string, recorded OutputRef) bool {
+	if existing == nil || existing.GetDeletionTimestamp() != nil {
+		return false
+	}
+	version := existing.GetResourceVersion()
+	if last, ok := r.echoes.lastApplied(key); ok {
+		return last.digest == digest && last.version == version
+	}
+	return recorded.AppliedDigest == digest && recorded.ResourceVersion == version && recorded.UID == existing.GetUID()
+}
+
+// output returns the record of ref in the status, if there is one.
+func (w *walker[T]) output(ref OutputRef) (OutputRef, bool) {
+	i, found := slices.BinarySearchFunc(w.st.Outputs, ref, compareRefs)
+	if !found {
+		return OutputRef{}, false
+	}
+	return w.st.Outputs[i], true
+}
+
+// adopting decides whether an apply may go ahead: an object of the
+// child's name (existing, nil if there is none) that kfsm did not create
+// for parent is taken over only when the handler asks, and one that
+// another parent has, never. It reports whether the child is (or
+// becomes) an adopted one, which kfsm never deletes.
+func adopting(parent client.Object, t ownedType, ref OutputRef, existing client.Object, asked adoption) (bool, error) {
 	if existing == nil {
 		return false, nil // created by this apply
 	}
@@ -428,16 +495,29 @@ func dropNulls(m map[string]any) {
 	}
 }
 
-// copyBack gives the author the child as the server answered: its UID,
-// its defaults and its status.
-func copyBack(u *unstructured.Unstructured, child client.Object) error {
-	if cu, ok := child.(*unstructured.Unstructured); ok {
-		cu.Object = u.Object
+// copyInto gives the author the child as the server has it: its UID,
+// its defaults and its status. src is not used afterwards.
+func copyInto(child, src client.Object, gvk schema.GroupVersionKind) error {
+	if reflect.TypeOf(child) == reflect.TypeOf(src) {
+		reflect.ValueOf(child).Elem().Set(reflect.ValueOf(src).Elem())
+		child.GetObjectKind().SetGroupVersionKind(gvk)
 		return nil
 	}
-	v := reflect.ValueOf(child).Elem()
-	v.Set(reflect.Zero(v.Type()))
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, child)
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
+	if err != nil {
+		return err
+	}
+	if cu, ok := child.(*unstructured.Unstructured); ok {
+		cu.Object = content
+	} else {
+		v := reflect.ValueOf(child).Elem()
+		v.Set(reflect.Zero(v.Type()))
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, child); err != nil {
+			return err
+		}
+	}
+	child.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
 }
 
 // managerInConflict reads a conflict cause from the API server. A manager
@@ -582,6 +662,34 @@ func (r *reconciler[T]) goneOrNotOurs(ctx context.Context, t ownedType, ref Outp
 	return conflict
 }
 
+// indexOwnerUID is the cache index of children by their parent's UID.
+const indexOwnerUID = "kfsm.dev/owner-uid"
+
+// indexChildren adds the index of children by parent UID to the cache of
+// each typed owned type, so that finding a parent's children costs the
+// number of its children, not the number of objects in the cache.
+// Unstructured types are left to label selectors: a client that reads
+// them from the API server would send the index as a field selector.
+func indexChildren(idx client.FieldIndexer, owns map[schema.GroupKind]ownedType, scheme *runtime.Scheme) error {
+	for _, t := range owns {
+		if t.unstructured {
+			continue
+		}
+		err := idx.IndexField(context.Background(), t.newObject(scheme), indexOwnerUID, func(o client.Object) []string {
+			if uid := o.GetLabels()[LabelOwnerUID]; uid != "" {
+				return []string{uid}
+			}
+			return nil
+		})
+		// Another machine of the manager that owns the type added the
+		// same index already; client-go says so only in words.
+		if err != nil && !strings.Contains(err.Error(), "indexer conflict") {
+			return fmt.Errorf("indexing %s children by parent: %w", t.gvk.Kind, err)
+		}
+	}
+	return nil
+}
+
 // children returns the object's children: those in its status and those
 // that carry its owner UID label, such as a child applied just before a
 // crash kept it out of the status. The status is the fresher record of
@@ -591,7 +699,7 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 	uid := string(w.obj.GetUID())
 	for _, t := range w.r.owns {
 		list := t.newList(w.r.client.Scheme())
-		if err := w.r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: uid}); err != nil {
+		if err := w.r.listChildren(ctx, list, t, uid); err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", t.gvk.Kind, err)
 		}
 		err := meta.EachListItem(list, func(o runtime.Object) error {
@@ -612,6 +720,22 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 		}
 	}
 	return refs, nil
+}
+
+// listChildren lists the children of type t of the parent with uid: by
+// the cache's index under a manager, by label where the reads of the type
+// do not go to the cache.
+func (r *reconciler[T]) listChildren(ctx context.Context, list client.ObjectList, t ownedType, uid string) error {
+	if r.indexed && !t.unstructured && !r.unindexed[t.gvk.GroupKind()].Load() {
+		err := r.client.List(ctx, list, client.MatchingFields{indexOwnerUID: uid}, client.UnsafeDisableDeepCopy)
+		if !apierrors.IsBadRequest(err) {
+			return err
+		}
+		// The client reads this type from the API server, which knows no
+		// such field.
+		r.unindexed[t.gvk.GroupKind()].Store(true)
+	}
+	return r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: uid}, client.UnsafeDisableDeepCopy)
 }
 
 // prune deletes the children that are no longer desired. A pipeline pass

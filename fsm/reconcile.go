@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -64,9 +65,13 @@ type reconciler[T Object] struct {
 	recorder events.EventRecorder
 	gk       schema.GroupKind // of T
 	owns     map[schema.GroupKind]ownedType
-	actions  *actions
-	echoes   *echoes
-	limiter  *backoffLimiter // set under a manager
+	// indexed says that the cache indexes children by parent UID;
+	// unindexed marks the types whose reads bypass the cache after all.
+	indexed   bool
+	unindexed map[schema.GroupKind]*atomic.Bool
+	actions   *actions
+	echoes    *echoes
+	limiter   *backoffLimiter // set under a manager
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -99,6 +104,10 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 	if len(m.owns) > 0 {
 		if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
 			return nil, fmt.Errorf("machine %s: %w", m.name, err)
+		}
+		r.unindexed = make(map[schema.GroupKind]*atomic.Bool, len(r.owns))
+		for gk := range r.owns {
+			r.unindexed[gk] = &atomic.Bool{}
 		}
 	}
 	return r, nil

@@ -94,6 +94,14 @@ type OutputRef struct {
 	// that was adopted with fsm.Adopt: kfsm never deletes it.
 	// +optional
 	Adopted bool `json:"adopted,omitempty"`
+	// AppliedDigest is a digest of the content that kfsm last applied, and
+	// ResourceVersion the version of the child that this apply made.
+	// While the child is still at that version, applying the same content
+	// again would change nothing, and kfsm does not send it.
+	// +optional
+	AppliedDigest string `json:"appliedDigest,omitempty"`
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
 // Transition is one move between states.
