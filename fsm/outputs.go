@@ -259,11 +259,11 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	for _, opt := range opts {
 		opt(&o)
 	}
-	u, err := applyContent(child, t.gvk)
+	content, err := applyContent(child, t.gvk)
 	if err != nil {
-		return err
+		return fmt.Errorf("encoding child %s: %w", child.GetName(), err)
 	}
-	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: content.GetNamespace(), Name: content.GetName()}
 	parent := w.obj
 	existing, err := w.r.lookup(ctx, t, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
 	if err != nil {
@@ -274,26 +274,26 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		return err
 	}
 
-	ownable := parent.GetNamespace() == "" || (namespaced && u.GetNamespace() == parent.GetNamespace())
+	ownable := parent.GetNamespace() == "" || (namespaced && content.GetNamespace() == parent.GetNamespace())
 	switch {
 	case adopted:
 		// No owner reference: garbage collection would delete it.
 	case ownable:
-		if err := controllerutil.SetControllerReference(parent, u, w.r.client.Scheme()); err != nil {
+		if err := controllerutil.SetControllerReference(parent, content, w.r.client.Scheme()); err != nil {
 			return fmt.Errorf("applying %s: %w", ref, err)
 		}
 	case w.r.b.onDelete == "":
 		return fmt.Errorf("applying %s: it cannot carry an owner reference to its parent in namespace %s, so garbage collection will not delete it; declare OnDelete so that the deletion path does", ref, parent.GetNamespace())
 	}
-	labels := u.GetLabels()
+	labels := content.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	labels[LabelManagedBy] = managedBy
 	labels[LabelMachine] = w.r.m.name
 	labels[LabelOwnerUID] = string(parent.GetUID())
-	u.SetLabels(labels)
-	annotations := u.GetAnnotations()
+	content.SetLabels(labels)
+	annotations := content.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
@@ -306,15 +306,18 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		annotations[AnnotationAdopted] = "true"
 		ref.Adopted = true
 	}
-	u.SetAnnotations(annotations)
-	body, err := json.Marshal(u.Object)
+	content.SetAnnotations(annotations)
+	body, err := json.Marshal(content)
+	if err == nil {
+		body, err = trimApply(body)
+	}
 	if err != nil {
 		return fmt.Errorf("encoding child %s: %w", ref, err)
 	}
 	sum := sha256.Sum256(body)
 	digest := hex.EncodeToString(sum[:16])
 
-	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(u)}
+	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
 	recorded, _ := w.output(ref)
 	if w.r.unchanged(key, existing, digest, recorded) {
 		// The child is still what this content made of it: an apply
@@ -450,49 +453,36 @@ func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.Obje
 	return obj, nil
 }
 
-// applyContent is the child as an apply request: what the author set, with
-// the type filled in and the fields that the server owns left out.
-func applyContent(child client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
-	// A JSON round trip, rather than a deep copy, accepts unstructured
-	// content that holds Go ints, and gives typed objects their omitempty.
-	data, err := json.Marshal(child)
-	if err != nil {
-		return nil, fmt.Errorf("encoding child %s: %w", child.GetName(), err)
-	}
-	content := map[string]any{}
-	if err := utiljson.Unmarshal(data, &content); err != nil {
-		return nil, fmt.Errorf("encoding child %s: %w", child.GetName(), err)
-	}
-	delete(content, "status")
-	if md, ok := content["metadata"].(map[string]any); ok {
-		for _, f := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
-			delete(md, f)
+// applyContent is the child as an apply request will carry it, before
+// trimApply leaves out its status and nulls: a copy of what the author
+// set, with the type filled in and the metadata that the server sets
+// left out.
+func applyContent(child client.Object, gvk schema.GroupVersionKind) (client.Object, error) {
+	if _, ok := child.(runtime.Unstructured); ok {
+		// A JSON round trip rather than a deep copy, which would panic on
+		// content that holds Go ints.
+		data, err := json.Marshal(child)
+		if err != nil {
+			return nil, err
 		}
-	}
-	dropNulls(content)
-	u := &unstructured.Unstructured{Object: content}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
-}
-
-// dropNulls removes null fields, such as the creationTimestamp of a pod
-// template, which a typed object always has: applied, they would claim
-// fields that the author never set.
-func dropNulls(m map[string]any) {
-	for k, v := range m {
-		switch v := v.(type) {
-		case nil:
-			delete(m, k)
-		case map[string]any:
-			dropNulls(v)
-		case []any:
-			for _, item := range v {
-				if im, ok := item.(map[string]any); ok {
-					dropNulls(im)
-				}
-			}
+		content := map[string]any{}
+		if err := utiljson.Unmarshal(data, &content); err != nil {
+			return nil, err
 		}
+		child = &unstructured.Unstructured{Object: content}
+	} else {
+		child = child.DeepCopyObject().(client.Object)
 	}
+	child.SetCreationTimestamp(metav1.Time{})
+	child.SetResourceVersion("")
+	child.SetUID("")
+	child.SetGeneration(0)
+	child.SetManagedFields(nil)
+	child.SetSelfLink("")
+	child.SetDeletionTimestamp(nil)
+	child.SetDeletionGracePeriodSeconds(nil)
+	child.GetObjectKind().SetGroupVersionKind(gvk)
+	return child, nil
 }
 
 // copyInto gives the author the child as the server has it: its UID,

@@ -1,0 +1,177 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// trimApply removes from a JSON object, as encoding/json writes it, the
+// members that an apply request must not carry: the top-level "status",
+// which belongs to the status subresource, and every member whose value
+// is null at any depth, such as the creationTimestamp of a pod template.
+// Applied, a null would claim a field that the author never set.
+//
+// It works on the encoded bytes: decoding the object into maps and
+// encoding it again costs several times as much.
+func trimApply(src []byte) ([]byte, error) {
+	i := skipSpace(src, 0)
+	if i >= len(src) || src[i] != '{' {
+		return nil, errors.New("an apply request must be a JSON object")
+	}
+	dst, end, err := trimObject(make([]byte, 0, len(src)), src, i, true)
+	if err != nil {
+		return nil, err
+	}
+	if skipSpace(src, end) != len(src) {
+		return nil, fmt.Errorf("unexpected data after the object at offset %d", end)
+	}
+	return dst, nil
+}
+
+var errTruncated = errors.New("truncated JSON")
+
+func trimValue(dst, src []byte, i int) ([]byte, int, error) {
+	i = skipSpace(src, i)
+	if i >= len(src) {
+		return nil, 0, errTruncated
+	}
+	switch src[i] {
+	case '{':
+		return trimObject(dst, src, i, false)
+	case '[':
+		return trimArray(dst, src, i)
+	}
+	end, err := skipValue(src, i)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(dst, src[i:end]...), end, nil
+}
+
+func trimObject(dst, src []byte, i int, top bool) ([]byte, int, error) {
+	dst = append(dst, '{')
+	empty := true
+	for i++; ; {
+		i = skipSpace(src, i)
+		if i >= len(src) {
+			return nil, 0, errTruncated
+		}
+		switch src[i] {
+		case '}':
+			return append(dst, '}'), i + 1, nil
+		case ',':
+			i = skipSpace(src, i+1)
+		}
+		keyEnd, err := skipString(src, i)
+		if err != nil {
+			return nil, 0, err
+		}
+		key := src[i:keyEnd]
+		i = skipSpace(src, keyEnd)
+		if i >= len(src) || src[i] != ':' {
+			return nil, 0, fmt.Errorf("expected ':' at offset %d", i)
+		}
+		i = skipSpace(src, i+1)
+		if isNull(src, i) || (top && string(key) == `"status"`) {
+			if i, err = skipValue(src, i); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if !empty {
+			dst = append(dst, ',')
+		}
+		empty = false
+		dst = append(append(dst, key...), ':')
+		if dst, i, err = trimValue(dst, src, i); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+func trimArray(dst, src []byte, i int) ([]byte, int, error) {
+	dst = append(dst, '[')
+	for i++; ; {
+		i = skipSpace(src, i)
+		if i >= len(src) {
+			return nil, 0, errTruncated
+		}
+		switch src[i] {
+		case ']':
+			return append(dst, ']'), i + 1, nil
+		case ',':
+			dst = append(dst, ',')
+			i++
+		}
+		var err error
+		if dst, i, err = trimValue(dst, src, i); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+func isNull(src []byte, i int) bool {
+	return bytes.HasPrefix(src[i:], []byte("null")) && (i+4 == len(src) || bytes.IndexByte([]byte(",}] \t\r\n"), src[i+4]) >= 0)
+}
+
+// skipValue returns the offset just past the JSON value at i.
+func skipValue(src []byte, i int) (int, error) {
+	if i >= len(src) {
+		return 0, errTruncated
+	}
+	switch src[i] {
+	case '"':
+		return skipString(src, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(src); j++ {
+			switch src[j] {
+			case '"':
+				end, err := skipString(src, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errTruncated
+	}
+	j := i
+	for j < len(src) && bytes.IndexByte([]byte(",}] \t\r\n"), src[j]) < 0 {
+		j++
+	}
+	if j == i {
+		return 0, fmt.Errorf("expected a value at offset %d", i)
+	}
+	return j, nil
+}
+
+// skipString returns the offset just past the JSON string at i.
+func skipString(src []byte, i int) (int, error) {
+	if i >= len(src) || src[i] != '"' {
+		return 0, fmt.Errorf("expected a string at offset %d", i)
+	}
+	for j := i + 1; j < len(src); j++ {
+		switch src[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errTruncated
+}
+
+func skipSpace(src []byte, i int) int {
+	for i < len(src) && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	return i
+}

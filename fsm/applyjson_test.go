@@ -1,0 +1,100 @@
+package fsm
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// trimmed is what trimApply must produce, the slow way: decoded into
+// maps, without the status and the nulls.
+func trimmed(t testing.TB, src []byte) any {
+	var m map[string]any
+	if err := json.Unmarshal(src, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "status")
+	var drop func(v any) any
+	drop = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if x == nil {
+					delete(v, k)
+					continue
+				}
+				v[k] = drop(x)
+			}
+		case []any:
+			for i, x := range v {
+				v[i] = drop(x)
+			}
+		}
+		return v
+	}
+	return drop(m)
+}
+
+func checkTrim(t testing.TB, src []byte) {
+	got, err := trimApply(src)
+	if err != nil {
+		t.Fatalf("trimApply(%s): %v", src, err)
+	}
+	var gotv any
+	if err := json.Unmarshal(got, &gotv); err != nil {
+		t.Fatalf("trimApply(%s) = %s, not JSON: %v", src, got, err)
+	}
+	if diff := cmp.Diff(trimmed(t, src), gotv); diff != "" {
+		t.Errorf("trimApply(%s) = %s (-want +got):\n%s", src, got, diff)
+	}
+}
+
+func TestTrimApplyDropsStatusAndNulls(t *testing.T) {
+	replicas := int32(2)
+	deployment := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"a": `quote " and \ backslash`}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}},
+		},
+		Status: appsv1.DeploymentStatus{ReadyReplicas: 1},
+	}
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: "None", Ports: []corev1.ServicePort{{Port: 80}}}}
+	for _, obj := range []any{deployment, service, &corev1.ConfigMap{Data: map[string]string{"k": "null"}}} {
+		src, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTrim(t, src)
+	}
+	got, err := trimApply([]byte(`{"metadata":{"creationTimestamp":null,"name":"x"},"spec":{"template":{"metadata":{"creationTimestamp":null}},"list":[null,{"a":null,"b":[1,{"c":null}]}]},"status":{"x":1}}`))
+	if want := `{"metadata":{"name":"x"},"spec":{"template":{"metadata":{}},"list":[null,{"b":[1,{}]}]}}`; err != nil || string(got) != want {
+		t.Errorf("trimApply = %s, %v; want %s", got, err, want)
+	}
+	for _, bad := range []string{``, `[]`, `{"a":`, `{"a":1`, `{"a" 1}`, `{"a":"x}`, `{"a":[1,2}`, `{} x`, `{"a":}`} {
+		if got, err := trimApply([]byte(bad)); err == nil {
+			t.Errorf("trimApply(%q) = %s, want an error", bad, got)
+		}
+	}
+}
+
+func FuzzTrimApply(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"status":null}`, `{"a":null,"b":{"c":null,"d":[null,{"e":null}]},"status":{"f":1}}`,
+		`{"s":"with \"quotes\" and null, {braces}","n":-1.5e3,"t":true}`, ` { "a" : [ 1 , null ] } `,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		var m map[string]any
+		if json.Unmarshal(src, &m) != nil || m == nil {
+			return // trimApply's input is an object that encoding/json wrote
+		}
+		checkTrim(t, src)
+	})
+}
