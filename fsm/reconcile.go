@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -376,7 +378,34 @@ func (r *reconciler[T]) echoed(gk schema.GroupKind, obj client.Object) {
 // else made to the object meanwhile (a label, the spec) does not make the
 // walk's record a conflict, to be thrown away with the work it recorded.
 func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
-	return r.write(obj, func() error { return r.client.Status().Patch(ctx, obj, client.MergeFrom(before)) })
+	patch, err := statusPatch(before, obj)
+	if err != nil {
+		return err
+	}
+	return r.write(obj, func() error { return r.client.Status().Patch(ctx, obj, patch) })
+}
+
+// statusPatch is the merge patch from before's status to obj's. It is
+// computed from the statuses alone, which is all the status subresource
+// takes: encoding and comparing the whole objects, managed fields and
+// all, cost several times as much.
+func statusPatch(before, obj runtime.Object) (client.Patch, error) {
+	if !statusField(obj).IsValid() {
+		return client.MergeFrom(before.(client.Object)), nil
+	}
+	from, err := json.Marshal(map[string]any{"status": statusOf(before)})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status: %w", err)
+	}
+	to, err := json.Marshal(map[string]any{"status": statusOf(obj)})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status: %w", err)
+	}
+	data, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status: %w", err)
+	}
+	return client.RawPatch(types.MergePatchType, data), nil
 }
 
 func (r *reconciler[T]) patchFinalizer(ctx context.Context, obj T, change func(client.Object, string) bool) error {
