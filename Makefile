@@ -7,7 +7,7 @@ BIN := $(CURDIR)/bin
 # Generated files, checked by verify-generated.
 GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 
-.PHONY: test demo generate verify-generated lint assets
+.PHONY: test demo bench generate verify-generated lint assets
 
 ## test: run every test, with the race detector, against a real API server
 test: assets
@@ -16,6 +16,12 @@ test: assets
 ## demo: run the demo (the example operators on an embedded Kubernetes) until Ctrl-C
 demo:
 	$(GO) run ./cmd/kfsm demo --workloads
+
+## bench: kfsm against a hand-written controller on one embedded API server;
+## BENCH="-n 1000,10000 -workers 1,8 -rounds 3" chooses what to measure
+BENCH ?= -n 1000 -workers 1,8 -rounds 3
+bench:
+	$(GO) run ./bench $(BENCH)
 
 ## assets: build the Kubernetes binaries once; later runs reuse the cache
 assets:
