@@ -125,7 +125,7 @@ func writeHeapProfile(path string) {
 		fmt.Fprintln(os.Stderr, "bench controller:", err)
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "bench controller:", err)
 	}
