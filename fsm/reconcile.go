@@ -71,6 +71,7 @@ type reconciler[T Object] struct {
 	// unindexed marks the types whose reads bypass the cache after all.
 	indexed   bool
 	unindexed map[schema.GroupKind]*atomic.Bool
+	scopes    sync.Map // schema.GroupVersionKind → namespaced, of owned types
 	actions   *actions
 	echoes    *echoes
 	limiter   *backoffLimiter // set under a manager
