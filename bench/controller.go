@@ -49,6 +49,7 @@ func controllerMain(impl, namespace, kubeconfig string, workers int, cpuprofile 
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 		defer writeHeapProfile(strings.TrimSuffix(cpuprofile, ".prof") + ".heap")
 	}
+	ctrl.SetLogger(logr.Discard())
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
