@@ -340,11 +340,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		if err := copyInto(child, existing.DeepCopyObject().(client.Object), t.gvk); err != nil {
 			return fmt.Errorf("applying %s: %w", ref, err)
 		}
-		ref.UID, ref.AppliedDigest, ref.ResourceVersion = existing.GetUID(), recorded.AppliedDigest, recorded.ResourceVersion
-		if recorded.AppliedDigest != digest || recorded.UID != ref.UID {
-			ref.AppliedDigest, ref.ResourceVersion = digest, existing.GetResourceVersion()
-		}
-		w.recordOutput(ref)
+		w.recordApplied(ref, recorded, existing, digest, false)
 		return nil
 	}
 
@@ -378,17 +374,24 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if err := copyInto(child, answer, t.gvk); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
 	}
-	ref.UID, ref.AppliedDigest, ref.ResourceVersion = answer.GetUID(), recorded.AppliedDigest, recorded.ResourceVersion
 	wrote := existing == nil || existing.GetResourceVersion() != answer.GetResourceVersion()
+	w.recordApplied(ref, recorded, answer, digest, wrote)
+	return nil
+}
+
+// recordApplied records ref as obj, the child that an apply of content
+// with digest left (wrote says whether it changed it) or found as it
+// would leave it. The status keeps the version that kfsm's last apply
+// of the content made. An apply that changed nothing leaves the record
+// as it was, so that the changes of others to a child (a Deployment's
+// status) cost no status write; this process remembers the version it
+// saw instead.
+func (w *walker[T]) recordApplied(ref, recorded OutputRef, obj client.Object, digest string, wrote bool) {
+	ref.UID, ref.AppliedDigest, ref.ResourceVersion = obj.GetUID(), recorded.AppliedDigest, recorded.ResourceVersion
 	if wrote || recorded.AppliedDigest != digest || recorded.UID != ref.UID {
-		// The status keeps the version that kfsm's apply made. An apply
-		// that changed nothing leaves it as it was, so that the changes
-		// of others to a child (a Deployment's status) cost no status
-		// write; this process remembers the version it saw instead.
-		ref.AppliedDigest, ref.ResourceVersion = digest, answer.GetResourceVersion()
+		ref.AppliedDigest, ref.ResourceVersion = digest, obj.GetResourceVersion()
 	}
 	w.recordOutput(ref)
-	return nil
 }
 
 // answerOf is the object that a write returned, or nil if it failed.
