@@ -4,89 +4,144 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
-	"net/http"
+	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
-// report is what a controller process says about itself when asked.
-type report struct {
-	Reconciles int            `json:"reconciles"`
-	Requests   map[string]int `json:"requests"` // "verb resource" → count
-	CPU        float64        `json:"cpu"`      // user + system seconds
-	MaxRSS     int64          `json:"maxrss"`   // bytes
+// setups registers each implementation of the workload with a manager,
+// with the given number of workers.
+var setups = map[string]func(mgr ctrl.Manager, workers int) error{
+	"kfsm": setupKfsm,
+	"hand": setupHand,
+}
+
+// controllerArgs are the controller process's flags, which the driver sets.
+type controllerArgs struct {
+	impl, namespace, kubeconfig, cpuprofile string
+	workers                                 int
+}
+
+func (a controllerArgs) list() []string {
+	return []string{controllerFlag, a.impl, "-namespace", a.namespace, "-kubeconfig", a.kubeconfig,
+		"-workers", fmt.Sprint(a.workers), "-cpuprofile", a.cpuprofile}
+}
+
+func parseControllerArgs(args []string) (controllerArgs, error) {
+	var a controllerArgs
+	fs := flag.NewFlagSet("bench controller", flag.ContinueOnError)
+	fs.StringVar(&a.impl, "controller", "", "the implementation to run")
+	fs.StringVar(&a.namespace, "namespace", "", "the namespace to serve")
+	fs.StringVar(&a.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig")
+	fs.StringVar(&a.cpuprofile, "cpuprofile", "", "a file for the CPU profile; the heap profile goes beside it")
+	fs.IntVar(&a.workers, "workers", 1, "concurrent reconciles")
+	if err := fs.Parse(args); err != nil {
+		return a, err
+	}
+	if _, ok := setups[a.impl]; !ok {
+		return a, fmt.Errorf("unknown implementation %q", a.impl)
+	}
+	if a.namespace == "" || a.kubeconfig == "" {
+		return a, errors.New("-namespace and -kubeconfig are required")
+	}
+	return a, nil
 }
 
 // controllerMain is the controller process: a manager that runs one
-// implementation of the workload over one namespace, and answers
-// "report" lines on standard input with a JSON report on standard output.
-func controllerMain(impl, namespace, kubeconfig string, workers int, cpuprofile string) error {
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
-		defer writeHeapProfile(strings.TrimSuffix(cpuprofile, ".prof") + ".heap")
-	}
-	ctrl.SetLogger(logr.Discard())
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// implementation of the workload over one namespace and answers the
+// driver's commands, one a line on standard input, each with a JSON
+// report on a line of standard output:
+//
+//   - report: the process's counters;
+//   - resync: every cached Gadget is sent to the controller again as a
+//     resync's update event, then the counters.
+//
+// The process stops at the end of its input.
+func controllerMain(args []string) (err error) {
+	a, err := parseControllerArgs(args)
 	if err != nil {
 		return err
 	}
+	log := logr.New(errorSink{shown: new(atomic.Int32)})
+	ctrl.SetLogger(log)
+	if a.cpuprofile != "" {
+		stopProfiles, perr := startProfiles(a.cpuprofile)
+		if perr != nil {
+			return perr
+		}
+		defer func() { err = errors.Join(err, stopProfiles()) }()
+	}
+	requests := newRequestCounter()
+	cfg, err := clientcmd.BuildConfigFromFlags("", a.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading the kubeconfig: %w", err)
+	}
 	unthrottled(cfg)
-	requests := &requestCounter{counts: map[string]int{}}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, counter: requests} })
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	cfg.Wrap(requests.wrap)
+	resync := &resyncer{}
+	mgr, err := newManager(cfg, a.namespace, resync, log)
+	if err != nil {
 		return err
 	}
+	if err := setups[a.impl](mgr, a.workers); err != nil {
+		return fmt.Errorf("setting up %s: %w", a.impl, err)
+	}
+	return serve(mgr, resync, requests)
+}
+
+func newManager(cfg *rest.Config, namespace string, resync *resyncer, log logr.Logger) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Logger:                 logr.Discard(),
+		Logger:                 log,
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+		NewCache:               resync.newCache,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
 	})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	switch impl {
-	case "kfsm":
-		err = setupKfsm(mgr, workers)
-	case "hand":
-		err = setupHand(mgr, workers)
-	default:
-		err = fmt.Errorf("unknown implementation %q", impl)
-	}
-	if err != nil {
-		return err
-	}
+	return mgr, nil
+}
 
+// unthrottled lifts client-go's client-side rate limit.
+func unthrottled(cfg *rest.Config) {
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+}
+
+// serve runs the manager and answers the driver until standard input ends.
+func serve(mgr ctrl.Manager, resync *resyncer, requests *requestCounter) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -103,159 +158,242 @@ func controllerMain(impl, namespace, kubeconfig string, workers int, cpuprofile 
 	for {
 		select {
 		case err := <-done:
+			if err == nil {
+				err = errors.New("the manager stopped by itself")
+			}
 			return err
 		case line, ok := <-lines:
-			if !ok || line == "stop" {
+			if !ok {
 				cancel()
 				return <-done
 			}
-			if line == "report" {
-				if err := out.Encode(snapshot(requests)); err != nil {
-					return err
-				}
+			rep, err := answer(ctx, line, resync, requests)
+			if err != nil {
+				return err
+			}
+			if err := out.Encode(rep); err != nil {
+				return fmt.Errorf("writing a report: %w", err)
 			}
 		}
 	}
 }
 
-// writeHeapProfile writes the live heap at the end of the run, beside the
-// CPU profile.
-func writeHeapProfile(path string) {
-	f, err := os.Create(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench controller:", err)
-		return
+func answer(ctx context.Context, command string, resync *resyncer, requests *requestCounter) (report, error) {
+	switch command {
+	case "report":
+		return snapshot(requests), nil
+	case "resync":
+		n, err := resync.replay(ctx)
+		if err != nil {
+			return report{}, err
+		}
+		rep := snapshot(requests)
+		rep.Resynced = n
+		return rep, nil
 	}
-	defer func() { _ = f.Close() }()
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "bench controller:", err)
-	}
+	return report{}, fmt.Errorf("unknown command %q", command)
+}
+
+// report is what a controller process says about itself.
+type report struct {
+	// Reconciles counts the reconciles that returned, and Errors those
+	// that returned an error, from controller-runtime's metrics, which
+	// both implementations have: counting costs neither anything.
+	Reconciles int `json:"reconciles"`
+	Errors     int `json:"errors"`
+	// Requests are the API requests made, by "verb resource".
+	Requests map[string]int `json:"requests"`
+	// Idle is how long ago, in seconds, the last request started or ended.
+	Idle float64 `json:"idle"`
+	// CPU is user and system time in seconds; MaxRSS is in bytes.
+	CPU    float64 `json:"cpu"`
+	MaxRSS int64   `json:"maxrss"`
+	// Resynced is how many Gadgets a resync sent again.
+	Resynced int `json:"resynced,omitempty"`
 }
 
 func snapshot(requests *requestCounter) report {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return report{
-		Reconciles: reconciles(),
-		Requests:   requests.snapshot(),
-		CPU:        seconds(ru.Utime) + seconds(ru.Stime),
-		MaxRSS:     ru.Maxrss * 1024,
-	}
-}
-
-func seconds(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-
-// reconciles sums controller-runtime's reconcile counter, which both
-// implementations have, so that counting costs neither anything.
-func reconciles() int {
+	counts, idle := requests.snapshot()
+	cpu, rss := resourceUsage()
+	rep := report{Requests: counts, Idle: idle.Seconds(), CPU: cpu, MaxRSS: rss}
 	families, err := metrics.Registry.Gather()
 	if err != nil {
-		return -1
+		rep.Reconciles, rep.Errors = -1, -1
+		return rep
 	}
-	n := 0.0
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
+		switch f.GetName() {
+		case "controller_runtime_reconcile_total":
+			rep.Reconciles = counterSum(f)
+		case "controller_runtime_reconcile_errors_total":
+			rep.Errors = counterSum(f)
 		}
-		for _, m := range f.GetMetric() {
-			n += counterValue(m)
-		}
+	}
+	return rep
+}
+
+func counterSum(f *dto.MetricFamily) int {
+	n := 0.0
+	for _, m := range f.GetMetric() {
+		n += m.GetCounter().GetValue()
 	}
 	return int(n)
 }
 
-func counterValue(m *dto.Metric) float64 {
-	if c := m.GetCounter(); c != nil {
-		return c.GetValue()
+// resyncer sends the Gadgets in the cache to the controller again, as a
+// cache's SyncPeriod does on a timer: an update event with the same object
+// before and after, to every handler of the Gadget informer. Both
+// implementations see the same events through their own predicates, and
+// the driver chooses the moment, so no timer has to outlast convergence
+// and the child informers, which a SyncPeriod would resync too, at times
+// of their own, stay out of it.
+type resyncer struct {
+	cache cache.Cache
+
+	mu       sync.Mutex
+	handlers []toolscache.ResourceEventHandler
+}
+
+// newCache is the manager's NewCache: the usual cache, whose Gadget
+// informer tells the resyncer its handlers.
+func (r *resyncer) newCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+	c, err := cache.New(cfg, opts)
+	if err != nil {
+		return nil, err
 	}
-	return 0
+	r.cache = c
+	return &resyncCache{Cache: c, resyncer: r}, nil
 }
 
-// unthrottled lifts client-go's client-side rate limit.
-func unthrottled(cfg *rest.Config) {
-	cfg.QPS = -1
-	cfg.Burst = 0
+func (r *resyncer) add(h toolscache.ResourceEventHandler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers = append(r.handlers, h)
 }
 
-// requestCounter counts API requests by verb and resource.
-type requestCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (c *requestCounter) add(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.counts[key]++
-}
-
-func (c *requestCounter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.counts))
-	for k, v := range c.counts {
-		out[k] = v
+// replay sends every cached Gadget to the handlers and returns how many
+// there were.
+func (r *resyncer) replay(ctx context.Context) (int, error) {
+	var list v1alpha1.GadgetList
+	if err := r.cache.List(ctx, &list); err != nil {
+		return 0, fmt.Errorf("listing the cached gadgets: %w", err)
 	}
-	return out
-}
-
-type countingTransport struct {
-	next    http.RoundTripper
-	counter *requestCounter
-}
-
-func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	verb, resource := classify(req)
-	t.counter.add(verb + " " + resource)
-	return t.next.RoundTrip(req)
-}
-
-// classify names a request as the API server's request metrics do:
-// verb (get, list, watch, create, update, patch, apply, delete) and
-// resource, with "/status" for the status subresource.
-func classify(req *http.Request) (verb, resource string) {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return strings.ToLower(req.Method), req.URL.Path
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	named := len(parts) >= 2
-	if len(parts) > 0 {
-		resource = parts[0]
-	}
-	if len(parts) >= 3 {
-		resource += "/" + parts[2]
-	}
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case req.URL.Query().Get("watch") == "true":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
+	r.mu.Lock()
+	handlers := r.handlers
+	r.mu.Unlock()
+	for _, h := range handlers {
+		for i := range list.Items {
+			h.OnUpdate(&list.Items[i], &list.Items[i])
 		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodDelete:
-		verb = "delete"
-	case http.MethodPatch:
-		verb = "patch"
-		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
-			verb = "apply"
-		}
-	default:
-		verb = strings.ToLower(req.Method)
 	}
-	return verb, resource
+	return len(list.Items), nil
+}
+
+type resyncCache struct {
+	cache.Cache
+	resyncer *resyncer
+}
+
+func (c *resyncCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	inf, err := c.Cache.GetInformer(ctx, obj, opts...)
+	if _, gadget := obj.(*v1alpha1.Gadget); err != nil || !gadget {
+		return inf, err
+	}
+	return &recordingInformer{Informer: inf, resyncer: c.resyncer}, nil
+}
+
+// recordingInformer tells the resyncer the handlers added to an informer.
+type recordingInformer struct {
+	cache.Informer
+	resyncer *resyncer
+}
+
+func (i *recordingInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	i.resyncer.add(h)
+	return i.Informer.AddEventHandler(h)
+}
+
+func (i *recordingInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	i.resyncer.add(h)
+	return i.Informer.AddEventHandlerWithResyncPeriod(h, resync)
+}
+
+func (i *recordingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	i.resyncer.add(h)
+	return i.Informer.AddEventHandlerWithOptions(h, opts)
+}
+
+// startProfiles starts the CPU profile; the returned function stops it
+// and writes the heap profile beside it.
+func startProfiles(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return errors.Join(f.Close(), writeHeapProfile(strings.TrimSuffix(path, ".prof")+".heap"))
+	}, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating the heap profile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("writing the heap profile: %w", err)
+	}
+	return f.Close()
+}
+
+// errorSink is a logr sink that drops everything but errors, and writes
+// the first few of those to standard error; the report counts reconcile
+// errors all the same.
+type errorSink struct {
+	name   string
+	values []any
+	shown  *atomic.Int32
+}
+
+const shownErrors = 5
+
+func (errorSink) Init(logr.RuntimeInfo)    {}
+func (errorSink) Enabled(int) bool         { return false }
+func (errorSink) Info(int, string, ...any) {}
+
+func (s errorSink) Error(err error, msg string, kv ...any) {
+	switch n := s.shown.Add(1); {
+	case n == shownErrors+1:
+		fmt.Fprintln(os.Stderr, "bench controller: further errors are not shown")
+		return
+	case n > shownErrors:
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "bench controller: %s%s: %v", s.name, msg, err)
+	writeValues(&b, s.values)
+	writeValues(&b, kv)
+	fmt.Fprintln(os.Stderr, b.String())
+}
+
+func (s errorSink) WithValues(kv ...any) logr.LogSink {
+	s.values = append(s.values[:len(s.values):len(s.values)], kv...)
+	return s
+}
+
+func (s errorSink) WithName(name string) logr.LogSink {
+	s.name += name + ": "
+	return s
+}
+
+func writeValues(w io.Writer, kv []any) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(w, " %v=%v", kv[i], kv[i+1])
+	}
 }

@@ -1,20 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,62 +27,69 @@ import (
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
-// result is one measured run.
-type result struct {
-	impl             string
-	n, workers       int
-	round            int
-	ready            time.Duration
-	cpu              float64 // seconds
-	rss              int64   // bytes
-	converge         map[string]int
-	server           map[string]int // the API server's count of the same
-	restart          map[string]int
-	restartListWatch map[string]int
+const (
+	// writers create a run's gadgets concurrently.
+	writers = 16
+	// quiet is how long a controller must make no request and finish no
+	// reconcile for a phase to be over.
+	quiet = 2 * time.Second
+)
+
+// run is one measured run of an implementation.
+type run struct {
+	impl              string
+	n, workers, round int
 }
 
-// driver holds the cluster and a client of its own.
+// name names the run's namespace and profiles.
+func (r run) name() string {
+	return fmt.Sprintf("%s-n%d-w%d-r%d", r.impl, r.n, r.workers, r.round)
+}
+
+// result is what a run measured.
+type result struct {
+	run
+	ready time.Duration // from the controller's start until all are Ready
+	cpu   float64       // the controller's CPU seconds then
+	rss   int64         // its peak RSS then, in bytes
+	// reconciles and failed count the controller's reconciles, and the
+	// failed ones, until it was quiet.
+	reconciles, failed int
+	// converge are the controller's requests until it was quiet after all
+	// were Ready; server is the API server's count of the same, for the
+	// workload's resources.
+	converge, server map[string]int
+	// resync and restart are the requests of those phases.
+	resync, restart map[string]int
+}
+
+// driver runs the plan against one cluster, with a client of its own.
 type driver struct {
+	plan      *plan
 	cluster   *cluster.Cluster
 	client    client.WithWatch
-	cfg       *rest.Config
 	discovery *discovery.DiscoveryClient
-	plan      *plan
 	out       io.Writer
 }
 
-func (p *plan) run(ctx context.Context, out io.Writer) error {
+func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 	if _, err := os.Stat(p.crds); err != nil {
 		return fmt.Errorf("the test API's CRDs: %w (run from the repository's root, or pass -crds)", err)
 	}
 	if p.profiles != "" {
 		if err := os.MkdirAll(p.profiles, 0o755); err != nil {
-			return err
+			return fmt.Errorf("the profiles' directory: %w", err)
 		}
 	}
 	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{p.crds}})
 	if err != nil {
-		return err
+		return fmt.Errorf("starting the cluster: %w", err)
 	}
-	defer func() { _ = c.Stop() }()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	cfg := rest.CopyConfig(c.Config)
-	unthrottled(cfg)
-	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	defer func() { err = errors.Join(err, c.Stop()) }()
+	d, err := newDriver(p, c, out)
 	if err != nil {
 		return err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	d := &driver{cluster: c, client: cl, cfg: cfg, discovery: dc, plan: p, out: out}
 	if err := d.describeMachine(); err != nil {
 		return err
 	}
@@ -92,17 +97,14 @@ func (p *plan) run(ctx context.Context, out io.Writer) error {
 	for _, n := range p.sizes {
 		for _, w := range p.workers {
 			for round := 1; round <= p.rounds; round++ {
-				order := p.impls
-				if round%2 == 0 {
-					order = reversed(order)
-				}
-				for _, impl := range order {
-					r, err := d.measure(ctx, impl, n, w, round)
+				for _, impl := range d.order(round) {
+					r := run{impl: impl, n: n, workers: w, round: round}
+					res, err := d.measure(ctx, r)
 					if err != nil {
-						return fmt.Errorf("%s, n=%d, %d workers, round %d: %w", impl, n, w, round, err)
+						return fmt.Errorf("%s: %w", r.name(), err)
 					}
-					fmt.Fprintln(out, r.line())
-					results = append(results, r)
+					printResult(out, res)
+					results = append(results, res)
 				}
 			}
 			summarize(out, results, n, w)
@@ -111,265 +113,290 @@ func (p *plan) run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-func reversed(s []string) []string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[len(s)-1-i] = v
+func newDriver(p *plan, c *cluster.Cluster, out io.Writer) (*driver, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
 	}
-	return out
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(c.Config)
+	unthrottled(cfg)
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("the driver's client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the driver's discovery client: %w", err)
+	}
+	return &driver{plan: p, cluster: c, client: cl, discovery: dc, out: out}, nil
 }
 
-// measure runs one implementation over n new objects: convergence, then
-// a restart over the converged objects.
-func (d *driver) measure(ctx context.Context, impl string, n, workers, round int) (result, error) {
-	r := result{impl: impl, n: n, workers: workers, round: round}
-	ns := fmt.Sprintf("%s-n%d-w%d-r%d", impl, n, workers, round)
+// order alternates the implementations' order from round to round.
+func (d *driver) order(round int) []string {
+	impls := slices.Clone(d.plan.impls)
+	if round%2 == 0 {
+		slices.Reverse(impls)
+	}
+	return impls
+}
+
+// measure runs an implementation over n new gadgets in a namespace of its
+// own: convergence, a resync and a restart. The namespace's objects are
+// removed afterwards.
+func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
+	res.run = r
+	ns := r.name()
 	if err := d.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return r, err
+		return res, fmt.Errorf("creating the namespace: %w", err)
 	}
-	defer d.cleanup(context.WithoutCancel(ctx), ns)
-	if err := d.createGadgets(ctx, ns, n); err != nil {
-		return r, err
+	defer func() {
+		if ctx.Err() == nil {
+			err = errors.Join(err, d.cleanup(ctx, ns))
+		}
+	}()
+	if err := d.createGadgets(ctx, ns, r.n); err != nil {
+		return res, err
 	}
-	ready, err := d.watchReady(ctx, ns, n)
+	p, err := d.converge(ctx, r, ns, &res)
+	if p != nil {
+		defer p.kill()
+	}
 	if err != nil {
-		return r, err
+		return res, fmt.Errorf("converging: %w", err)
+	}
+	if err := d.resync(ctx, p, r.n, &res); err != nil {
+		return res, fmt.Errorf("resync: %w", err)
+	}
+	if err := p.stop(); err != nil {
+		return res, err
+	}
+	if err := d.restart(ctx, r, ns, &res); err != nil {
+		return res, fmt.Errorf("restart: %w", err)
+	}
+	return res, nil
+}
+
+// converge starts the controller over the new gadgets and waits until all
+// are Ready, then until it is quiet. The driver makes no request of its
+// own meanwhile, except to read the API server's counters before and
+// after: its watch of the gadgets is open before.
+func (d *driver) converge(ctx context.Context, r run, ns string, res *result) (*process, error) {
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	ready, err := d.watchReady(watchCtx, ns, r.n)
+	if err != nil {
+		return nil, err
 	}
 	before, err := d.serverRequests(ctx)
 	if err != nil {
-		return r, err
-	}
-
-	profile := ""
-	if d.plan.profiles != "" {
-		profile = filepath.Join(d.plan.profiles, fmt.Sprintf("%s-n%d-w%d-r%d.prof", impl, n, workers, round))
+		return nil, err
 	}
 	start := time.Now()
-	p, err := d.startController(ctx, impl, ns, workers, profile)
+	p, err := d.startController(ctx, r, ns, d.profile(r, ""))
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	select {
-	case <-ready:
-	case err := <-p.exited:
-		return r, fmt.Errorf("the controller exited before all were Ready: %w", err)
-	case <-ctx.Done():
-		_ = p.stop()
-		return r, ctx.Err()
+	if err := p.await(ctx, ready, d.plan.timeout); err != nil {
+		return p, fmt.Errorf("waiting for all to be Ready: %w", err)
 	}
-	r.ready = time.Since(start)
-	rep, err := p.report()
+	res.ready = time.Since(start)
+	atReady, err := p.report()
 	if err != nil {
-		return r, err
+		return p, err
 	}
-	r.cpu, r.rss, r.converge = rep.CPU, rep.MaxRSS, rep.Requests
+	res.cpu, res.rss = atReady.CPU, atReady.MaxRSS
+	settled, err := p.settle(ctx, 0, d.plan.timeout)
+	if err != nil {
+		return p, err
+	}
 	after, err := d.serverRequests(ctx)
 	if err != nil {
-		return r, err
+		return p, err
 	}
-	r.server = diff(after, before)
-	if err := p.stop(); err != nil {
-		return r, err
-	}
-
-	// A restart over converged objects: every object is reconciled again.
-	p, err = d.startController(ctx, impl, ns, workers, "")
-	if err != nil {
-		return r, err
-	}
-	rep, err = p.settle(n)
-	if stopErr := p.stop(); err == nil {
-		err = stopErr
-	}
-	if err != nil {
-		return r, fmt.Errorf("restart: %w", err)
-	}
-	r.restart, r.restartListWatch = splitListWatch(rep.Requests)
-	return r, nil
+	res.converge, res.server = settled.Requests, subtract(after, before)
+	res.reconciles, res.failed = settled.Reconciles, settled.Errors
+	return p, nil
 }
 
-// createGadgets creates n gadgets with 16 writers.
+// resync has the controller reconcile every gadget again, with nothing
+// changed, and counts the requests it makes.
+func (d *driver) resync(ctx context.Context, p *process, n int, res *result) error {
+	before, err := p.report()
+	if err != nil {
+		return err
+	}
+	sent, err := p.command("resync")
+	if err != nil {
+		return err
+	}
+	if sent.Resynced != n {
+		return fmt.Errorf("the controller's cache held %d gadgets, not %d", sent.Resynced, n)
+	}
+	after, err := p.settle(ctx, before.Reconciles+n, d.plan.timeout)
+	if err != nil {
+		return err
+	}
+	res.resync = subtract(after.Requests, before.Requests)
+	return nil
+}
+
+// restart starts a new controller over the converged gadgets and counts
+// its requests until it has reconciled them all and is quiet.
+func (d *driver) restart(ctx context.Context, r run, ns string, res *result) error {
+	p, err := d.startController(ctx, r, ns, d.profile(r, "-restart"))
+	if err != nil {
+		return err
+	}
+	defer p.kill()
+	settled, err := p.settle(ctx, r.n, d.plan.timeout)
+	if err != nil {
+		return err
+	}
+	res.restart = settled.Requests
+	return p.stop()
+}
+
+// profile is the path of a controller's CPU profile, or empty.
+func (d *driver) profile(r run, suffix string) string {
+	if d.plan.profiles == "" {
+		return ""
+	}
+	return filepath.Join(d.plan.profiles, r.name()+suffix+".prof")
+}
+
+// createGadgets creates n gadgets, g-00000 onwards, with concurrent
+// writers.
 func (d *driver) createGadgets(ctx context.Context, ns string, n int) error {
-	names := make(chan int)
-	errs := make(chan error, 16)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range writers {
 		wg.Go(func() {
-			for i := range names {
-				g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g-%05d", i), Namespace: ns}, Spec: v1alpha1.GadgetSpec{Target: int32(i)}}
+			for i := range next {
+				g := &v1alpha1.Gadget{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g-%05d", i), Namespace: ns},
+					Spec:       v1alpha1.GadgetSpec{Target: int32(i)},
+				}
 				if err := d.client.Create(ctx, g); err != nil {
-					errs <- err
-					return
+					cancel(fmt.Errorf("creating gadget %s: %w", g.Name, err))
 				}
 			}
 		})
 	}
-	var err error
 feed:
 	for i := range n {
 		select {
-		case names <- i:
-		case err = <-errs:
+		case next <- i:
+		case <-ctx.Done():
 			break feed
 		}
 	}
-	close(names)
+	close(next)
 	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errs:
-		default:
-		}
-	}
-	return err
+	return context.Cause(ctx)
 }
 
-// watchReady returns a channel that is closed once all n gadgets of ns
-// are Ready, as a watch opened now sees them.
-func (d *driver) watchReady(ctx context.Context, ns string, n int) (<-chan struct{}, error) {
+// watchReady opens a watch of the namespace's gadgets and returns a
+// channel that says when all n are Ready, or why that cannot be known.
+func (d *driver) watchReady(ctx context.Context, ns string, n int) (<-chan error, error) {
 	w, err := d.client.Watch(ctx, &v1alpha1.GadgetList{}, client.InNamespace(ns))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("watching the gadgets: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer w.Stop()
-		ready := map[string]bool{}
-		for ev := range w.ResultChan() {
-			g, ok := ev.Object.(*v1alpha1.Gadget)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			ready[g.Name] = meta.IsStatusConditionTrue(g.Status.Conditions, fsm.ConditionReady)
-			if countTrue(ready) == n {
-				close(done)
-				return
-			}
-		}
-	}()
+	done := make(chan error, 1)
+	go func() { done <- d.awaitReady(ctx, w, ns, n) }()
 	return done, nil
 }
 
-func countTrue(m map[string]bool) int {
-	n := 0
-	for _, v := range m {
-		if v {
-			n++
+func (d *driver) awaitReady(ctx context.Context, w watch.Interface, ns string, n int) error {
+	ready := map[string]bool{}
+	count, version := 0, ""
+	for {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				w.Stop()
+				return fmt.Errorf("watching the gadgets: %w", apierrors.FromObject(ev.Object))
+			}
+			g, ok := ev.Object.(*v1alpha1.Gadget)
+			if !ok {
+				continue
+			}
+			version = g.ResourceVersion
+			now := ev.Type != watch.Deleted && meta.IsStatusConditionTrue(g.Status.Conditions, fsm.ConditionReady)
+			switch was := ready[g.Name]; {
+			case now && !was:
+				count++
+			case was && !now:
+				count--
+			}
+			ready[g.Name] = now
+			if count == n {
+				w.Stop()
+				return nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The API server ended the watch: go on from the last version seen.
+		var err error
+		w, err = d.client.Watch(ctx, &v1alpha1.GadgetList{}, client.InNamespace(ns),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version}})
+		if err != nil {
+			return fmt.Errorf("watching the gadgets again: %w", err)
 		}
 	}
-	return n
+}
+
+// serverRequests reads the API server's apiserver_request_total for the
+// workload's resources.
+func (d *driver) serverRequests(ctx context.Context) (map[string]int, error) {
+	data, err := d.discovery.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	return parseRequestTotals(data), nil
 }
 
 // cleanup removes a run's objects, so that the API server's store does
-// not grow from run to run. There is no garbage collector or namespace
-// controller in this cluster.
-func (d *driver) cleanup(ctx context.Context, ns string) {
-	for _, obj := range []client.Object{&v1alpha1.Gadget{}, &corev1.ConfigMap{}, &corev1.Service{}, &eventsv1.Event{}} {
-		if err := d.client.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: cleaning up %s: %v\n", ns, err)
+// not grow from run to run: the cluster has no garbage collector and no
+// namespace controller. The namespace stays, Terminating.
+func (d *driver) cleanup(ctx context.Context, ns string) error {
+	var gadgets v1alpha1.GadgetList
+	if err := d.client.List(ctx, &gadgets, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("cleaning up: listing the gadgets: %w", err)
+	}
+	for i := range gadgets.Items {
+		g := &gadgets.Items[i]
+		if len(g.Finalizers) == 0 {
+			continue
+		}
+		patch := client.MergeFrom(g.DeepCopy())
+		g.Finalizers = nil
+		if err := d.client.Patch(ctx, g, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("cleaning up: removing the finalizers of %s: %w", g.Name, err)
 		}
 	}
-}
-
-// process is a controller process.
-type process struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	exited chan error
-	once   sync.Once
-	err    error
-}
-
-func (d *driver) startController(ctx context.Context, impl, ns string, workers int, profile string) (*process, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, self, "-controller", impl, "-controller-namespace", ns, "-controller-kubeconfig", d.cluster.Kubeconfig,
-		"-controller-workers", fmt.Sprint(workers), "-controller-cpuprofile", profile)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = processAttr()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), exited: make(chan error, 1)}
-	go func() { p.exited <- cmd.Wait() }()
-	return p, nil
-}
-
-func (p *process) report() (report, error) {
-	var rep report
-	if _, err := io.WriteString(p.stdin, "report\n"); err != nil {
-		return rep, fmt.Errorf("asking the controller for a report: %w", err)
-	}
-	line, err := p.stdout.ReadBytes('\n')
-	if err != nil {
-		return rep, fmt.Errorf("reading the controller's report: %w", err)
-	}
-	return rep, json.Unmarshal(line, &rep)
-}
-
-// settle waits until the controller has reconciled at least n objects and
-// then made no request for two seconds, and reports.
-func (p *process) settle(n int) (report, error) {
-	deadline := time.Now().Add(30 * time.Minute)
-	var last report
-	quietSince := time.Now()
-	for time.Now().Before(deadline) {
-		time.Sleep(250 * time.Millisecond)
-		rep, err := p.report()
-		if err != nil {
-			return rep, err
-		}
-		if total(rep.Requests) != total(last.Requests) || rep.Reconciles != last.Reconciles {
-			quietSince = time.Now()
-		}
-		last = rep
-		if rep.Reconciles >= n && time.Since(quietSince) >= 2*time.Second {
-			return rep, nil
+	for _, kind := range []struct {
+		name string
+		obj  client.Object
+	}{
+		{"gadgets", &v1alpha1.Gadget{}},
+		{"configmaps", &corev1.ConfigMap{}},
+		{"services", &corev1.Service{}},
+		{"events", &corev1.Event{}},
+	} {
+		if err := d.client.DeleteAllOf(ctx, kind.obj, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("cleaning up: deleting the %s: %w", kind.name, err)
 		}
 	}
-	return last, fmt.Errorf("not settled after 30 minutes: %d reconciles", last.Reconciles)
-}
-
-func (p *process) stop() error {
-	p.once.Do(func() {
-		_, _ = io.WriteString(p.stdin, "stop\n")
-		_ = p.stdin.Close()
-		select {
-		case err := <-p.exited:
-			p.err = err
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			p.err = errors.Join(errors.New("the controller did not stop in 30 s"), <-p.exited)
-		}
-	})
-	return p.err
-}
-
-func total(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
+	if err := d.client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return fmt.Errorf("cleaning up: deleting the namespace: %w", err)
 	}
-	return n
-}
-
-func diff(after, before map[string]int) map[string]int {
-	out := map[string]int{}
-	for k, v := range after {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
+	return nil
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -12,153 +9,194 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
+
+	"github.com/kfsm/kfsm/cluster"
 )
 
-// Only the workload's resources are compared with the API server's own
-// count; the driver's requests are of others, or are watches.
-var workloadResources = map[string]bool{"configmaps": true, "services": true, "gadgets": true, "gadgets/status": true, "events": true}
-
-// serverRequests reads apiserver_request_total from the API server, by
-// "verb resource", for the workload's resources. Lists and watches are
-// left out: the driver makes some, and a watch is counted when it ends.
-func (d *driver) serverRequests(ctx context.Context) (map[string]int, error) {
-	data, err := d.discovery.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+// describeMachine prints what the figures were measured on.
+func (d *driver) describeMachine() error {
+	v, err := d.discovery.ServerVersion()
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+		return fmt.Errorf("reading the API server's version: %w", err)
 	}
-	return parseRequestTotals(data), nil
+	fmt.Fprintf(d.out, "machine: %s, %d CPUs, GOMAXPROCS %d, %s memory; %s; kube-apiserver %s, built from k8s.io/kubernetes %s\n",
+		procField("/proc/cpuinfo", "model name"), runtime.NumCPU(), runtime.GOMAXPROCS(0),
+		memory(procField("/proc/meminfo", "MemTotal")), runtime.Version(), v.GitVersion, cluster.KubernetesVersion())
+	fmt.Fprintf(d.out, "requests are per object unless said; converge counts until all are Ready and the controller is quiet for %s\n\n", quiet)
+	return nil
 }
 
-var metricVerbs = map[string]string{
-	"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "APPLY": "apply", "DELETE": "delete",
-}
-
-func parseRequestTotals(data []byte) map[string]int {
-	out := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		labels := parseLabels(line[len("apiserver_request_total{"):end])
-		value, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			continue
-		}
-		verb, ok := metricVerbs[labels["verb"]]
-		resource := labels["resource"]
-		if labels["subresource"] != "" {
-			resource += "/" + labels["subresource"]
-		}
-		if !ok || !workloadResources[resource] {
-			continue
-		}
-		out[verb+" "+resource] += int(value)
+// procField reads the first "key: value" line of a /proc file.
+func procField(path, key string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "unknown"
 	}
-	return out
-}
-
-func parseLabels(s string) map[string]string {
-	labels := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(pair, "=")
-		if ok {
-			labels[k] = strings.Trim(v, `"`)
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
 		}
 	}
-	return labels
+	return "unknown"
 }
 
-// splitListWatch separates the per-type lists and watches of a process's
-// start from the requests about objects.
-func splitListWatch(requests map[string]int) (objects, listWatch map[string]int) {
-	objects, listWatch = map[string]int{}, map[string]int{}
-	for k, v := range requests {
-		if strings.HasPrefix(k, "list ") || strings.HasPrefix(k, "watch ") {
-			listWatch[k] = v
-		} else {
-			objects[k] = v
-		}
+// memory turns /proc/meminfo's "24684084 kB" into GiB.
+func memory(total string) string {
+	kb, err := strconv.ParseFloat(strings.TrimSuffix(total, " kB"), 64)
+	if err != nil {
+		return total
 	}
-	return objects, listWatch
+	return fmt.Sprintf("%.1f GiB", kb/(1<<20))
 }
 
-func (r result) line() string {
-	return fmt.Sprintf("%-4s n=%-6d workers=%d round %d: Ready in %6.2fs, CPU %6.2fs (%.2f ms/object), peak RSS %4.0f MB; to converge %s; restart %s; API server agrees: %s",
-		r.impl, r.n, r.workers, r.round, r.ready.Seconds(), r.cpu, 1000*r.cpu/float64(r.n), float64(r.rss)/1e6,
-		perObject(r.converge, r.n, false), perObject(r.restart, r.n, true), agreement(r.converge, r.server))
+// printResult prints a run as it finishes: its figures, its requests by
+// phase, and the check of the controller's count against the API
+// server's.
+func printResult(out io.Writer, r result) {
+	fmt.Fprintf(out, "%s n=%d workers=%d round %d: Ready in %.2f s, CPU %.2f s (%.2f ms/object), peak RSS %.0f MiB\n",
+		r.impl, r.n, r.workers, r.round, r.ready.Seconds(), r.cpu, msPerObject(r.cpu, r.n), mebibytes(r.rss))
+	objects, process := split(r.restart)
+	fmt.Fprintf(out, "    converge (%d reconciles, %d failed): %s\n    resync: %s\n    restart: %s; per process: %s\n",
+		r.reconciles, r.failed, perObject(r.converge, r.n), perObject(r.resync, r.n), perObject(objects, r.n), counts(process))
+	fmt.Fprintf(out, "    API server, converge (controller/server): %s\n", agreement(ofWorkload(r.converge), r.server))
 }
 
-// perObject lists requests per object by verb; lists and watches, which
-// are per type, are left out unless all is set.
-func perObject(requests map[string]int, n int, all bool) string {
+// perObject lists the requests about objects per object, by verb.
+func perObject(requests map[string]int, n int) string {
+	objects, _ := split(requests)
 	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(requests)) {
-		if !all && (strings.HasPrefix(k, "list ") || strings.HasPrefix(k, "watch ")) {
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(requests[k])/float64(n)))
+	for _, k := range slices.Sorted(maps.Keys(objects)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(objects[k])/float64(n)))
 	}
 	if len(parts) == 0 {
-		return "0 requests"
+		return "none"
 	}
 	return strings.Join(parts, ", ")
 }
 
-// agreement compares the controller's count of its writes and gets with
-// the API server's count.
-func agreement(ours, server map[string]int) string {
-	var diffs []string
-	keys := map[string]bool{}
-	for k := range ours {
-		keys[k] = true
+func counts(requests map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(requests)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, requests[k]))
 	}
-	for k := range server {
-		keys[k] = true
+	if len(parts) == 0 {
+		return "none"
 	}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		verb, resource, _ := strings.Cut(k, " ")
-		if verb == "list" || verb == "watch" || !workloadResources[resource] {
-			continue
-		}
-		if ours[k] != server[k] {
-			diffs = append(diffs, fmt.Sprintf("%s %d (controller) vs %d (server)", k, ours[k], server[k]))
-		}
-	}
-	if len(diffs) == 0 {
-		return "yes"
-	}
-	return strings.Join(diffs, "; ")
+	return strings.Join(parts, ", ")
 }
 
-// summarize prints the medians and spreads of one setting, and the
-// ratios of kfsm to hand-written.
-func summarize(out io.Writer, results []result, n, workers int) {
-	fmt.Fprintf(out, "\nN=%d, %d workers: median [min–max] of %s\n", n, workers, "rounds")
-	med := map[string][3]float64{}
-	for _, impl := range []string{"hand", "kfsm"} {
-		var ready, cpu, rss []float64
-		var last result
-		for _, r := range results {
-			if r.impl == impl && r.n == n && r.workers == workers {
-				ready, cpu, rss = append(ready, r.ready.Seconds()), append(cpu, r.cpu), append(rss, float64(r.rss)/1e6)
-				last = r
-			}
-		}
-		if len(ready) == 0 {
+// agreement puts the controller's counts next to the API server's and
+// says whether they match. Watches are left out: the API server counts a
+// watch when it ends, and the controller's are still open.
+func agreement(ours, server map[string]int) string {
+	keys := maps.Clone(ours)
+	maps.Copy(keys, server)
+	var parts, diffs []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if strings.HasPrefix(k, "watch ") {
 			continue
 		}
-		med[impl] = [3]float64{median(ready), median(cpu), median(rss)}
-		fmt.Fprintf(out, "  %-4s Ready %s s, CPU %s s (%.2f ms/object), peak RSS %s MB\n", impl, spread(ready), spread(cpu), 1000*median(cpu)/float64(n), spread(rss))
-		fmt.Fprintf(out, "       requests per object to converge: %s\n", perObject(last.converge, n, false))
-		fmt.Fprintf(out, "       on a restart over converged objects: %s (and per type: %s)\n", perObject(last.restart, n, false), perObject(last.restartListWatch, 1, true))
+		parts = append(parts, fmt.Sprintf("%s %d/%d", k, ours[k], server[k]))
+		if ours[k] != server[k] {
+			diffs = append(diffs, fmt.Sprintf("%s %+d", k, server[k]-ours[k]))
+		}
 	}
-	if h, k := med["hand"], med["kfsm"]; h[0] > 0 && k[0] > 0 {
-		fmt.Fprintf(out, "  kfsm/hand: time to Ready %.2f×, CPU %.2f×, peak RSS %.2f×\n\n", k[0]/h[0], k[1]/h[1], k[2]/h[2])
+	verdict := "match"
+	if len(diffs) > 0 {
+		verdict = "the API server counts " + strings.Join(diffs, ", ")
 	}
+	return strings.Join(parts, ", ") + ": " + verdict
+}
+
+// summarize prints the medians and spreads of one setting, the requests
+// per object by phase, and the ratios of kfsm to hand-written.
+func summarize(out io.Writer, all []result, n, workers int) {
+	byImpl := map[string][]result{}
+	var impls []string
+	for _, r := range all {
+		if r.n != n || r.workers != workers {
+			continue
+		}
+		if _, ok := byImpl[r.impl]; !ok {
+			impls = append(impls, r.impl)
+		}
+		byImpl[r.impl] = append(byImpl[r.impl], r)
+	}
+	slices.Sort(impls)
+	fmt.Fprintf(out, "\n== N=%d, workers=%d: median [min–max] of %d rounds\n", n, workers, len(byImpl[impls[0]]))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\ttime to Ready (s)\tcontroller CPU (s)\tCPU/object (ms)\tpeak RSS (MiB)")
+	medians := map[string][3]float64{} // time, CPU, RSS
+	for _, impl := range impls {
+		f := figuresOf(byImpl[impl])
+		medians[impl] = [3]float64{median(f.ready), median(f.cpu), median(f.rss)}
+		perObj := make([]float64, len(f.cpu))
+		for i, c := range f.cpu {
+			perObj[i] = msPerObject(c, n)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(f.rss))
+	}
+	k, kok := medians["kfsm"]
+	h, hok := medians["hand"]
+	if kok && hok {
+		fmt.Fprintf(tw, "kfsm/hand\t%s\t%s\t\t%s\n", ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out, "requests per object, medians:")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, impl := range impls {
+		rs := byImpl[impl]
+		fmt.Fprintf(tw, "%s\tconverge\t%s\n", impl, medianPerObject(rs, n, func(r result) map[string]int { return r.converge }))
+		fmt.Fprintf(tw, "\tresync\t%s\n", medianPerObject(rs, n, func(r result) map[string]int { return r.resync }))
+		fmt.Fprintf(tw, "\trestart\t%s\n", medianPerObject(rs, n, func(r result) map[string]int { return r.restart }))
+		fmt.Fprintf(tw, "\trestart, per process\t%s\n", medianPerObject(rs, 1, func(r result) map[string]int {
+			_, process := split(r.restart)
+			return process
+		}))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out)
+}
+
+// figures are the measures of several runs.
+type figures struct {
+	ready, cpu, rss []float64
+}
+
+func figuresOf(rs []result) figures {
+	var f figures
+	for _, r := range rs {
+		f.ready = append(f.ready, r.ready.Seconds())
+		f.cpu = append(f.cpu, r.cpu)
+		f.rss = append(f.rss, mebibytes(r.rss))
+	}
+	return f
+}
+
+// medianPerObject is the median over runs of each kind of request,
+// divided by n. Per-process requests are left out unless n is 1.
+func medianPerObject(rs []result, n int, requests func(result) map[string]int) string {
+	keys := map[string]bool{}
+	for _, r := range rs {
+		for k := range requests(r) {
+			if n == 1 || !perProcess(k) {
+				keys[k] = true
+			}
+		}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		values := make([]float64, len(rs))
+		for i, r := range rs {
+			values[i] = float64(requests(r)[k]) / float64(n)
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, median(values)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func median(v []float64) float64 {
@@ -173,27 +211,13 @@ func spread(v []float64) string {
 	return fmt.Sprintf("%.2f [%.2f–%.2f]", median(v), slices.Min(v), slices.Max(v))
 }
 
-// describeMachine prints what the figures were measured on.
-func (d *driver) describeMachine() error {
-	v, err := d.discovery.ServerVersion()
-	if err != nil {
-		return err
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
 	}
-	fmt.Fprintf(d.out, "machine: %s, %d CPUs (GOMAXPROCS %d), %s memory; %s; kube-apiserver %s\n\n",
-		procField("/proc/cpuinfo", "model name"), runtime.NumCPU(), runtime.GOMAXPROCS(0), procField("/proc/meminfo", "MemTotal"), runtime.Version(), v.GitVersion)
-	return nil
+	return fmt.Sprintf("%.2f×", a/b)
 }
 
-// procField reads the first "key: value" line of a /proc file.
-func procField(path, key string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}
+func msPerObject(cpu float64, n int) float64 { return 1000 * cpu / float64(n) }
+
+func mebibytes(b int64) float64 { return float64(b) / (1 << 20) }

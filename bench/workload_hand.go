@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// hand is the workload as a careful engineer writes it on
+// controller-runtime alone: server-side apply with typed apply
+// configurations, and a status update only when the status changed.
+type hand struct {
+	client client.Client
+}
+
+// handOwner is the hand-written controller's field manager.
+const handOwner = "hand"
+
+func setupHand(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("hand").
+		For(&v1alpha1.Gadget{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(&hand{client: mgr.GetClient()})
+}
+
+func (h *hand) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var g v1alpha1.Gadget
+	if err := h.client.Get(ctx, req.NamespacedName, &g); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	owner := metav1ac.OwnerReference().
+		WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Gadget").
+		WithName(g.Name).WithUID(g.UID).
+		WithController(true).WithBlockOwnerDeletion(true)
+	cm := corev1ac.ConfigMap(g.Name, g.Namespace).
+		WithOwnerReferences(owner).
+		WithData(map[string]string{"target": fmt.Sprint(g.Spec.Target)})
+	if err := h.client.Apply(ctx, cm, client.FieldOwner(handOwner), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("applying the ConfigMap: %w", err)
+	}
+	svc := corev1ac.Service(g.Name, g.Namespace).
+		WithOwnerReferences(owner).
+		WithSpec(corev1ac.ServiceSpec().
+			WithClusterIP(corev1.ClusterIPNone).
+			WithSelector(map[string]string{"app": g.Name}).
+			WithPorts(corev1ac.ServicePort().WithPort(80).WithProtocol(corev1.ProtocolTCP)))
+	if err := h.client.Apply(ctx, svc, client.FieldOwner(handOwner), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("applying the Service: %w", err)
+	}
+
+	before := g.Status.DeepCopy()
+	g.Status.ObservedGeneration = g.Generation
+	meta.SetStatusCondition(&g.Status.Conditions, metav1.Condition{
+		Type:               fsm.ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             "Done",
+		Message:            "The ConfigMap and the Service are applied.",
+		ObservedGeneration: g.Generation,
+	})
+	if equality.Semantic.DeepEqual(before, &g.Status) {
+		return ctrl.Result{}, nil
+	}
+	if err := h.client.Status().Update(ctx, &g); err != nil {
+		return ctrl.Result{}, fmt.Errorf("updating the status: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
