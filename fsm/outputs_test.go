@@ -527,3 +527,32 @@ func TestAdoptAndDeleteMakesAnExistingObjectAChild(t *testing.T) {
 		t.Error("a child adopted with AdoptAndDelete was not pruned")
 	}
 }
+
+// Two machines of one manager that own the same child type share the
+// cache's index of children by parent, and each prunes only its own.
+func TestTwoMachinesOwningOneTypeShareTheChildIndex(t *testing.T) {
+	e := newEnv(t)
+	doors := fsm.New[*v1alpha1.Door]("door-config", fsm.Pipeline).
+		Initial("Config").
+		State("Config", func(ctx context.Context, r *fsm.Request[*v1alpha1.Door]) fsm.Result {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name + "-door"}}
+			return failOr(r.Apply(ctx, cm), fsm.Next("Serving"))
+		}, fsm.To("Serving")).
+		State("Serving", nil, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	fsmtest.Run(e.fe, webMachine("web-shared"), fsmtest.WithMachine(doors))
+
+	d := &v1alpha1.Door{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
+	e.fe.Create(d)
+	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
+	e.fe.AwaitReady(d)
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
+
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
+	e.fe.Await("the gadget's Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
+	for _, name := range []string{"g-config", "d-door"} {
+		if !e.exists(&corev1.ConfigMap{}, name) {
+			t.Errorf("ConfigMap %s, still desired, was deleted", name)
+		}
+	}
+}
