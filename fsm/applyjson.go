@@ -2,9 +2,74 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// othersWrote reports whether after, what an apply of body answered,
+// differs from before, the copy of the object read ahead of the apply, in
+// anything that body does not set, beyond the metadata that every write
+// changes. Then someone else wrote the object in between: if the apply
+// changed nothing, the version in its answer is theirs, and its watch
+// event is news still to come. What differs inside a value or a list
+// that body sets counts as the apply's, and so does what the server
+// defaults there.
+func othersWrote(before, after client.Object, body []byte) bool {
+	var was, is, applied map[string]any
+	for _, d := range []struct {
+		v   any
+		out *map[string]any
+	}{{before, &was}, {after, &is}, {body, &applied}} {
+		data, ok := d.v.([]byte)
+		if !ok {
+			var err error
+			if data, err = json.Marshal(d.v); err != nil {
+				return true
+			}
+		}
+		if err := json.Unmarshal(data, d.out); err != nil {
+			return true
+		}
+	}
+	for _, m := range []map[string]any{was, is} {
+		if meta, ok := m["metadata"].(map[string]any); ok {
+			delete(meta, "resourceVersion")
+			delete(meta, "managedFields")
+			delete(meta, "generation")
+		}
+	}
+	return differsOutside(was, is, applied)
+}
+
+// differsOutside reports whether a and b, decoded JSON, differ anywhere
+// that applied, the part of an apply request at the same place, does not
+// set.
+func differsOutside(a, b any, applied any) bool {
+	set, ok := applied.(map[string]any)
+	if applied != nil && !ok {
+		return false // a value or a list that the apply set
+	}
+	ma, aok := a.(map[string]any)
+	mb, bok := b.(map[string]any)
+	if set == nil || (a != nil && !aok) || (b != nil && !bok) {
+		return !reflect.DeepEqual(a, b)
+	}
+	for k, va := range ma {
+		if differsOutside(va, mb[k], set[k]) {
+			return true
+		}
+	}
+	for k, vb := range mb {
+		if _, ok := ma[k]; !ok && differsOutside(nil, vb, set[k]) {
+			return true
+		}
+	}
+	return false
+}
 
 // trimApply removes from a JSON object, as encoding/json writes it, the
 // members that an apply request must not carry: the top-level "status",

@@ -98,3 +98,50 @@ func FuzzTrimApply(f *testing.F) {
 		checkTrim(t, src)
 	})
 }
+
+// What an apply's answer may differ in from the copy read before it,
+// and still be a version that the apply made.
+func TestOthersWroteTellsTheApplysChangesFromOthers(t *testing.T) {
+	body := []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","labels":{"app":"web"}},` +
+		`"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"web","image":"web:2"}]}}}}`)
+	before := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", ResourceVersion: "10", Generation: 1, Labels: map[string]string{"app": "web"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(2)),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "web", Image: "web:1", ImagePullPolicy: corev1.PullIfNotPresent}},
+			}},
+		},
+	}
+	cases := map[string]struct {
+		change func(*appsv1.Deployment)
+		want   bool
+	}{
+		"the apply's own change, and what the server set with it": {func(d *appsv1.Deployment) {
+			d.ResourceVersion, d.Generation = "11", 2
+			d.Spec.Template.Spec.Containers[0].Image = "web:2"
+			d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kfsm"}}
+		}, false},
+		"a status written by the controller": {func(d *appsv1.Deployment) {
+			d.ResourceVersion = "11"
+			d.Status.AvailableReplicas = 2
+		}, true},
+		"an annotation the apply does not set": {func(d *appsv1.Deployment) {
+			d.ResourceVersion = "11"
+			d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"}
+		}, true},
+		"a spec field the apply does not set": {func(d *appsv1.Deployment) {
+			d.ResourceVersion = "11"
+			d.Spec.Paused = true
+		}, true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			after := before.DeepCopy()
+			c.change(after)
+			if got := othersWrote(before, after, body); got != c.want {
+				t.Errorf("othersWrote = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -20,9 +20,11 @@ import (
 // wrote it saw the version it produced. If it triggered a reconcile, each
 // write would schedule the next one, and backoffs, waits and refusals
 // would collapse into a loop. So kfsm remembers the resourceVersions its
-// writes returned and drops the events that carry them; the next
-// reconcile is the one kfsm scheduled. Events of any other version pass:
-// a change by someone else reconciles at once.
+// writes made and drops the events that carry them; the next reconcile is
+// the one kfsm scheduled. Events of any other version pass: a change by
+// someone else reconciles at once. An apply that changed nothing made no
+// version: the one it answered with is the last writer's, perhaps someone
+// else's whose event is still to come.
 //
 // An event can arrive before the write that caused it has returned. While
 // a write is in flight, events of the object are held; when the write
@@ -94,8 +96,9 @@ func (e *echoes) begin(key echoKey) {
 	m.writing++
 }
 
-// wrote ends a write that returned obj, or failed when obj is nil, and
-// reports whether events held meanwhile came from someone else.
+// wrote ends a write that made obj, or made nothing when obj is nil (it
+// failed, or was an apply that changed nothing), and reports whether
+// events held meanwhile came from someone else.
 func (e *echoes) wrote(key echoKey, obj client.Object) (missed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

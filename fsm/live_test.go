@@ -3,7 +3,10 @@ package fsm_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -34,6 +38,8 @@ type live struct {
 	faults []*fault
 	stale  func(client.ObjectKey, client.Object) // may serve an old copy instead
 	sync   time.Duration                         // the cache's resync period, if set
+	gate   *watchGate                            // may hold the watch events of one resource
+	client client.Client                         // the manager's client: its reads are the cache's
 }
 
 // fault fails one call of the manager's client that matches.
@@ -65,6 +71,18 @@ func runFunc[T fsm.Object](e *env, machine func(*fsmtest.Env) *fsm.Machine[T], o
 		if l.sync > 0 {
 			o.Cache.SyncPeriod = &l.sync
 		}
+		if l.gate != nil {
+			o.NewCache = func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+				cfg = rest.CopyConfig(cfg)
+				cfg.Wrap(l.gate.wrap)
+				hc, err := rest.HTTPClientFor(cfg)
+				if err != nil {
+					return nil, err
+				}
+				opts.HTTPClient = hc
+				return cache.New(cfg, opts)
+			}
+		}
 	}))
 	return l
 }
@@ -72,6 +90,51 @@ func runFunc[T fsm.Object](e *env, machine func(*fsmtest.Env) *fsm.Machine[T], o
 // withResync makes the manager's cache resync every d: every object gets
 // an update event that changes nothing.
 func withResync(d time.Duration) func(*live) { return func(l *live) { l.sync = d } }
+
+// withWatchGate lets g hold the watch events that reach the manager's
+// cache.
+func withWatchGate(g *watchGate) func(*live) { return func(l *live) { l.gate = g } }
+
+// watchGate holds the watch events of one resource while closed, as a
+// watch that has fallen behind does: the cache keeps the versions it
+// had, and the events come when the gate opens.
+type watchGate struct {
+	resource string // as in the API's paths: "configmaps"
+	mu       sync.RWMutex
+}
+
+// hold closes the gate: events that arrive from now on wait.
+func (g *watchGate) hold() { g.mu.Lock() }
+
+// release opens it again.
+func (g *watchGate) release() { g.mu.Unlock() }
+
+func (g *watchGate) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/"+g.resource) {
+			resp.Body = &gatedBody{ReadCloser: resp.Body, gate: g}
+		}
+		return resp, err
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// gatedBody passes on what it reads only while its gate is open.
+type gatedBody struct {
+	io.ReadCloser
+	gate *watchGate
+}
+
+func (b *gatedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.gate.mu.RLock()
+	defer b.gate.mu.RUnlock()
+	return n, err
+}
 
 // inject makes the next calls of the manager's client that match fail.
 func (l *live) inject(f *fault) {
@@ -104,7 +167,7 @@ func (l *live) newClient(cfg *rest.Config, opts client.Options) (client.Client, 
 		l.writes.Add(1)
 		return nil
 	}
-	return interceptor.NewClient(c, interceptor.Funcs{
+	wrapped := interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
 				return err
@@ -161,7 +224,19 @@ func (l *live) newClient(cfg *rest.Config, opts client.Options) (client.Client, 
 			l.status.Add(1)
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
-	}), nil
+	})
+	l.mu.Lock()
+	l.client = wrapped
+	l.mu.Unlock()
+	return wrapped, nil
+}
+
+// cached reads obj as the manager's cache holds it.
+func (l *live) cached(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	l.mu.Lock()
+	c := l.client
+	l.mu.Unlock()
+	return c.Get(ctx, key, obj)
 }
 
 // runs records when a handler ran, and on which copy of the object.

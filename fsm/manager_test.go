@@ -1144,3 +1144,71 @@ func TestUnderManagerAConvergedObjectWithChildrenMakesNoRequests(t *testing.T) {
 		return c != nil && c.Reason == fsm.ReasonApplyConflict && strings.Contains(c.Message, "team-b")
 	})
 }
+
+// An apply that changes nothing answers with the version that someone
+// else's last write made. When the cache has not seen that write yet,
+// its watch event is still to come, and it is news: a handler that
+// waits for a child's change must be woken by it.
+func TestUnderManagerAChangeByOthersIsNotTakenForAnApplysEcho(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var approvals runs
+	m := fsm.New[*gadget]("approval", fsm.Pipeline).
+		Initial("Config").
+		State("Config", func(ctx context.Context, r *request) fsm.Result {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "g-config"}, Data: map[string]string{"mode": "web"}}
+			return failOr(r.Apply(ctx, cm), fsm.Next("Approval"))
+		}, fsm.To("Approval")).
+		State("Approval", counted(&approvals, func(ctx context.Context, r *request) fsm.Result {
+			var cm corev1.ConfigMap
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Object.Namespace, Name: "g-config"}, &cm); client.IgnoreNotFound(err) != nil {
+				return fsm.Fail(err)
+			}
+			if cm.Annotations["approved"] != "yes" {
+				return fsm.Wait(0, "AwaitingApproval")
+			}
+			return fsm.Next("Serving")
+		}), fsm.To("Serving")).
+		State("Serving", done, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	gate := &watchGate{resource: "configmaps"}
+	l := run(e, m, withWatchGate(gate))
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the gadget to await approval", func() bool { return e.get("g").Status.State == "Approval" })
+
+	annotate := func(obj client.Object, key, value string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+		if err := e.direct.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, cm := e.get("g"), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "g-config", Namespace: e.namespace}}
+	annotate(g, fsm.AnnotationPaused, "true")
+	e.fe.Await("the Paused condition", func() bool {
+		return meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionPaused)
+	})
+	// Someone else changes the child twice; the cache sees only the first.
+	annotate(cm, "approved", "no")
+	e.fe.Await("the cache to see the first change", func() bool {
+		var seen corev1.ConfigMap
+		return l.cached(t.Context(), client.ObjectKeyFromObject(cm), &seen) == nil && seen.Annotations["approved"] == "no"
+	})
+	gate.hold()
+	held := true
+	defer func() {
+		if held {
+			gate.release()
+		}
+	}()
+	annotate(cm, "approved", "yes")
+
+	// Unpaused, the walk applies the ConfigMap (its version is not the
+	// one kfsm's apply left), which changes nothing, and waits.
+	runs := approvals.count()
+	annotate(g, fsm.AnnotationPaused, "false")
+	e.fe.Await("the handler to run on the cache's copy", func() bool { return approvals.count() > runs })
+	gate.release()
+	held = false
+	e.fe.Await("the approval to wake the gadget", func() bool { return e.get("g").Status.State == "Serving" })
+}

@@ -353,10 +353,19 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	answer.SetName(ref.Name)
 	w.r.echoes.begin(key)
 	err = w.r.client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), patchOpts...)
+	// The answer's version is the apply's own only if the apply made it.
+	// One that changed nothing answers with the version of the last write,
+	// which may be someone else's that the cache has yet to see.
+	wrote := false
 	if err == nil {
 		w.r.echoes.applied(key, applyMark{digest: digest, version: answer.GetResourceVersion()})
+		wrote = existing == nil || (existing.GetResourceVersion() != answer.GetResourceVersion() && !othersWrote(existing, answer, body))
 	}
-	if w.r.echoes.wrote(key, answerOf(answer, err)) {
+	var made client.Object
+	if wrote {
+		made = answer
+	}
+	if w.r.echoes.wrote(key, made) {
 		w.r.requeue(client.ObjectKeyFromObject(parent))
 	}
 	if err != nil {
@@ -374,7 +383,6 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if err := copyInto(child, answer, t.gvk); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
 	}
-	wrote := existing == nil || existing.GetResourceVersion() != answer.GetResourceVersion()
 	w.recordApplied(ref, recorded, answer, digest, wrote)
 	return nil
 }
@@ -392,14 +400,6 @@ func (w *walker[T]) recordApplied(ref, recorded OutputRef, obj client.Object, di
 		ref.AppliedDigest, ref.ResourceVersion = digest, obj.GetResourceVersion()
 	}
 	w.recordOutput(ref)
-}
-
-// answerOf is the object that a write returned, or nil if it failed.
-func answerOf(obj client.Object, err error) client.Object {
-	if err != nil {
-		return nil
-	}
-	return obj
 }
 
 // unchanged reports whether the child that exists is what an apply of
