@@ -254,7 +254,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 	before := obj.DeepCopyObject().(T)
 	w := r.walk(ctx, obj, before, deleting)
 	*walked = w
-	if !equality.Semantic.DeepEqual(statusOf(before), statusOf(obj)) {
+	if !sameStatus(before, obj) {
 		if err := r.writeStatus(ctx, obj, before); err != nil {
 			if quiet(err) {
 				return r.writeFailed(ctx, err)
@@ -310,6 +310,23 @@ func (r *reconciler[T]) result(req reconcile.Request, out outcome) (reconcile.Re
 func statusOf(obj runtime.Object) any {
 	if f := statusField(obj); f.IsValid() {
 		return f.Interface()
+	}
+	return obj
+}
+
+// sameStatus reports whether a and b hold the same status, as the API
+// server would store it. Identical values, what a converged object's walk
+// leaves, are told apart quickly; otherwise semantic equality decides, which
+// takes a time in another location for the same instant.
+func sameStatus(a, b runtime.Object) bool {
+	x, y := statusPtr(a), statusPtr(b)
+	return reflect.DeepEqual(x, y) || equality.Semantic.DeepEqual(x, y)
+}
+
+// statusPtr is statusOf without a copy: a pointer to the Status field.
+func statusPtr(obj runtime.Object) any {
+	if f := statusField(obj); f.IsValid() && f.CanAddr() {
+		return f.Addr().Interface()
 	}
 	return obj
 }
@@ -435,7 +452,7 @@ func (r *reconciler[T]) unwritable(ctx context.Context, before T, err error) (re
 		c.Reason, c.Message, c.ObservedGeneration = ReasonStatusWriteFailed, message, gen
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	if !equality.Semantic.DeepEqual(statusOf(before), statusOf(small)) {
+	if !sameStatus(before, small) {
 		if werr := r.writeStatus(ctx, small, before); werr != nil {
 			logf.FromContext(ctx).V(1).Info("the smaller status could not be written either", "error", r.errorText(werr))
 		}
