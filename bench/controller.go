@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	rtmetrics "runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -334,10 +335,42 @@ func startProfiles(path string) (func() error, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("starting the CPU profile: %w", err)
 	}
+	stopPeak := watchPeakHeap(strings.TrimSuffix(path, ".prof") + ".peak.heap")
 	return func() error {
 		pprof.StopCPUProfile()
-		return errors.Join(f.Close(), writeHeapProfile(strings.TrimSuffix(path, ".prof")+".heap"))
+		return errors.Join(f.Close(), stopPeak(), writeHeapProfile(strings.TrimSuffix(path, ".prof")+".heap"))
 	}, nil
+}
+
+// watchPeakHeap writes a heap profile to path each time the live heap
+// grows by a tenth past its largest size yet, so that the last one shows
+// what the process held near its peak; the returned function stops it.
+func watchPeakHeap(path string) func() error {
+	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var peak uint64
+		var err error
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- err
+				return
+			case <-tick.C:
+			}
+			rtmetrics.Read(sample)
+			if live := sample[0].Value.Uint64(); live > peak+peak/10 {
+				peak = live
+				err = writeHeapProfile(path)
+			}
+		}
+	}()
+	return func() error {
+		close(stop)
+		return <-done
+	}
 }
 
 func writeHeapProfile(path string) error {
