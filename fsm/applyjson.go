@@ -19,30 +19,38 @@ import (
 // that body sets counts as the apply's, and so does what the server
 // defaults there.
 func othersWrote(before, after client.Object, body []byte) bool {
-	var was, is, applied map[string]any
-	for _, d := range []struct {
-		v   any
-		out *map[string]any
-	}{{before, &was}, {after, &is}, {body, &applied}} {
-		data, ok := d.v.([]byte)
-		if !ok {
-			var err error
-			if data, err = json.Marshal(d.v); err != nil {
-				return true
-			}
-		}
-		if err := json.Unmarshal(data, d.out); err != nil {
-			return true
-		}
+	was, err := decoded(before)
+	if err != nil {
+		return true
 	}
-	for _, m := range []map[string]any{was, is} {
-		if meta, ok := m["metadata"].(map[string]any); ok {
-			delete(meta, "resourceVersion")
-			delete(meta, "managedFields")
-			delete(meta, "generation")
-		}
+	is, err := decoded(after)
+	if err != nil {
+		return true
+	}
+	var applied map[string]any
+	if err := json.Unmarshal(body, &applied); err != nil {
+		return true
 	}
 	return differsOutside(was, is, applied)
+}
+
+// decoded is obj as decoded JSON, without the metadata that every write
+// changes.
+func decoded(obj client.Object) (map[string]any, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		delete(meta, "resourceVersion")
+		delete(meta, "managedFields")
+		delete(meta, "generation")
+	}
+	return m, nil
 }
 
 // differsOutside reports whether a and b, decoded JSON, differ anywhere

@@ -173,7 +173,9 @@
 // reconcile after a write is the one kfsm scheduled, after a Wait, a
 // backoff, a timeout or a resync. Changes made by anyone else (the spec,
 // a label, a child edited by hand, a watched object) reconcile the object
-// at once.
+// at once. An apply that changes nothing is not one of kfsm's writes: a
+// change of the child by someone else that the cache has yet to see is
+// still news when its event comes.
 //
 // A failed handler's backoff is kept in status.retryAt, so it holds
 // whatever happens to the object meanwhile, and across a restart of the
