@@ -316,8 +316,8 @@ func statusOf(obj runtime.Object) any {
 
 // sameStatus reports whether a and b hold the same status, as the API
 // server would store it. Identical values, what a converged object's walk
-// leaves, are told apart quickly; otherwise semantic equality decides, which
-// takes a time in another location for the same instant.
+// leaves, are recognised quickly; otherwise semantic equality decides, for
+// which a time in another location at the same instant is no change.
 func sameStatus(a, b runtime.Object) bool {
 	x, y := statusPtr(a), statusPtr(b)
 	return reflect.DeepEqual(x, y) || equality.Semantic.DeepEqual(x, y)
