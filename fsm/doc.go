@@ -232,6 +232,21 @@
 // a child span per handler. The graph can be drawn: see [Machine.Graph]
 // and package graph.
 //
+// # The graph in the cluster
+//
+// When its manager starts (and, with leader election, once it leads), a
+// machine publishes its graph where tools find it without the operator's
+// code: in the annotation graph.kfsm.dev/<machine> ([AnnotationGraphPrefix])
+// of the CustomResourceDefinition of the resource it drives, as a
+// [PublishedGraph] in JSON (the machine's name, the resource, the version
+// of kfsm and the graph as package graph's JSON). It reads the CRD first
+// and writes only when the annotation differs, so a restart with the same
+// graph costs one read. kubectl fsm and the dashboard read it with get on
+// customresourcedefinitions. A machine that drives a built-in resource,
+// or that may not read or patch its CRD, publishes nothing and says why
+// in one log line; the operator works on. [Machine.PublishGraph] turns
+// publishing off.
+//
 // # Testing
 //
 // Package fsmtest tests machines the way they run: a real API server per
@@ -264,7 +279,9 @@
 //   - on each kind it Owns: get, list, watch, patch (server-side apply),
 //     delete; and create where children are new;
 //   - on each kind it Watches: get, list, watch;
-//   - on events.k8s.io events: create and patch.
+//   - on events.k8s.io events: create and patch;
+//   - to publish its graph: get and patch on its own kind's
+//     CustomResourceDefinition only (resourceNames), cluster-wide.
 //
 // As kubebuilder markers, for a Moose that owns ConfigMaps:
 //
@@ -273,6 +290,11 @@
 //	// +kubebuilder:rbac:groups=example.com,resources=moose/finalizers,verbs=update
 //	// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 //	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//	// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moose.example.com,verbs=get;patch
+//
+// Someone who only looks (kubectl fsm, the dashboard) needs get, list and
+// watch on the machine's kind, get on customresourcedefinitions, and list
+// on events.k8s.io events for an object's recent events.
 //
 // # Guarantees
 //

@@ -99,6 +99,7 @@ type Machine[T Object] struct {
 	observers     []func(context.Context, T, Transition)
 	walkObservers []func(context.Context, Walk)
 	redact        func(string) string
+	noPublish     bool
 
 	built *built[T]
 }
@@ -558,6 +559,11 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 		return fmt.Errorf("machine %s: %w", m.name, err)
 	}
 	r.indexed = true
+	if !m.noPublish {
+		if err := m.publishWith(mgr); err != nil {
+			return err
+		}
+	}
 	opts := m.options
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers

@@ -1,0 +1,189 @@
+package fsm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// AnnotationGraphPrefix starts the annotation in which a machine publishes
+// its graph on the CustomResourceDefinition of the resource it drives; the
+// machine's name ends it: graph.kfsm.dev/<machine>. Its value is a
+// PublishedGraph in JSON.
+const AnnotationGraphPrefix = "graph.kfsm.dev/"
+
+// PublishedGraph is what a machine publishes about itself, so that tools
+// (kubectl fsm, the dashboard) can draw it and place objects on it without
+// the operator's code.
+type PublishedGraph struct {
+	// Machine is the machine's name.
+	Machine string `json:"machine"`
+	// Resource is the resource the machine drives, at the version the
+	// operator reads.
+	Resource PublishedResource `json:"resource"`
+	// KfsmVersion is the version of the kfsm module the operator was built
+	// with.
+	KfsmVersion string `json:"kfsmVersion"`
+	// Graph is the graph as graph.Graph's JSON writes it; graph.ParseJSON
+	// reads it back.
+	Graph json.RawMessage `json:"graph"`
+}
+
+// PublishedResource names a resource in a PublishedGraph.
+type PublishedResource struct {
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Kind     string `json:"kind"`
+	Resource string `json:"resource"`
+}
+
+// crdKind is the kind of the objects that carry published graphs.
+var crdKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// PublishGraph turns off (or back on) publishing the machine's graph on
+// the CustomResourceDefinition of its resource. It is on by default; see
+// "The graph in the cluster" in the package doc.
+func (m *Machine[T]) PublishGraph(on bool) *Machine[T] {
+	m.noPublish = !on
+	return m
+}
+
+// publisher publishes a machine's graph once the manager runs, as a
+// runnable that needs the leader: during a rolling update it is the new
+// leader's graph that stays.
+type publisher struct {
+	machine string
+	graph   []byte
+	gvk     schema.GroupVersionKind
+	mapper  meta.RESTMapper
+	reader  client.Reader // reads the API server, not a cache
+	writer  client.Client
+	log     logr.Logger
+	retry   time.Duration // the first wait after a failure; it doubles up to maxRetry
+}
+
+const maxPublishRetry = 5 * time.Minute
+
+// Start publishes the graph, retrying failures that may pass. It never
+// stops the manager: a graph that cannot be published leaves the operator
+// working, with the reason logged.
+func (p *publisher) Start(ctx context.Context) error {
+	wait := p.retry
+	for {
+		wrote, err := p.publish(ctx)
+		switch {
+		case err == nil:
+			p.log.V(1).Info("the machine's graph is published", "machine", p.machine, "wrote", wrote)
+			return nil
+		case apierrors.IsForbidden(err), apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, errBuiltIn):
+			p.log.Info("not publishing the machine's graph", "machine", p.machine, "reason", err.Error())
+			return nil
+		}
+		p.log.Error(err, "publishing the machine's graph; retrying", "machine", p.machine, "after", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxPublishRetry)
+	}
+}
+
+// errBuiltIn says that the machine's resource has no CRD to carry its
+// graph.
+var errBuiltIn = errors.New("a built-in resource has no CustomResourceDefinition to carry the graph")
+
+// publish writes the annotation unless the CRD carries it already.
+func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
+	mapping, err := p.mapper.RESTMapping(p.gvk.GroupKind(), p.gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	if mapping.Resource.Group == "" {
+		return false, fmt.Errorf("%s: %w", mapping.Resource.Resource, errBuiltIn)
+	}
+	doc, err := json.Marshal(PublishedGraph{
+		Machine: p.machine,
+		Resource: PublishedResource{Group: p.gvk.Group, Version: p.gvk.Version, Kind: p.gvk.Kind,
+			Resource: mapping.Resource.Resource},
+		KfsmVersion: kfsmVersion(),
+		Graph:       p.graph,
+	})
+	if err != nil {
+		return false, err
+	}
+	name := mapping.Resource.GroupResource().String()
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(crdKind)
+	if err := p.reader.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return false, err
+	}
+	key := AnnotationGraphPrefix + p.machine
+	if crd.GetAnnotations()[key] == string(doc) {
+		return false, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: string(doc)}}})
+	if err != nil {
+		return false, err
+	}
+	if err := p.writer.Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// kfsmVersion is the version of the kfsm module in this binary.
+func kfsmVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	const path = "github.com/kfsm/kfsm"
+	if info.Main.Path == path {
+		return info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == path {
+			if d.Replace != nil && d.Replace.Version != "" {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "unknown"
+}
+
+// publishWith adds the machine's publisher to mgr.
+func (m *Machine[T]) publishWith(mgr manager.Manager) error {
+	gvk, err := apiutil.GVKForObject(newObject[T](), mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	doc, err := m.Graph().JSON()
+	if err != nil {
+		return err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc); err != nil {
+		return err
+	}
+	return mgr.Add(&publisher{
+		machine: m.name, graph: compact.Bytes(), gvk: gvk,
+		mapper: mgr.GetRESTMapper(), reader: mgr.GetAPIReader(), writer: mgr.GetClient(),
+		log: mgr.GetLogger().WithName("kfsm"), retry: time.Second,
+	})
+}
