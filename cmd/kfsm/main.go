@@ -8,16 +8,25 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kfsm/kfsm/internal/kubectlfsm"
 )
 
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "kfsm:", err)
+	root, name := newRootCommand(), "kfsm"
+	if strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") == kubectlfsm.PluginName {
+		// Named as kubectl's plugin: kubectl fsm runs it.
+		root, name = kubectlfsm.NewPluginCommand(nil), "kubectl fsm"
+	}
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
 		cancel()
 		os.Exit(1)
 	}
@@ -31,5 +40,11 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newAssetsCommand(), newCoverCommand(), newDemoCommand())
+	// kubectl fsm's commands, with kubectl's connection flags.
+	opts := &kubectlfsm.Options{}
+	for _, cmd := range kubectlfsm.Commands(opts) {
+		kubectlfsm.AddFlags(cmd, opts)
+		root.AddCommand(cmd)
+	}
 	return root
 }

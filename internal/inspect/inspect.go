@@ -1,0 +1,238 @@
+// Package inspect reads kfsm machines and their objects from a cluster,
+// without the operator's code: the graph that a machine publishes on its
+// resource's CRD, and the objects with the status kfsm keeps. kubectl fsm
+// and the dashboard are built on it; it only reads.
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/graph"
+)
+
+// Cluster is what inspect reads with.
+type Cluster struct {
+	Dynamic  dynamic.Interface
+	Metadata metadata.Interface
+	Mapper   meta.RESTMapper
+}
+
+var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// Machine is a machine as its operator published it.
+type Machine struct {
+	fsm.PublishedGraph
+	Graph      *graph.Graph
+	GVR        schema.GroupVersionResource
+	Namespaced bool
+}
+
+// Resolve finds the machine that drives the resource that arg names, as
+// kubectl names resources: "moose", "mo", "moose.examples.kfsm.dev",
+// "Moose". A CRD that carries several machines' graphs needs the machine
+// named with "resource:machine".
+func (c Cluster) Resolve(ctx context.Context, arg string) (*Machine, error) {
+	resource, machine, _ := strings.Cut(arg, ":")
+	mapping, err := c.mapping(resource)
+	if err != nil {
+		return nil, err
+	}
+	crd, err := c.Metadata.Resource(crds).Get(ctx, mapping.Resource.GroupResource().String(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s has no CustomResourceDefinition, so no kfsm machine published a graph for it", mapping.Resource.GroupResource())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the CustomResourceDefinition of %s: %w", mapping.Resource.GroupResource(), err)
+	}
+	found, err := published(crd.Annotations)
+	if err != nil {
+		return nil, fmt.Errorf("CustomResourceDefinition %s: %w", crd.Name, err)
+	}
+	var names []string
+	for _, m := range found {
+		names = append(names, m.Machine)
+	}
+	switch {
+	case len(found) == 0:
+		return nil, fmt.Errorf("no kfsm machine has published a graph for %s: is its operator running, with get and patch on CustomResourceDefinition %s?", mapping.Resource.GroupResource(), crd.Name)
+	case machine == "" && len(found) > 1:
+		return nil, fmt.Errorf("several machines drive %s (%s): name one as %s:<machine>", mapping.Resource.GroupResource(), strings.Join(names, ", "), resource)
+	}
+	for _, m := range found {
+		if machine == "" || m.Machine == machine {
+			m.GVR = mapping.Resource
+			m.Namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("no machine %q drives %s; there is %s", machine, mapping.Resource.GroupResource(), strings.Join(names, ", "))
+}
+
+// Machines lists every machine that published a graph in the cluster.
+func (c Cluster) Machines(ctx context.Context) ([]*Machine, error) {
+	list, err := c.Metadata.Resource(crds).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing CustomResourceDefinitions: %w", err)
+	}
+	var out []*Machine
+	for _, crd := range list.Items {
+		found, err := published(crd.Annotations)
+		if err != nil {
+			return nil, fmt.Errorf("CustomResourceDefinition %s: %w", crd.Name, err)
+		}
+		for _, m := range found {
+			mapping, err := c.Mapper.RESTMapping(schema.GroupKind{Group: m.Resource.Group, Kind: m.Resource.Kind}, m.Resource.Version)
+			if err != nil {
+				return nil, fmt.Errorf("machine %s: %w", m.Machine, err)
+			}
+			m.GVR = mapping.Resource
+			m.Namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
+	return out, nil
+}
+
+// mapping resolves a resource as kubectl does: plural, singular, short
+// name or kind, optionally qualified by its group.
+func (c Cluster) mapping(arg string) (*meta.RESTMapping, error) {
+	gvr, gr := schema.ParseResourceArg(strings.ToLower(arg))
+	candidates := []schema.GroupVersionResource{gr.WithVersion("")}
+	if gvr != nil {
+		candidates = append([]schema.GroupVersionResource{*gvr}, candidates...)
+	}
+	var lastErr error
+	for _, want := range candidates {
+		full, err := c.Mapper.ResourceFor(want)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		gvk, err := c.Mapper.KindFor(full)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		return c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if meta.IsNoMatchError(lastErr) {
+		return nil, fmt.Errorf("the server doesn't have a resource type %q", arg)
+	}
+	return nil, fmt.Errorf("resolving the resource type %q: %w", arg, lastErr)
+}
+
+// published reads the graphs that machines published in annotations.
+func published(annotations map[string]string) ([]*Machine, error) {
+	var keys []string
+	for k := range annotations {
+		if strings.HasPrefix(k, fsm.AnnotationGraphPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []*Machine
+	for _, k := range keys {
+		m := &Machine{}
+		if err := json.Unmarshal([]byte(annotations[k]), &m.PublishedGraph); err != nil {
+			return nil, fmt.Errorf("annotation %s is not a published graph: %w", k, err)
+		}
+		g, err := graph.ParseJSON(m.PublishedGraph.Graph)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", k, err)
+		}
+		m.Graph = g
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Object is an object that a machine drives, as its status tells.
+type Object struct {
+	Namespace, Name string
+	UID             string
+	Created         time.Time
+	Deleting        bool
+	Paused          bool
+	Generation      int64
+	RetryAnnotation string
+	Status          fsm.Status
+	Unstructured    *unstructured.Unstructured
+}
+
+// Condition returns the condition of type t, or nil.
+func (o Object) Condition(t string) *metav1.Condition {
+	return meta.FindStatusCondition(o.Status.Conditions, t)
+}
+
+// Objects lists the machine's objects in namespace ("" for all).
+func (c Cluster) Objects(ctx context.Context, m *Machine, namespace string) ([]Object, error) {
+	var ri dynamic.ResourceInterface = c.Dynamic.Resource(m.GVR)
+	if m.Namespaced && namespace != "" {
+		ri = c.Dynamic.Resource(m.GVR).Namespace(namespace)
+	}
+	list, err := ri.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", m.GVR.GroupResource(), err)
+	}
+	out := make([]Object, 0, len(list.Items))
+	for i := range list.Items {
+		o, err := FromUnstructured(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// Object reads one of the machine's objects.
+func (c Cluster) Object(ctx context.Context, m *Machine, namespace, name string) (Object, error) {
+	var ri dynamic.ResourceInterface = c.Dynamic.Resource(m.GVR)
+	if m.Namespaced {
+		ri = c.Dynamic.Resource(m.GVR).Namespace(namespace)
+	}
+	u, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Object{}, err
+	}
+	return FromUnstructured(u)
+}
+
+// FromUnstructured reads the kfsm status of an object.
+func FromUnstructured(u *unstructured.Unstructured) (Object, error) {
+	o := Object{
+		Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
+		Created: u.GetCreationTimestamp().Time, Deleting: u.GetDeletionTimestamp() != nil,
+		Paused: u.GetAnnotations()[fsm.AnnotationPaused] == "true", Generation: u.GetGeneration(),
+		RetryAnnotation: u.GetAnnotations()[fsm.AnnotationRetry], Unstructured: u,
+	}
+	if status, ok := u.Object["status"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &o.Status); err != nil {
+			return o, fmt.Errorf("%s/%s: reading its status: %w", u.GetNamespace(), u.GetName(), err)
+		}
+	}
+	return o, nil
+}

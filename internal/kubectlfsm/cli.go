@@ -1,0 +1,175 @@
+// Package kubectlfsm is kubectl fsm: commands that show kfsm machines and
+// their objects from a cluster, and turn the knobs kfsm reads (retry,
+// pause). The kfsm command carries them, and works as the kubectl plugin
+// when its file is named kubectl-fsm.
+package kubectlfsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kfsm/kfsm/internal/inspect"
+)
+
+// PluginName is the file name under which kubectl finds the plugin.
+const PluginName = "kubectl-fsm"
+
+// Options are the flags that every command takes, as kubectl's.
+type Options struct {
+	Kubeconfig, Context, Namespace string
+	AllNamespaces                  bool
+	// Now is the time that durations count to; tests fix it.
+	Now func() time.Time
+
+	config    *rest.Config
+	namespace string // the namespace to use: the flag's, or the context's
+}
+
+// Commands returns kubectl fsm's commands, sharing opts.
+func Commands(opts *Options) []*cobra.Command {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return []*cobra.Command{
+		newGraphCommand(opts), newGetCommand(opts), newDescribeCommand(opts), newWhyCommand(opts),
+		newAnnotateCommand(opts, "retry"), newAnnotateCommand(opts, "pause"), newAnnotateCommand(opts, "resume"),
+		newWatchCommand(opts),
+	}
+}
+
+// NewPluginCommand is kubectl fsm as a command of its own, with opts
+// (nil for the defaults).
+func NewPluginCommand(opts *Options) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kubectl fsm",
+		Short:         "See kfsm machines and their objects, and retry or pause objects",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	AddFlags(root, opts)
+	root.AddCommand(Commands(opts)...)
+	return root
+}
+
+// AddFlags adds kubectl's connection flags to cmd and its subcommands.
+func AddFlags(cmd *cobra.Command, opts *Options) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
+	f.StringVarP(&opts.Namespace, "namespace", "n", "", "the namespace (default: the context's)")
+	f.BoolVarP(&opts.AllNamespaces, "all-namespaces", "A", false, "objects of all namespaces")
+}
+
+// cluster connects to the cluster the flags name.
+func (o *Options) cluster() (inspect.Cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return inspect.Cluster{}, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	o.config = cfg
+	o.namespace = o.Namespace
+	if o.namespace == "" {
+		if o.namespace, _, err = cc.Namespace(); err != nil {
+			return inspect.Cluster{}, err
+		}
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return inspect.Cluster{}, err
+	}
+	cached := memory.NewMemCacheClient(dc)
+	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return inspect.Cluster{}, err
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return inspect.Cluster{}, err
+	}
+	return inspect.Cluster{Dynamic: dyn, Metadata: md, Mapper: mapper}, nil
+}
+
+// listNamespace is the namespace to list in: "" with -A.
+func (o *Options) listNamespace() string {
+	if o.AllNamespaces {
+		return ""
+	}
+	return o.namespace
+}
+
+// target reads RESOURCE/NAME, or RESOURCE NAME.
+func target(args []string) (resource, name string, err error) {
+	switch len(args) {
+	case 1:
+		resource, name, _ = strings.Cut(args[0], "/")
+	case 2:
+		resource, name = args[0], args[1]
+	}
+	if resource == "" || name == "" {
+		return "", "", errors.New("name an object as RESOURCE/NAME, for example moose/moose-01")
+	}
+	return resource, name, nil
+}
+
+// object resolves RESOURCE/NAME to the machine and the object.
+func (o *Options) object(ctx context.Context, args []string) (inspect.Cluster, *inspect.Machine, inspect.Object, error) {
+	resource, name, err := target(args)
+	if err != nil {
+		return inspect.Cluster{}, nil, inspect.Object{}, err
+	}
+	c, err := o.cluster()
+	if err != nil {
+		return c, nil, inspect.Object{}, err
+	}
+	m, err := c.Resolve(ctx, resource)
+	if err != nil {
+		return c, nil, inspect.Object{}, err
+	}
+	obj, err := c.Object(ctx, m, o.namespace, name)
+	if err != nil {
+		return c, m, obj, err
+	}
+	return c, m, obj, nil
+}
+
+// table writes rows with columns aligned, two spaces apart.
+func table(w io.Writer, rows [][]string) {
+	widths := map[int]int{}
+	for _, r := range rows {
+		for i, cell := range r {
+			widths[i] = max(widths[i], len([]rune(cell)))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, cell := range r {
+			if i == len(r)-1 {
+				b.WriteString(cell)
+				break
+			}
+			b.WriteString(cell)
+			b.WriteString(strings.Repeat(" ", widths[i]-len([]rune(cell))+2))
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}

@@ -1,0 +1,349 @@
+package kubectlfsm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/graph"
+	"github.com/kfsm/kfsm/internal/inspect"
+)
+
+func newGraphCommand(opts *Options) *cobra.Command {
+	var output string
+	var counts bool
+	cmd := &cobra.Command{
+		Use:   "graph RESOURCE",
+		Short: "Show the graph of the machine that drives RESOURCE",
+		Long: `Graph reads the graph that the machine driving RESOURCE published on the
+resource's CustomResourceDefinition and draws it: as boxes and arrows (-o text,
+the default), Mermaid, DOT or JSON. With --counts it shows how many objects are
+in each state (in the namespace, or all with -A).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := opts.cluster()
+			if err != nil {
+				return err
+			}
+			m, err := c.Resolve(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			d := drawing{}
+			if counts {
+				objs, err := c.Objects(cmd.Context(), m, opts.listNamespace())
+				if err != nil {
+					return err
+				}
+				d.counts = map[graph.State]int{}
+				for _, o := range objs {
+					d.counts[graph.State(o.Status.State)]++
+				}
+			}
+			out := cmd.OutOrStdout()
+			switch output {
+			case "text", "":
+				fmt.Fprintf(out, "machine %s (%s, %s mode)\n", m.Machine, kindOf(m), m.Graph.Mode)
+				fmt.Fprint(out, art(m.Graph, d))
+			case "mermaid":
+				fmt.Fprint(out, m.Graph.Mermaid())
+			case "dot":
+				fmt.Fprint(out, m.Graph.DOT())
+			case "json":
+				data, err := m.Graph.JSON()
+				if err != nil {
+					return err
+				}
+				_, err = out.Write(data)
+				return err
+			default:
+				return fmt.Errorf("-o %s: the formats are text, mermaid, dot and json", output)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, mermaid, dot or json")
+	cmd.Flags().BoolVar(&counts, "counts", false, "show the number of objects in each state")
+	return cmd
+}
+
+func kindOf(m *inspect.Machine) string {
+	return fmt.Sprintf("%s/%s %s", m.Resource.Group, m.Resource.Version, m.Resource.Kind)
+}
+
+func newGetCommand(opts *Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get RESOURCE",
+		Short: "List a machine's objects with their state, time in state and readiness",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := opts.cluster()
+			if err != nil {
+				return err
+			}
+			m, err := c.Resolve(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			objs, err := c.Objects(cmd.Context(), m, opts.listNamespace())
+			if err != nil {
+				return err
+			}
+			writeGet(cmd.OutOrStdout(), m, objs, opts.AllNamespaces, opts.Now())
+			return nil
+		},
+	}
+}
+
+func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamespace bool, now time.Time) {
+	if len(objs) == 0 {
+		fmt.Fprintf(w, "no %s\n", m.GVR.Resource)
+		return
+	}
+	header := []string{"NAME", "STATE", "FOR", "STATUS", "REASON"}
+	if withNamespace {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	rows := [][]string{header}
+	perState := map[fsm.State]int{}
+	for _, o := range objs {
+		status, reason := summary(o)
+		row := []string{o.Name, string(o.Status.State), since(o.Status.StateSince, now), status, reason}
+		if withNamespace {
+			row = append([]string{o.Namespace}, row...)
+		}
+		rows = append(rows, row)
+		perState[o.Status.State]++
+	}
+	table(w, rows)
+	var parts []string
+	for _, s := range m.Graph.States {
+		if n := perState[fsm.State(s.Name)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s.Name, n))
+			delete(perState, fsm.State(s.Name))
+		}
+	}
+	if n := perState[""]; n > 0 {
+		parts = append(parts, fmt.Sprintf("(no state yet) %d", n))
+		delete(perState, "")
+	}
+	var unknown []string
+	for s := range perState {
+		unknown = append(unknown, fmt.Sprintf("%s %d (not in the graph)", s, perState[s]))
+	}
+	slices.Sort(unknown)
+	fmt.Fprintf(w, "%s: %s\n", plural(len(objs), "object"), strings.Join(append(parts, unknown...), ", "))
+}
+
+// summary is an object's readiness in a word, and the reason for it.
+func summary(o inspect.Object) (status, reason string) {
+	reasonOf := func(t string) string {
+		if c := o.Condition(t); c != nil {
+			return c.Reason
+		}
+		return ""
+	}
+	switch {
+	case o.Deleting:
+		return "Deleting", reasonOf(fsm.ConditionReady)
+	case o.Paused:
+		return "Paused", ""
+	case isTrue(o, fsm.ConditionStalled):
+		return "Stalled", reasonOf(fsm.ConditionStalled)
+	case o.Status.ObservedGeneration < o.Generation:
+		return "Reconciling", "NewSpec"
+	case isTrue(o, fsm.ConditionReady):
+		return "Ready", reasonOf(fsm.ConditionReady)
+	case isTrue(o, fsm.ConditionReconciling):
+		return "Reconciling", reasonOf(fsm.ConditionReconciling)
+	}
+	return "Unknown", reasonOf(fsm.ConditionReady)
+}
+
+func isTrue(o inspect.Object, t string) bool {
+	c := o.Condition(t)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func since(t *metav1.Time, now time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return shortDuration(now.Sub(t.Time))
+}
+
+func newAnnotateCommand(opts *Options, verb string) *cobra.Command {
+	short := map[string]string{
+		"retry":  "Run the current state's handler of an object again now, even if it is Stalled",
+		"pause":  "Stop kfsm from running any handler for an object until it is resumed",
+		"resume": "Let kfsm run a paused object's handlers again",
+	}[verb]
+	return &cobra.Command{
+		Use:   verb + " RESOURCE/NAME",
+		Short: short,
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, m, obj, err := opts.object(cmd.Context(), args)
+			if err != nil {
+				return err
+			}
+			var value any
+			switch verb {
+			case "retry":
+				value = map[string]any{fsm.AnnotationRetry: opts.Now().UTC().Format(time.RFC3339Nano)}
+			case "pause":
+				value = map[string]any{fsm.AnnotationPaused: "true"}
+			case "resume":
+				value = map[string]any{fsm.AnnotationPaused: nil}
+			}
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": value}})
+			if err != nil {
+				return err
+			}
+			ri := c.Dynamic.Resource(m.GVR)
+			if m.Namespaced {
+				_, err = ri.Namespace(obj.Namespace).Patch(cmd.Context(), obj.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			} else {
+				_, err = ri.Patch(cmd.Context(), obj.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			}
+			if err != nil {
+				return err
+			}
+			done := map[string]string{"retry": "asked to retry", "pause": "paused", "resume": "resumed"}[verb]
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s %s (in state %s)\n", m.GVR.Resource, obj.Name, done, obj.Status.State)
+			return nil
+		},
+	}
+}
+
+func newWatchCommand(opts *Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch RESOURCE",
+		Short: "Print each transition of a machine's objects as it happens, one line each",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := opts.cluster()
+			if err != nil {
+				return err
+			}
+			m, err := c.Resolve(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return watchTransitions(cmd.Context(), c, m, opts.listNamespace(), cmd.OutOrStdout())
+		},
+	}
+}
+
+// watchTransitions prints the transitions that objects record from now
+// on, until ctx ends. A watch that the server closes is started again from
+// the last version seen.
+func watchTransitions(ctx context.Context, c inspect.Cluster, m *inspect.Machine, namespace string, w io.Writer) error {
+	if !m.Namespaced {
+		namespace = ""
+	}
+	ri := c.Dynamic.Resource(m.GVR).Namespace(namespace)
+	list, err := ri.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	seen := map[types.UID]time.Time{} // the newest transition printed, per object
+	for i := range list.Items {
+		o, err := inspect.FromUnstructured(&list.Items[i])
+		if err != nil {
+			return err
+		}
+		seen[types.UID(o.UID)] = newest(o.Status.History)
+	}
+	version := list.GetResourceVersion()
+	// unlessDone is err, or nil once ctx has ended: the watch was stopped,
+	// not broken.
+	unlessDone := func(err error) error {
+		select {
+		case <-ctx.Done():
+			return nil
+		default:
+			return err
+		}
+	}
+	for {
+		wi, err := ri.Watch(ctx, metav1.ListOptions{ResourceVersion: version})
+		if err != nil {
+			return unlessDone(err)
+		}
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Error {
+				wi.Stop()
+				return unlessDone(fmt.Errorf("watching %s: %w", m.GVR.GroupResource(), apierrors.FromObject(ev.Object)))
+			}
+			o, ok := asObject(ev.Object)
+			if !ok {
+				continue
+			}
+			version = o.Unstructured.GetResourceVersion()
+			last := seen[types.UID(o.UID)]
+			for _, t := range o.Status.History {
+				if !t.Time.After(last) {
+					continue
+				}
+				from := string(t.From)
+				if from == "" {
+					from = "(new)"
+				}
+				fmt.Fprintf(w, "%s  %s  %s → %s  %s\n", t.Time.Local().Format("15:04:05"), objectName(o), from, t.To, t.Reason)
+			}
+			if n := newest(o.Status.History); n.After(last) {
+				seen[types.UID(o.UID)] = n
+			}
+			if ev.Type == watch.Deleted {
+				fmt.Fprintf(w, "%s  %s  deleted\n", time.Now().Format("15:04:05"), objectName(o))
+				delete(seen, types.UID(o.UID))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		default: // the server ended the watch: start another
+		}
+	}
+}
+
+// asObject reads a watch event's object.
+func asObject(obj runtime.Object) (inspect.Object, bool) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return inspect.Object{}, false
+	}
+	o, err := inspect.FromUnstructured(u)
+	return o, err == nil
+}
+
+func newest(history []fsm.Transition) time.Time {
+	var t time.Time
+	for _, h := range history {
+		if h.Time.After(t) {
+			t = h.Time.Time
+		}
+	}
+	return t
+}
+
+func objectName(o inspect.Object) string {
+	if o.Namespace == "" {
+		return o.Name
+	}
+	return o.Namespace + "/" + o.Name
+}

@@ -1,0 +1,342 @@
+package kubectlfsm_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/examples/moose"
+	"github.com/kfsm/kfsm/examples/moose/v1alpha1"
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/kubectlfsm"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestMain(m *testing.M) {
+	fsmtest.Main(m, fsmtest.Options{
+		CRDs:        []fs.FS{moose.CRDs},
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+	})
+}
+
+// t0 is when the fixed objects' stories start; the commands' clock reads
+// now.
+var (
+	t0  = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	now = t0.Add(10 * time.Minute)
+)
+
+// herd is a cluster with the moose machine's graph published by the real
+// operator, and fixed moose in a namespace that no operator serves.
+type herd struct {
+	env        *fsmtest.Env
+	kubeconfig string
+}
+
+func newHerd(t *testing.T) *herd {
+	t.Helper()
+	// The operator publishes the graph when it starts; its own namespace
+	// is not the fixed moose's.
+	pub := fsmtest.New(t)
+	op := fsmtest.Run(pub, moose.NewHerd(1).Machine())
+	pub.Await("the moose graph on the CRD", func() bool {
+		out, err := pub.Kubectl("get", "crd", "moose.examples.kfsm.dev", "-o", "jsonpath={.metadata.annotations}")
+		return err == nil && strings.Contains(out, fsm.AnnotationGraphPrefix+"moose")
+	})
+	op.Stop()
+
+	e := fsmtest.New(t)
+	h := &herd{env: e, kubeconfig: writeKubeconfig(t, e)}
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(t0.Add(d)) }
+	cond := func(typ string, s metav1.ConditionStatus, reason, msg string, d time.Duration) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, LastTransitionTime: at(d), ObservedGeneration: 1}
+	}
+	story := []fsm.Transition{
+		{To: moose.Tagged, Reason: "Created", Time: at(0)},
+		{From: moose.Tagged, To: moose.Roaming, Reason: "Next", Time: at(2 * time.Second)},
+	}
+	h.moose(t, "moose-01", nil, fsm.Status{
+		State: moose.Roaming, StateSince: ptr(at(7 * time.Minute)),
+		History: append(story, fsm.Transition{From: moose.Roaming, To: moose.Eating, Reason: "Next", Time: at(5 * time.Minute)},
+			fsm.Transition{From: moose.Eating, To: moose.Roaming, Reason: "Next", Time: at(7 * time.Minute)}),
+		Conditions: []metav1.Condition{
+			cond(fsm.ConditionReady, metav1.ConditionFalse, "Waiting", "roaming until the moose is hungry", 2*time.Second),
+			cond(fsm.ConditionReconciling, metav1.ConditionTrue, "Waiting", "roaming until the moose is hungry", 2*time.Second),
+		},
+		Outputs: []fsm.OutputRef{{Kind: "ConfigMap", Namespace: e.Namespace, Name: "moose-01-tag"}},
+	})
+	e.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "moose-01-tag"}, Data: map[string]string{"tag": "1"}})
+	h.moose(t, "moose-02", nil, fsm.Status{
+		State: moose.Sleeping, StateSince: ptr(at(9 * time.Minute)), History: story,
+		Conditions: []metav1.Condition{cond(fsm.ConditionReady, metav1.ConditionTrue, "Done", "asleep", 9*time.Minute)},
+	})
+	h.moose(t, "moose-03", nil, fsm.Status{
+		State: moose.Eating, StateSince: ptr(at(4 * time.Minute)), History: story, Failures: 3,
+		Conditions: []metav1.Condition{
+			cond(fsm.ConditionReady, metav1.ConditionFalse, "RetriesExhausted", "eating failed 3 times: no grass left", 6*time.Minute),
+			cond(fsm.ConditionStalled, metav1.ConditionTrue, "RetriesExhausted", "eating failed 3 times: no grass left", 6*time.Minute),
+		},
+	})
+	h.moose(t, "moose-04", map[string]string{fsm.AnnotationPaused: "true"}, fsm.Status{
+		State: moose.Tagged, StateSince: ptr(at(0)), History: story[:1],
+	})
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "moose-01.roaming", Namespace: e.Namespace},
+		EventTime:  metav1.NewMicroTime(t0.Add(7 * time.Minute)), ReportingController: "kfsm.dev/moose", ReportingInstance: "test",
+		Action: "Roaming", Reason: "Next", Type: corev1.EventTypeNormal, Note: "moved from Eating to Roaming",
+		Regarding: corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Moose", Namespace: e.Namespace, Name: "moose-01", UID: types.UID(h.uid(t, "moose-01"))},
+	}
+	e.Create(ev)
+	return h
+}
+
+func (h *herd) moose(t *testing.T, name string, annotations map[string]string, st fsm.Status) {
+	t.Helper()
+	m := &v1alpha1.Moose{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Spec: v1alpha1.MooseSpec{Weight: 400}}
+	h.env.Create(m)
+	st.ObservedGeneration = m.Generation
+	m.Status.Status = st
+	if err := h.env.Client.Status().Update(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *herd) uid(t *testing.T, name string) string {
+	t.Helper()
+	m := &v1alpha1.Moose{}
+	if err := h.env.Client.Get(t.Context(), client.ObjectKey{Namespace: h.env.Namespace, Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	return string(m.UID)
+}
+
+// run runs kubectl fsm in-process with the clock at now, and returns what
+// it printed with the test's namespace written NAMESPACE.
+func (h *herd) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := kubectlfsm.NewPluginCommand(&kubectlfsm.Options{Now: func() time.Time { return now }})
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"--kubeconfig", h.kubeconfig, "-n", h.env.Namespace}, args...))
+	err := root.ExecuteContext(t.Context())
+	return strings.ReplaceAll(out.String(), h.env.Namespace, "NAMESPACE"), err
+}
+
+func TestGolden(t *testing.T) {
+	h := newHerd(t)
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"graph", []string{"graph", "moose"}},
+		{"graph-counts", []string{"graph", "mo", "--counts"}},
+		{"graph-mermaid", []string{"graph", "moose.examples.kfsm.dev", "-o", "mermaid"}},
+		{"graph-dot", []string{"graph", "Moose", "-o", "dot"}},
+		{"graph-json", []string{"graph", "moose", "-o", "json"}},
+		{"get", []string{"get", "moose"}},
+		{"describe", []string{"describe", "moose/moose-01"}},
+		{"why-waiting", []string{"why", "moose/moose-01"}},
+		{"why-ready", []string{"why", "moose", "moose-02"}},
+		{"why-stalled", []string{"why", "moose/moose-03"}},
+		{"why-paused", []string{"why", "moose/moose-04"}},
+		{"unknown-resource", []string{"get", "elk"}},
+		{"bad-format", []string{"graph", "moose", "-o", "svg"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := h.run(t, c.args...)
+			if err != nil {
+				out += "error: " + err.Error() + "\n"
+			}
+			golden(t, c.name, out)
+		})
+	}
+}
+
+// The knobs write the annotations that kfsm reads, and nothing else.
+func TestRetryPauseResume(t *testing.T) {
+	h := newHerd(t)
+	for _, step := range []struct {
+		args []string
+		want map[string]string
+		says string
+	}{
+		{[]string{"pause", "moose/moose-02"}, map[string]string{fsm.AnnotationPaused: "true"}, "moose/moose-02 paused (in state Sleeping)"},
+		{[]string{"resume", "moose/moose-02"}, map[string]string{}, "moose/moose-02 resumed (in state Sleeping)"},
+		{[]string{"retry", "moose/moose-03"}, map[string]string{fsm.AnnotationRetry: now.Format(time.RFC3339Nano)}, "moose/moose-03 asked to retry (in state Eating)"},
+	} {
+		out, err := h.run(t, step.args...)
+		if err != nil || strings.TrimSpace(out) != step.says {
+			t.Errorf("%v: %q, %v; want %q", step.args, out, err, step.says)
+		}
+		m := &v1alpha1.Moose{}
+		name := strings.TrimPrefix(step.args[1], "moose/")
+		if err := h.env.Client.Get(t.Context(), client.ObjectKey{Namespace: h.env.Namespace, Name: name}, m); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for k, v := range m.Annotations {
+			if strings.HasPrefix(k, "kfsm.dev/") {
+				got[k] = v
+			}
+		}
+		if !maps.Equal(got, step.want) {
+			t.Errorf("%v: kfsm's annotations are %v, want %v", step.args, got, step.want)
+		}
+	}
+}
+
+// watch prints each new transition once, as it is recorded.
+func TestWatchPrintsEachNewTransition(t *testing.T) {
+	h := newHerd(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	root := kubectlfsm.NewPluginCommand(&kubectlfsm.Options{})
+	root.SetOut(&out)
+	root.SetArgs([]string{"--kubeconfig", h.kubeconfig, "-n", h.env.Namespace, "watch", "moose"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	time.Sleep(2 * time.Second) // the watch starts after its list
+	m := &v1alpha1.Moose{}
+	if err := h.env.Client.Get(t.Context(), client.ObjectKey{Namespace: h.env.Namespace, Name: "moose-02"}, m); err != nil {
+		t.Fatal(err)
+	}
+	moved := metav1.NewTime(now.Add(time.Minute))
+	m.Status.History = append(m.Status.History, fsm.Transition{From: moose.Sleeping, To: moose.Roaming, Reason: "Next", Time: moved})
+	m.Status.State = moose.Roaming
+	if err := h.env.Client.Status().Update(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	// A change that records no transition prints nothing.
+	m.Status.Meals = 3
+	if err := h.env.Client.Status().Update(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	want := moved.Local().Format("15:04:05") + "  " + h.env.Namespace + "/moose-02  Sleeping → Roaming  Next\n"
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "Roaming") && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // for anything more that it would print
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("watch ended with %v", err)
+	}
+	if got := out.String(); got != want {
+		t.Errorf("watch printed\n%q\nwant\n%q", got, want)
+	}
+}
+
+// kubectl runs the command as its plugin when kubectl-fsm is on PATH,
+// with kubectl's flags.
+func TestRealKubectlRunsThePlugin(t *testing.T) {
+	h := newHerd(t)
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../../cmd/kubectl-fsm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the plugin: %v\n%s", err, out)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	assets, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fsm", "graph", "moose"}, "machine moose (examples.kfsm.dev/v1alpha1 Moose, Lifecycle mode)"},
+		{[]string{"fsm", "get", "moose"}, "4 objects: Tagged 1, Roaming 1, Eating 1, Sleeping 1"},
+		{[]string{"fsm", "describe", "moose/moose-01"}, "│▶ Roaming"},
+		{[]string{"fsm", "why", "moose/moose-03"}, "is Stalled in state Eating: RetriesExhausted"},
+		{[]string{"fsm", "retry", "moose/moose-03"}, "moose/moose-03 asked to retry"},
+		{[]string{"plugin", "list"}, kubectlfsm.PluginName},
+	} {
+		// kubectl takes no flags before a plugin's name: they follow it.
+		args := append(c.args, "--kubeconfig", h.kubeconfig, "-n", h.env.Namespace)
+		if c.args[0] == "plugin" {
+			args = c.args
+		}
+		raw, err := exec.Command(assets.Kubectl(), args...).CombinedOutput()
+		out := string(raw)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("kubectl %s: %v\n%s\nwant it to say %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", name, path, got, want)
+	}
+}
+
+// writeKubeconfig writes a kubeconfig for the test's cluster user.
+func writeKubeconfig(t *testing.T, e *fsmtest.Env) string {
+	t.Helper()
+	cfg := e.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test", Namespace: "default"}
+	kc.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// syncBuffer is a bytes.Buffer that a command writes while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
