@@ -16,12 +16,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/moose"
@@ -305,13 +312,17 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// writeKubeconfig writes a kubeconfig for the test's cluster user.
-func writeKubeconfig(t *testing.T, e *fsmtest.Env) string {
+// writeKubeconfig writes a kubeconfig for the test's cluster user, or
+// for as when it is given, whom that user impersonates.
+func writeKubeconfig(t *testing.T, e *fsmtest.Env, as ...string) string {
 	t.Helper()
 	cfg := e.Config()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	if len(as) > 0 {
+		kc.AuthInfos["test"].Impersonate = as[0]
+	}
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test", Namespace: "default"}
 	kc.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -339,4 +350,118 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// With only the permissions that the fsm package doc lists, the operator
+// publishes its graph and runs, and someone with only read access sees
+// it with kubectl fsm, and may not turn its knobs.
+func TestWithOnlyTheDocumentedPermissions(t *testing.T) {
+	e := fsmtest.New(t)
+	ctx := t.Context()
+	crd := "moose.examples.kfsm.dev"
+	unpublish := []byte(`{"metadata":{"annotations":{"` + fsm.AnnotationGraphPrefix + `moose":null}}}`)
+	if _, err := e.Kubectl("patch", "crd", crd, "--type=merge", "-p", string(unpublish)); err != nil {
+		t.Fatal(err)
+	}
+	group := v1alpha1.GroupVersion.Group
+	rules := func(rs ...rbacv1.PolicyRule) []rbacv1.PolicyRule { return rs }
+	grant(t, e, "moose-operator", rules(
+		rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"moose"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"moose/status"}, Verbs: []string{"patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"moose/finalizers"}, Verbs: []string{"update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	), rules(
+		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{crd}, Verbs: []string{"get", "patch"}},
+	))
+	grant(t, e, "moose-viewer", rules(
+		rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"moose"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"list"}},
+	), rules(
+		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get"}},
+	))
+
+	cfg := e.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "moose-operator"}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.Namespace: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := moose.NewHerd(1).Machine().SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	opCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(opCtx) }()
+	defer func() {
+		stop()
+		if err := <-stopped; err != nil {
+			t.Errorf("the operator: %v", err)
+		}
+	}()
+	m := &v1alpha1.Moose{ObjectMeta: metav1.ObjectMeta{Name: "moose-rbac"}, Spec: v1alpha1.MooseSpec{Weight: 400}}
+	e.Create(m)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		out, _ := e.Kubectl("get", "crd", crd, "-o", "jsonpath={.metadata.annotations}")
+		got := &v1alpha1.Moose{}
+		_ = e.Client.Get(ctx, client.ObjectKeyFromObject(m), got)
+		if strings.Contains(out, fsm.AnnotationGraphPrefix+"moose") && got.Status.State == moose.Roaming {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with its documented permissions, the operator did not publish its graph and move the moose to Roaming in a minute: annotations %s, state %q", out, got.Status.State)
+		}
+	}
+
+	viewer := writeKubeconfig(t, e, "moose-viewer")
+	h := &herd{env: e, kubeconfig: viewer}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"graph", "moose"}, "machine moose (examples.kfsm.dev/v1alpha1 Moose, Lifecycle mode)"},
+		{[]string{"get", "moose"}, "moose-rbac  Roaming"},
+		{[]string{"describe", "moose/moose-rbac"}, "(new) → Tagged"},
+		{[]string{"pause", "moose/moose-rbac"}, `cannot patch resource "moose"`},
+	} {
+		out, err := h.run(t, c.args...)
+		if err != nil {
+			out += "error: " + err.Error()
+		}
+		if !strings.Contains(out, c.want) {
+			t.Errorf("kubectl fsm %s as a viewer:\n%s\nwant it to say %q", strings.Join(c.args, " "), out, c.want)
+		}
+	}
+}
+
+// grant gives user the rules in the test's namespace and the cluster
+// rules cluster-wide.
+func grant(t *testing.T, e *fsmtest.Env, user string, rules, clusterRules []rbacv1.PolicyRule) {
+	t.Helper()
+	name := e.Namespace + "-" + user
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	e.Create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules})
+	e.Create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user}})
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: clusterRules}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}}
+	for _, obj := range []client.Object{cr, crb} {
+		if err := e.Client.Create(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), obj) })
+	}
 }
