@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kfsm/kfsm/cesink"
 	"github.com/kfsm/kfsm/examples/autoupdate"
 	"github.com/kfsm/kfsm/examples/autoupdate/host"
 	versionpb "github.com/kfsm/kfsm/examples/autoupdate/proto"
@@ -93,7 +94,7 @@ func runOperators(ctx context.Context, cfg *rest.Config, printer *transitionPrin
 	if err != nil {
 		return err
 	}
-	w, err := startServers(ctx, printer)
+	w, err := startServers(ctx, printer, mgr.GetScheme())
 	if err != nil {
 		return err
 	}
@@ -140,8 +141,8 @@ func (s *servers) close() {
 
 // startServers starts the DNS registry, the version server, the instance
 // host, the database agent and a CloudEvents receiver that prints what it
-// gets, and the operators that use them.
-func startServers(ctx context.Context, p *transitionPrinter) (w *servers, err error) {
+// gets, and the operators that use them; scheme is the manager's.
+func startServers(ctx context.Context, p *transitionPrinter, scheme *runtime.Scheme) (w *servers, err error) {
 	w = &servers{}
 	defer func() {
 		if err != nil {
@@ -178,11 +179,11 @@ func startServers(ctx context.Context, p *transitionPrinter) (w *servers, err er
 	if err != nil {
 		return nil, err
 	}
-	events, err := cloudevents.NewClientHTTP()
+	events, err := cloudevents.NewClientHTTP(cloudevents.WithTarget(sink))
 	if err != nil {
 		return nil, err
 	}
-	w.database = &database.Operator{Agent: &agent.Client{URL: w.agent.URL()}, Sink: sink, Events: events}
+	w.database = &database.Operator{Agent: &agent.Client{URL: w.agent.URL()}, Events: events, Scheme: scheme}
 	return w, nil
 }
 
@@ -203,10 +204,10 @@ func receiveCloudEvents(ctx context.Context, p *transitionPrinter) (string, erro
 	}
 	go func() {
 		_ = c.StartReceiver(ctx, func(e cloudevents.Event) {
-			var t database.Transition
+			var t cesink.Data
 			if err := e.DataAs(&t); err == nil {
 				from := cmp.Or(string(t.From), "(new)")
-				p.print(fmt.Sprintf("%s  cloudevent %s: %s %s → %s", e.Time().Local().Format("15:04:05"), e.Type(), t.Object, from, t.To))
+				p.print(fmt.Sprintf("%s  cloudevent %s: %s %s → %s", e.Time().Local().Format("15:04:05"), e.Type(), e.Subject(), from, t.To))
 			}
 		})
 	}()

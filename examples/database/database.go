@@ -2,7 +2,8 @@
 // the state its spec asks for, as OKT's state machine does: the desired
 // state is in the spec, the actual state comes from the database's agent
 // on every reconcile, maintenance (backups, configuration changes) runs
-// as asynchronous actions, and every transition is sent as a CloudEvent.
+// as asynchronous actions, and every transition is sent as a CloudEvent
+// with package cesink.
 //
 // The graph is OKT's: Start → Running; Running → Servicing | Stopping,
 // where Servicing has priority and Stopping is the default child;
@@ -16,9 +17,9 @@ import (
 	"maps"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/google/uuid"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kfsm/kfsm/cesink"
 	"github.com/kfsm/kfsm/examples/database/agent"
 	"github.com/kfsm/kfsm/examples/database/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
@@ -34,28 +35,20 @@ const (
 	Removed   fsm.State = "Removed"
 )
 
-// EventType is the CloudEvents type of a transition.
-const EventType = "dev.kfsm.transition"
-
-// Transition is the data of a transition's CloudEvent.
-type Transition struct {
-	Object string    `json:"object"` // namespace/name
-	From   fsm.State `json:"from,omitempty"`
-	To     fsm.State `json:"to"`
-	Reason string    `json:"reason"`
-}
-
 // Operator holds what the handlers talk to.
 type Operator struct {
 	Agent *agent.Client
-	// Sink receives a CloudEvent per transition; empty sends none.
-	Sink   string
+	// Events sends a CloudEvent per transition, with cesink, where it was
+	// made to send; nil sends none.
 	Events cloudevents.Client
+	// Scheme knows the Database type, for the events to name its kind:
+	// the manager's.
+	Scheme *runtime.Scheme
 }
 
 // Machine returns the database machine.
 func (o *Operator) Machine() *fsm.Machine[*v1alpha1.Database] {
-	return fsm.New[*v1alpha1.Database]("database", fsm.Lifecycle).
+	m := fsm.New[*v1alpha1.Database]("database", fsm.Lifecycle).
 		Initial(Start).
 		State(Start, o.start, fsm.To(Running)).
 		State(Running, o.running, fsm.To(Servicing, Stopping)).
@@ -64,8 +57,11 @@ func (o *Operator) Machine() *fsm.Machine[*v1alpha1.Database] {
 		State(End, o.end, fsm.Final()).
 		OnDelete(Removed).
 		State(Removed, o.remove, fsm.Final()).
-		Goal(Goal).
-		OnTransition(o.emit)
+		Goal(Goal)
+	if o.Events != nil {
+		m.OnTransition(cesink.New(m, o.Events, o.Scheme))
+	}
+	return m
 }
 
 // Goal is the machine state that a database's desired state names.
@@ -254,25 +250,4 @@ func (o *Operator) remove(ctx context.Context, r *request) fsm.Result {
 		return fsm.Fail(err)
 	}
 	return fsm.Done()
-}
-
-// emit sends a transition as a CloudEvent (HTTP binding) to the sink.
-func (o *Operator) emit(ctx context.Context, db *v1alpha1.Database, t fsm.Transition) {
-	if o.Sink == "" || o.Events == nil {
-		return
-	}
-	e := cloudevents.NewEvent()
-	e.SetID(uuid.NewString())
-	e.SetSource("kfsm/database")
-	e.SetType(EventType)
-	e.SetSubject(db.Namespace + "/" + db.Name)
-	e.SetTime(t.Time.Time)
-	data := Transition{Object: db.Namespace + "/" + db.Name, From: t.From, To: t.To, Reason: t.Reason}
-	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
-		logf.FromContext(ctx).Error(err, "encoding the transition event")
-		return
-	}
-	if res := o.Events.Send(cloudevents.ContextWithTarget(ctx, o.Sink), e); cloudevents.IsUndelivered(res) {
-		logf.FromContext(ctx).Error(res, "sending the transition event", "sink", o.Sink)
-	}
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kfsm/kfsm/cesink"
 	"github.com/kfsm/kfsm/examples/database"
 	"github.com/kfsm/kfsm/examples/database/agent"
 	"github.com/kfsm/kfsm/examples/database/v1alpha1"
@@ -38,11 +39,11 @@ func TestDatabaseWalksToWhatTheSpecAsks(t *testing.T) {
 	e := fsmtest.New(t)
 	a := startAgent(t)
 	received, sink := receiveEvents(t)
-	events, err := cloudevents.NewClientHTTP()
+	events, err := cloudevents.NewClientHTTP(cloudevents.WithTarget(sink))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsmtest.Run(e, (&database.Operator{Agent: &agent.Client{URL: a.URL()}, Sink: sink, Events: events}).Machine())
+	fsmtest.Run(e, (&database.Operator{Agent: &agent.Client{URL: a.URL()}, Events: events, Scheme: e.Scheme}).Machine())
 
 	d := named("orders", "Running")
 	e.Create(d)
@@ -90,14 +91,28 @@ func TestDatabaseWalksToWhatTheSpecAsks(t *testing.T) {
 		t.Errorf("Stalled for %s: %q, want %s saying that no path leads from End to Running", c.Reason, c.Message, fsm.ReasonGoalUnreachable)
 	}
 
-	// One CloudEvent per transition, in order, naming the object and the
-	// states.
+	// One CloudEvent per transition, in order, naming the machine, the
+	// object and the states, each with an id of its own.
 	var got []string
-	for _, tr := range received.all() {
-		if tr.Object != e.Namespace+"/orders" {
-			t.Errorf("an event names object %q", tr.Object)
+	ids := map[string]bool{}
+	wantObject := cesink.ObjectRef{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Database",
+		Namespace: e.Namespace, Name: "orders", UID: d.UID}
+	for _, ev := range received.all() {
+		var data cesink.Data
+		if err := ev.DataAs(&data); err != nil {
+			t.Errorf("event %s: %v", ev.ID(), err)
 		}
-		got = append(got, string(tr.From)+"→"+string(tr.To))
+		if ev.Source() != "kfsm/database" || ev.Subject() != e.Namespace+"/orders" || data.Machine != "database" {
+			t.Errorf("event %s has source %q, subject %q and machine %q, want kfsm/database, %s/orders and database", ev.ID(), ev.Source(), ev.Subject(), data.Machine, e.Namespace)
+		}
+		if diff := cmp.Diff(wantObject, data.Object); diff != "" {
+			t.Errorf("event %s names the object (-want +got):\n%s", ev.ID(), diff)
+		}
+		if ids[ev.ID()] {
+			t.Errorf("event id %s is given twice", ev.ID())
+		}
+		ids[ev.ID()] = true
+		got = append(got, string(data.From)+"→"+string(data.To))
 	}
 	wantEvents := []string{"→Start", "Start→Running", "Running→Servicing", "Servicing→Running", "Running→Servicing", "Servicing→End"}
 	if diff := cmp.Diff(wantEvents, got); diff != "" {
@@ -226,13 +241,13 @@ func startAgent(t testing.TB) *agent.Agent {
 // receiver keeps the transition events it is sent, in order.
 type receiver struct {
 	mu     sync.Mutex
-	events []database.Transition
+	events []cloudevents.Event
 }
 
-func (r *receiver) all() []database.Transition {
+func (r *receiver) all() []cloudevents.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]database.Transition(nil), r.events...)
+	return append([]cloudevents.Event(nil), r.events...)
 }
 
 // receiveEvents serves a CloudEvents receiver on loopback until the test
@@ -256,10 +271,9 @@ func receiveEvents(t testing.TB) (*receiver, string) {
 	t.Cleanup(cancel)
 	go func() {
 		_ = sink.StartReceiver(ctx, func(ev cloudevents.Event) {
-			var tr database.Transition
-			if ev.Type() == database.EventType && ev.DataAs(&tr) == nil {
+			if ev.Type() == cesink.Type {
 				recv.mu.Lock()
-				recv.events = append(recv.events, tr)
+				recv.events = append(recv.events, ev)
 				recv.mu.Unlock()
 			}
 		})
