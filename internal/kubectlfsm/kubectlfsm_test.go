@@ -465,3 +465,35 @@ func grant(t *testing.T, e *fsmtest.Env, user string, rules, clusterRules []rbac
 		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), obj) })
 	}
 }
+
+// The README shows get and why as the golden files have them.
+func TestReadmeShowsTheGoldenOutputs(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ command, golden string }{
+		{"kubectl fsm get moose", "get"},
+		{"kubectl fsm why moose/moose-03", "why-stalled"},
+	} {
+		out, err := os.ReadFile(filepath.Join("testdata", c.golden+".golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block := "    $ " + c.command + "\n" + strings.TrimSuffix(indentLines(string(out), "    "), "\n")
+		if !strings.Contains(string(readme), block) {
+			t.Errorf("README.md does not show %q as testdata/%s.golden has it:\n%s", c.command, c.golden, block)
+		}
+	}
+}
+
+func indentLines(s, by string) string {
+	var b strings.Builder
+	for line := range strings.SplitAfterSeq(s, "\n") {
+		if strings.TrimSpace(line) != "" {
+			b.WriteString(by)
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
