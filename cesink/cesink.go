@@ -5,16 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"reflect"
 	"strconv"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kfsm/kfsm/fsm"
@@ -87,48 +82,34 @@ func Timeout(d time.Duration) Option {
 
 // New returns an observer for m's OnTransition that sends each transition
 // of m's objects to c as a CloudEvent. c sends where it was made to send:
-// for HTTP, give it the receiver's URL with cloudevents.WithTarget. scheme
-// names the kind of m's objects in the events, since typed objects that
-// the client has written carry no kind; pass the manager's.
+// for HTTP, give it the receiver's URL with cloudevents.WithTarget.
 //
-//	m.OnTransition(cesink.New(m, events, mgr.GetScheme()))
+//	m.OnTransition(cesink.New(m, events))
 //
-// If scheme does not know the type of m's objects, the observer sends
-// nothing and logs why at each transition.
-func New[T fsm.Object](m *fsm.Machine[T], c cloudevents.Client, scheme *runtime.Scheme, opts ...Option) func(ctx context.Context, obj T, t fsm.Transition) {
+// The events name the object's group, version and kind, which kfsm sets
+// on the objects it gives OnTransition's observers. An object without a
+// kind (given by another caller) is not sent: the observer logs why.
+func New[T fsm.Object](m *fsm.Machine[T], c cloudevents.Client, opts ...Option) func(ctx context.Context, obj T, t fsm.Transition) {
 	o := options{source: "kfsm/" + m.Name(), typePrefix: defaultTypePrefix, timeout: defaultTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	gvk, gvkErr := kindOf[T](scheme)
-	s := &sink{machine: m.Name(), client: c, gvk: gvk, options: o}
+	s := &sink{machine: m.Name(), client: c, options: o}
 	return func(ctx context.Context, obj T, t fsm.Transition) {
-		if gvkErr != nil {
-			logf.FromContext(ctx).Error(gvkErr, "no CloudEvent sent for the transition", "from", t.From, "to", t.To)
+		if obj.GetObjectKind().GroupVersionKind().Kind == "" {
+			logf.FromContext(ctx).Error(errNoKind, "no CloudEvent sent for the transition", "from", t.From, "to", t.To)
 			return
 		}
 		s.send(ctx, obj, t)
 	}
 }
 
-// kindOf is the group, version and kind of T in scheme.
-func kindOf[T fsm.Object](scheme *runtime.Scheme) (schema.GroupVersionKind, error) {
-	if scheme == nil {
-		return schema.GroupVersionKind{}, errors.New("naming the kind of the machine's objects: no scheme")
-	}
-	var zero T
-	gvk, err := apiutil.GVKForObject(reflect.New(reflect.TypeOf(zero).Elem()).Interface().(T), scheme)
-	if err != nil {
-		return gvk, fmt.Errorf("naming the kind of the machine's objects: %w", err)
-	}
-	return gvk, nil
-}
+var errNoKind = errors.New("the object carries no apiVersion and kind to name it by")
 
 // sink sends the events of one machine.
 type sink struct {
 	machine string
 	client  cloudevents.Client
-	gvk     schema.GroupVersionKind
 	options
 }
 
@@ -160,10 +141,11 @@ func (s *sink) event(obj fsm.Object, t fsm.Transition) cloudevents.Event {
 }
 
 func (s *sink) data(obj fsm.Object, t fsm.Transition) Data {
+	gvk := obj.GetObjectKind().GroupVersionKind()
 	return Data{
 		Machine: s.machine,
 		Object: ObjectRef{
-			Group: s.gvk.Group, Version: s.gvk.Version, Kind: s.gvk.Kind,
+			Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
 			Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 		},
 		From: t.From, To: t.To, Reason: t.Reason,

@@ -13,7 +13,7 @@
 //		return err
 //	}
 //	m := op.Machine()
-//	m.OnTransition(cesink.New(m, events, mgr.GetScheme()))
+//	m.OnTransition(cesink.New(m, events))
 //	err = m.SetupWithManager(mgr)
 //
 // [Source], [TypePrefix] and [Timeout] change the defaults below.
@@ -70,9 +70,9 @@
 //
 //   - The client is safe for concurrent use, as the SDK's clients are:
 //     the machine's workers send at the same time.
-//   - The scheme knows the type of the machine's objects; the events name
-//     its group, version and kind from it. Without it, nothing is sent and
-//     every transition logs why.
+//   - The object carries its apiVersion and kind, as kfsm's OnTransition
+//     gives it; the events name them. An object without them is not sent,
+//     and the transition logs why.
 //
 // # Caveats
 //

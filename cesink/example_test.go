@@ -31,7 +31,7 @@ func Example_operator() {
 		panic(err)
 	}
 	m := relay()
-	m.OnTransition(cesink.New(m, events, mgr.GetScheme(), cesink.Source("//cluster-a/kfsm/relay")))
+	m.OnTransition(cesink.New(m, events, cesink.Source("//cluster-a/kfsm/relay")))
 	if err := m.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
@@ -70,15 +70,12 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
 	m := relay()
-	observe := cesink.New(m, events, scheme)
+	observe := cesink.New(m, events)
 	m.OnTransition(observe)
 
-	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "front", UID: "0b9a2c4e-5d1f-4f7a-9c3e-2a6b8d0e1f23"}}
+	// What kfsm gives the observer: the object, with its kind.
+	g := &v1alpha1.Gadget{TypeMeta: metav1.TypeMeta{APIVersion: "testing.kfsm.dev/v1alpha1", Kind: "Gadget"}, ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "front", UID: "0b9a2c4e-5d1f-4f7a-9c3e-2a6b8d0e1f23"}}
 	at := time.Date(2030, 1, 1, 12, 0, 0, 250_000_000, time.UTC)
 	observe(ctx, g, fsm.Transition{From: Queued, To: Working, Reason: fsm.ReasonNext, Time: metav1.NewTime(at)})
 	// Output:

@@ -211,7 +211,7 @@ func TestOnTransitionReportsWrittenTransitionsInOrder(t *testing.T) {
 		State("B", next("C"), fsm.To("C")).
 		State("C", done, fsm.Final()).
 		OnTransition(func(_ context.Context, g *gadget, tr fsm.Transition) {
-			seen = append(seen, fmt.Sprintf("%s: %s→%s %s", g.Name, tr.From, tr.To, tr.Reason))
+			seen = append(seen, fmt.Sprintf("%s %s: %s→%s %s", g.GetObjectKind().GroupVersionKind().Kind, g.Name, tr.From, tr.To, tr.Reason))
 		})
 	e.gadget("g", v1alpha1.GadgetSpec{})
 
@@ -234,7 +234,9 @@ func TestOnTransitionReportsWrittenTransitionsInOrder(t *testing.T) {
 	}
 
 	e.reconcile(e.reconciler(m), "g")
-	want := []string{"g: →A Created", "g: A→B Next", "g: B→C Next"}
+	// Each object carries its kind, which a typed object decoded by the
+	// client has not.
+	want := []string{"Gadget g: →A Created", "Gadget g: A→B Next", "Gadget g: B→C Next"}
 	if diff := cmp.Diff(want, seen); diff != "" {
 		t.Errorf("observed transitions (-want +got):\n%s", diff)
 	}

@@ -333,10 +333,10 @@ func (m *Machine[T]) Workers(n int) *Machine[T] {
 
 // OnTransition calls observe for every transition of an object, in
 // order, once the status that records it is written: a transition that a
-// failed write undid is not reported. Use it to tell systems outside the
-// cluster, for example with a CloudEvent; observe runs in the reconcile,
-// so it should be quick. A crash between the write and the call loses the
-// call.
+// failed write undid is not reported. The object carries its apiVersion
+// and kind. Use it to tell systems outside the cluster, for example with
+// a CloudEvent (package cesink); observe runs in the reconcile, so it
+// should be quick. A crash between the write and the call loses the call.
 func (m *Machine[T]) OnTransition(observe func(ctx context.Context, obj T, t Transition)) *Machine[T] {
 	m.observers = append(m.observers, observe)
 	return m

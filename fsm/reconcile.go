@@ -65,7 +65,8 @@ type reconciler[T Object] struct {
 	client   client.Client
 	reader   client.Reader // the API server itself, for what the cache may miss
 	recorder events.EventRecorder
-	gk       schema.GroupKind // of T
+	gvk      schema.GroupVersionKind // of T
+	gk       schema.GroupKind
 	owns     map[schema.GroupKind]ownedType
 	// indexed says that the cache indexes children by parent UID;
 	// unindexed marks the types whose reads bypass the cache after all.
@@ -103,7 +104,7 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", m.name, err)
 	}
-	r.gk = gvk.GroupKind()
+	r.gvk, r.gk = gvk, gvk.GroupKind()
 	if len(m.owns) > 0 {
 		if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
 			return nil, fmt.Errorf("machine %s: %w", m.name, err)
@@ -652,6 +653,10 @@ func (w *walker[T]) commit() {
 		// reason and an action into a series; the target state as the
 		// action keeps distinct transitions apart.
 		r.event(w.obj, nil, eventtype, t.Reason, string(t.To), r.b.note(t))
+		if len(r.m.observers) > 0 {
+			// A typed object that the client decoded has no kind.
+			w.obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+		}
 		for _, observe := range r.m.observers {
 			observe(w.ctx, w.obj, t)
 		}

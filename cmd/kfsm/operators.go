@@ -94,7 +94,7 @@ func runOperators(ctx context.Context, cfg *rest.Config, printer *transitionPrin
 	if err != nil {
 		return err
 	}
-	w, err := startServers(ctx, printer, mgr.GetScheme())
+	w, err := startServers(ctx, printer)
 	if err != nil {
 		return err
 	}
@@ -141,8 +141,8 @@ func (s *servers) close() {
 
 // startServers starts the DNS registry, the version server, the instance
 // host, the database agent and a CloudEvents receiver that prints what it
-// gets, and the operators that use them; scheme is the manager's.
-func startServers(ctx context.Context, p *transitionPrinter, scheme *runtime.Scheme) (w *servers, err error) {
+// gets, and the operators that use them.
+func startServers(ctx context.Context, p *transitionPrinter) (w *servers, err error) {
 	w = &servers{}
 	defer func() {
 		if err != nil {
@@ -183,7 +183,7 @@ func startServers(ctx context.Context, p *transitionPrinter, scheme *runtime.Sch
 	if err != nil {
 		return nil, err
 	}
-	w.database = &database.Operator{Agent: &agent.Client{URL: w.agent.URL()}, Events: events, Scheme: scheme}
+	w.database = &database.Operator{Agent: &agent.Client{URL: w.agent.URL()}, Events: events}
 	return w, nil
 }
 

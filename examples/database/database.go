@@ -17,7 +17,6 @@ import (
 	"maps"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kfsm/kfsm/cesink"
 	"github.com/kfsm/kfsm/examples/database/agent"
@@ -41,9 +40,6 @@ type Operator struct {
 	// Events sends a CloudEvent per transition, with cesink, where it was
 	// made to send; nil sends none.
 	Events cloudevents.Client
-	// Scheme knows the Database type, for the events to name its kind:
-	// the manager's.
-	Scheme *runtime.Scheme
 }
 
 // Machine returns the database machine.
@@ -59,7 +55,7 @@ func (o *Operator) Machine() *fsm.Machine[*v1alpha1.Database] {
 		State(Removed, o.remove, fsm.Final()).
 		Goal(Goal)
 	if o.Events != nil {
-		m.OnTransition(cesink.New(m, o.Events, o.Scheme))
+		m.OnTransition(cesink.New(m, o.Events))
 	}
 	return m
 }

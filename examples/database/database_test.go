@@ -43,7 +43,7 @@ func TestDatabaseWalksToWhatTheSpecAsks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsmtest.Run(e, (&database.Operator{Agent: &agent.Client{URL: a.URL()}, Events: events, Scheme: e.Scheme}).Machine())
+	fsmtest.Run(e, (&database.Operator{Agent: &agent.Client{URL: a.URL()}, Events: events}).Machine())
 
 	d := named("orders", "Running")
 	e.Create(d)
