@@ -190,11 +190,15 @@ func TestKubectlShowsThePrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if got := strings.Fields(lines[0]); !cmp.Equal(got, []string{"NAME", "STATE", "READY", "FRIENDS", "AGE"}) {
-		t.Errorf("columns %v, want NAME STATE READY FRIENDS AGE", got)
+	if got := strings.Fields(lines[0]); !cmp.Equal(got, []string{"NAME", "STATE", "READY", "REASON", "FRIENDS", "AGE"}) {
+		t.Errorf("columns %v, want NAME STATE READY REASON FRIENDS AGE", got)
 	}
-	if len(lines) != 2 || !strings.HasPrefix(lines[1], "mabel") || !strings.Contains(lines[1], "Roaming") {
-		t.Errorf("kubectl get moose printed:\n%s", out)
+	if len(lines) != 2 {
+		t.Fatalf("kubectl get moose printed:\n%s", out)
+	}
+	// A roaming moose waits: Ready is False, with the reason its handler gave.
+	if got := strings.Fields(lines[1]); len(got) < 4 || !cmp.Equal(got[:4], []string{"mabel", "Roaming", "False", "Roaming"}) {
+		t.Errorf("kubectl get moose printed:\n%s\nwant the row to begin mabel Roaming False Roaming", out)
 	}
 }
 

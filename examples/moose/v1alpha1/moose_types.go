@@ -53,6 +53,7 @@ type MooseStatus struct {
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.startsWith('m')",message="a moose's name must start with \"m\""
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Friends",type=string,JSONPath=`.status.friends`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Moose struct {
