@@ -54,7 +54,8 @@ func Commands(opts *Options) []*cobra.Command {
 // (nil for the defaults).
 func NewPluginCommand(opts *Options) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "kubectl fsm",
+		Use:           "fsm",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fsm"},
 		Short:         "See kfsm machines and their objects, and retry or pause objects",
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -257,40 +257,46 @@ func TestWatchPrintsEachNewTransition(t *testing.T) {
 }
 
 // kubectl runs the command as its plugin when kubectl-fsm is on PATH,
-// with kubectl's flags.
+// with kubectl's flags: built from cmd/kubectl-fsm, or the kfsm command
+// under the plugin's name.
 func TestRealKubectlRunsThePlugin(t *testing.T) {
 	h := newHerd(t)
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../../cmd/kubectl-fsm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	assets, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"fsm", "graph", "moose"}, "machine moose (examples.kfsm.dev/v1alpha1 Moose, Lifecycle mode)"},
-		{[]string{"fsm", "get", "moose"}, "4 objects: Tagged 1, Roaming 1, Eating 1, Sleeping 1"},
-		{[]string{"fsm", "describe", "moose/moose-01"}, "│▶ Roaming"},
-		{[]string{"fsm", "why", "moose/moose-03"}, "is Stalled in state Eating: RetriesExhausted"},
-		{[]string{"fsm", "retry", "moose/moose-03"}, "moose/moose-03 asked to retry"},
-		{[]string{"plugin", "list"}, kubectlfsm.PluginName},
-	} {
-		// kubectl takes no flags before a plugin's name: they follow it.
-		args := append(c.args, "--kubeconfig", h.kubeconfig, "-n", h.env.Namespace)
-		if c.args[0] == "plugin" {
-			args = c.args
-		}
-		raw, err := exec.Command(assets.Kubectl(), args...).CombinedOutput()
-		out := string(raw)
-		if err != nil || !strings.Contains(out, c.want) {
-			t.Errorf("kubectl %s: %v\n%s\nwant it to say %q", strings.Join(c.args, " "), err, out, c.want)
-		}
+	path := os.Getenv("PATH")
+	for _, pkg := range []string{"kubectl-fsm", "kfsm"} {
+		t.Run(pkg, func(t *testing.T) {
+			bin := t.TempDir()
+			build := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../../cmd/"+pkg)
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("building the plugin: %v\n%s", err, out)
+			}
+			t.Setenv("PATH", bin+string(os.PathListSeparator)+path)
+			for _, c := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"fsm", "graph", "moose"}, "machine moose (examples.kfsm.dev/v1alpha1 Moose, Lifecycle mode)"},
+				{[]string{"fsm", "get", "moose"}, "4 objects: Tagged 1, Roaming 1, Eating 1, Sleeping 1"},
+				{[]string{"fsm", "describe", "moose/moose-01"}, "│▶ Roaming"},
+				{[]string{"fsm", "why", "moose/moose-03"}, "is Stalled in state Eating: RetriesExhausted"},
+				{[]string{"fsm", "retry", "moose/moose-03"}, "moose/moose-03 asked to retry"},
+				{[]string{"fsm", "demo"}, `unknown command "demo" for "kubectl fsm"`},
+				{[]string{"plugin", "list"}, filepath.Join(bin, kubectlfsm.PluginName)},
+			} {
+				// kubectl takes no flags before a plugin's name: they follow it.
+				args := append(c.args, "--kubeconfig", h.kubeconfig, "-n", h.env.Namespace)
+				if c.args[0] == "plugin" {
+					args = c.args
+				}
+				raw, _ := exec.Command(assets.Kubectl(), args...).CombinedOutput()
+				if out := string(raw); !strings.Contains(out, c.want) {
+					t.Errorf("kubectl %s:\n%s\nwant it to say %q", strings.Join(c.args, " "), out, c.want)
+				}
+			}
+		})
 	}
 }
 
