@@ -85,11 +85,15 @@ func kindOf(m *inspect.Machine) string {
 }
 
 func newGetCommand(opts *Options) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "get RESOURCE",
 		Short: "List a machine's objects with their state, time in state and readiness",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "name" && output != "json" {
+				return fmt.Errorf("-o %s: the formats are name and json (or none, for the table)", output)
+			}
 			c, err := opts.cluster()
 			if err != nil {
 				return err
@@ -102,10 +106,30 @@ func newGetCommand(opts *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			writeGet(cmd.OutOrStdout(), m, objs, opts.AllNamespaces, opts.Now())
+			out := cmd.OutOrStdout()
+			switch output {
+			case "name":
+				for _, o := range objs {
+					fmt.Fprintf(out, "%s/%s\n", m.GVR.Resource, o.Name)
+				}
+			case "json":
+				items := make([]any, len(objs))
+				for i, o := range objs {
+					items[i] = o.Unstructured.Object
+				}
+				data, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(out, string(data))
+			default:
+				writeGet(out, m, objs, opts.AllNamespaces, opts.Now())
+			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "name or json (default: a table)")
+	return cmd
 }
 
 func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamespace bool, now time.Time) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -163,6 +164,7 @@ func TestGolden(t *testing.T) {
 		{"graph-dot", []string{"graph", "Moose", "-o", "dot"}},
 		{"graph-json", []string{"graph", "moose", "-o", "json"}},
 		{"get", []string{"get", "moose"}},
+		{"get-names", []string{"get", "moose", "-o", "name"}},
 		{"describe", []string{"describe", "moose/moose-01"}},
 		{"why-waiting", []string{"why", "moose/moose-01"}},
 		{"why-ready", []string{"why", "moose", "moose-02"}},
@@ -171,6 +173,15 @@ func TestGolden(t *testing.T) {
 		{"unknown-resource", []string{"get", "elk"}},
 		{"bad-format", []string{"graph", "moose", "-o", "svg"}},
 	}
+	t.Run("get-all-namespaces", func(t *testing.T) {
+		// Other tests' moose may be there too: only this herd's rows are
+		// known.
+		out, err := h.run(t, "get", "moose", "-A")
+		row := regexp.MustCompile(`(?m)^NAMESPACE +moose-03 +Eating +6m +Stalled +RetriesExhausted$`)
+		if err != nil || !strings.HasPrefix(out, "NAMESPACE ") || !row.MatchString(out) {
+			t.Errorf("get -A: %v\n%s", err, out)
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := h.run(t, c.args...)
