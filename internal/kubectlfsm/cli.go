@@ -132,25 +132,28 @@ func target(args []string) (resource, name string, err error) {
 	return resource, name, nil
 }
 
+// machine connects and resolves RESOURCE to the machine that drives it.
+func (o *Options) machine(ctx context.Context, resource string) (inspect.Cluster, *inspect.Machine, error) {
+	c, err := o.cluster()
+	if err != nil {
+		return c, nil, err
+	}
+	m, err := c.Resolve(ctx, resource)
+	return c, m, err
+}
+
 // object resolves RESOURCE/NAME to the machine and the object.
 func (o *Options) object(ctx context.Context, args []string) (inspect.Cluster, *inspect.Machine, inspect.Object, error) {
 	resource, name, err := target(args)
 	if err != nil {
 		return inspect.Cluster{}, nil, inspect.Object{}, err
 	}
-	c, err := o.cluster()
-	if err != nil {
-		return c, nil, inspect.Object{}, err
-	}
-	m, err := c.Resolve(ctx, resource)
+	c, m, err := o.machine(ctx, resource)
 	if err != nil {
 		return c, nil, inspect.Object{}, err
 	}
 	obj, err := c.Object(ctx, m, o.namespace, name)
-	if err != nil {
-		return c, m, obj, err
-	}
-	return c, m, obj, nil
+	return c, m, obj, err
 }
 
 // table writes rows with columns aligned, two spaces apart.

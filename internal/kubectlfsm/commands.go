@@ -34,11 +34,7 @@ the default), Mermaid, DOT or JSON. With --counts it shows how many objects are
 in each state (in the namespace, or all with -A).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := opts.cluster()
-			if err != nil {
-				return err
-			}
-			m, err := c.Resolve(cmd.Context(), args[0])
+			c, m, err := opts.machine(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -94,11 +90,7 @@ func newGetCommand(opts *Options) *cobra.Command {
 			if output != "" && output != "name" && output != "json" {
 				return fmt.Errorf("-o %s: the formats are name and json (or none, for the table)", output)
 			}
-			c, err := opts.cluster()
-			if err != nil {
-				return err
-			}
-			m, err := c.Resolve(cmd.Context(), args[0])
+			c, m, err := opts.machine(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -259,11 +251,7 @@ func newWatchCommand(opts *Options) *cobra.Command {
 		Short: "Print each transition of a machine's objects as it happens, one line each",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := opts.cluster()
-			if err != nil {
-				return err
-			}
-			m, err := c.Resolve(cmd.Context(), args[0])
+			c, m, err := opts.machine(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -35,29 +35,19 @@ type child struct {
 }
 
 func newDescribeCommand(opts *Options) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe RESOURCE/NAME",
-		Short: "Show an object on its machine's graph, its history, conditions, children and events",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, m, obj, err := opts.object(cmd.Context(), args)
-			if err != nil {
-				return err
-			}
-			d, err := look(cmd.Context(), c, obj)
-			if err != nil {
-				return err
-			}
-			writeDescribe(cmd.OutOrStdout(), m, obj, d, opts.Now())
-			return nil
-		},
-	}
+	return newObjectCommand(opts, "describe", "Show an object on its machine's graph, its history, conditions, children and events", writeDescribe)
 }
 
 func newWhyCommand(opts *Options) *cobra.Command {
+	return newObjectCommand(opts, "why", "Say what keeps an object from being Ready", writeWhy)
+}
+
+// newObjectCommand is a command that reads one object with its children
+// and events and writes them.
+func newObjectCommand(opts *Options, verb, short string, write func(io.Writer, *inspect.Machine, inspect.Object, details, time.Time)) *cobra.Command {
 	return &cobra.Command{
-		Use:   "why RESOURCE/NAME",
-		Short: "Say what keeps an object from being Ready",
+		Use:   verb + " RESOURCE/NAME",
+		Short: short,
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, m, obj, err := opts.object(cmd.Context(), args)
@@ -68,7 +58,7 @@ func newWhyCommand(opts *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			writeWhy(cmd.OutOrStdout(), m, obj, d, opts.Now())
+			write(cmd.OutOrStdout(), m, obj, d, opts.Now())
 			return nil
 		},
 	}
