@@ -28,6 +28,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kfsm/kfsm/internal/filelock"
 )
 
 // Source is a Go module whose packages are built into binaries.
@@ -102,7 +104,7 @@ func (c *Cache) Ensure(ctx context.Context, src Source, g Group) (Result, error)
 	if c.verify(dir, g) == nil {
 		return Result{Dir: dir}, nil
 	}
-	unlock, err := lock(ctx, dir+".lock", func() {
+	unlock, err := filelock.Lock(ctx, dir+".lock", func() {
 		c.printf("waiting for another process that is building %s in %s\n", g.Name, dir)
 	})
 	if err != nil {

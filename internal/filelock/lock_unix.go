@@ -1,6 +1,8 @@
 //go:build unix
 
-package assets
+// Package filelock takes exclusive advisory locks on files, so that
+// processes sharing a cache (parallel test binaries, say) fill it once.
+package filelock
 
 import (
 	"context"
@@ -12,10 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lock takes an exclusive advisory lock on path, waiting while another
+// Lock takes an exclusive advisory lock on path, waiting while another
 // process holds it. waiting is called once if the lock is busy. The kernel
-// drops the lock when its holder dies, so a crashed build never blocks others.
-func lock(ctx context.Context, path string, waiting func()) (unlock func(), err error) {
+// drops the lock when its holder dies, so a crashed holder never blocks
+// the others.
+func Lock(ctx context.Context, path string, waiting func()) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock file: %w", err)
