@@ -16,8 +16,9 @@ import (
 
 func newDemoCommand() *cobra.Command {
 	var (
-		opts     cluster.Options
-		duration time.Duration
+		opts             cluster.Options
+		duration         time.Duration
+		dashboardAddress string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -29,8 +30,9 @@ databases) and runs the operators in one manager, with the servers they talk to
 on loopback: a DNS registry, a gRPC version server, client instances and a
 database agent. It creates a herd of 25 moose, two web apps, a managed client
 and a database, plays a short story of releases and database requests, and
-prints every transition. It runs until interrupted or until --duration has
-passed, then shuts everything down.
+prints every transition. It serves the dashboard, a live web view of the
+machines, and prints its address. It runs until interrupted or until
+--duration has passed, then shuts everything down.
 
 With --workloads the cluster also runs the controllers, the scheduler and kwok,
 so that the web apps' Deployments become Available and the apps Ready.`,
@@ -66,7 +68,16 @@ so that the web apps' Deployments become Available and the apps Ready.`,
 			fmt.Fprintf(out, "kubeconfig: %s\n", c.Kubeconfig)
 			fmt.Fprintf(out, "try: %s --kubeconfig %s get moose -w\n", c.Assets.Kubectl(), c.Kubeconfig)
 			fmt.Fprintf(out, "     %s --kubeconfig %s get webapps,deployments,services\n", c.Assets.Kubectl(), c.Kubeconfig)
+			serve, err := startDashboard(c.Config, dashboardAddress, out)
+			if err != nil {
+				return errors.Join(err, c.Stop())
+			}
+			dashboardCtx, stopDashboard := context.WithCancel(ctx)
+			served := make(chan error, 1)
+			go func() { served <- serve(dashboardCtx) }()
 			runErr := runOperators(ctx, c.Config, printer)
+			stopDashboard()
+			runErr = errors.Join(runErr, <-served)
 			fmt.Fprintln(out, "stopping the cluster")
 			if err := c.Stop(); err != nil {
 				return errors.Join(runErr, err)
@@ -80,5 +91,6 @@ so that the web apps' Deployments become Available and the apps Ready.`,
 	}
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop this long after the cluster is up (default: run until interrupted)")
 	cmd.Flags().BoolVar(&opts.Workloads, "workloads", false, "also run kube-controller-manager, kube-scheduler and kwok, so Deployments really run")
+	cmd.Flags().StringVar(&dashboardAddress, "dashboard-address", "127.0.0.1:0", "the address of the dashboard, the demo's live web view; port 0 picks a free one")
 	return cmd
 }

@@ -1,6 +1,7 @@
-// Command kfsm is the kfsm command-line tool: it runs the demo, manages
-// the embedded Kubernetes that kfsm's tests and demo use, and reports the
-// edge coverage that fsmtest records.
+// Command kfsm is the kfsm command-line tool: it runs the demo and the
+// dashboard, manages the embedded Kubernetes that kfsm's tests and demo
+// use, reports the edge coverage that fsmtest records, and carries
+// kubectl fsm's commands (it is that plugin when named kubectl-fsm).
 package main
 
 import (
@@ -39,7 +40,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newAssetsCommand(), newCoverCommand(), newDemoCommand())
+	root.AddCommand(newAssetsCommand(), newCoverCommand(), newDashboardCommand(), newDemoCommand())
 	// kubectl fsm's commands, with kubectl's connection flags.
 	opts := &kubectlfsm.Options{}
 	for _, cmd := range kubectlfsm.Commands(opts) {

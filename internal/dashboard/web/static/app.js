@@ -1,0 +1,201 @@
+// The dashboard's page: it keeps the counts live from the server's event
+// stream, and shows in the panel the state or object that the address's
+// fragment names (#state/<machine>/<state>, #object/<machine>/<namespace>/<name>).
+"use strict";
+(() => {
+  const main = document.getElementById("machines");
+  const panel = document.getElementById("panel");
+  const status = document.getElementById("live");
+  const hint = panel.innerHTML;
+  let latest = null;
+  let panelURL = "";
+  let panelMachine = "";
+  let panelRev = -1;
+
+  const plural = (n, one, many) => (n === 1 ? one : many);
+  const stateOf = (m, name) => m.states[name] || { objects: 0, stalled: 0 };
+
+  // text is what an element marked data-live="[kind, machine, name]" shows.
+  function text(kind, m, name) {
+    switch (kind) {
+      case "objects": return String(stateOf(m, name).objects);
+      case "noun": return plural(stateOf(m, name).objects, "object", "objects");
+      case "stalled": {
+        const n = stateOf(m, name).stalled;
+        return n ? `, ${n} stalled` : "";
+      }
+      case "edge": return `${m.edges[name] || 0}×`;
+      case "total": return String(m.objects);
+      case "totalnoun": return plural(m.objects, "object", "objects");
+      case "pending": return m.pending ? `, ${m.pending} not placed in a state yet` : "";
+      case "unknown": return m.unknown ? `, ${m.unknown} in a state the graph lacks` : "";
+      case "synced": return m.synced ? "" : " (still listing)";
+    }
+    return "";
+  }
+
+  // A graph shrinks to fit the page down to 70% of its size, and scrolls
+  // beyond, so that its text stays readable.
+  function size() {
+    for (const svg of main.querySelectorAll("svg.graph")) {
+      svg.style.minWidth = `${Math.round(0.7 * svg.viewBox.baseVal.width)}px`;
+    }
+  }
+
+  function apply(snap) {
+    latest = snap;
+    const drawn = main.querySelector(".machines");
+    if (drawn && snap.version > Number(drawn.dataset.version)) {
+      reloadMachines();
+      return;
+    }
+    const machines = new Map(snap.machines.map((m) => [m.key, m]));
+    for (const el of main.querySelectorAll("[data-live]")) {
+      const [kind, key, name] = JSON.parse(el.dataset.live);
+      const m = machines.get(key);
+      if (!m) continue;
+      const t = text(kind, m, name);
+      if (el.textContent !== t) el.textContent = t;
+      if (kind === "edge") el.classList.toggle("zero", !m.edges[name]);
+      if (kind === "objects") el.closest("a.state").classList.toggle("occupied", stateOf(m, name).objects > 0);
+    }
+    const m = machines.get(panelMachine);
+    if (m && m.rev !== panelRev) {
+      panelRev = m.rev;
+      refreshPanel();
+    }
+  }
+
+  let reloading = false;
+  async function reloadMachines() {
+    if (reloading) return;
+    reloading = true;
+    try {
+      const r = await fetch("/fragment/machines");
+      if (r.ok) {
+        main.innerHTML = await r.text();
+        size();
+      }
+    } catch (e) {
+      // The event stream reports the server as gone; the next snapshot retries.
+    } finally {
+      reloading = false;
+    }
+    select();
+    if (latest) apply(latest);
+  }
+
+  // route reads the address's fragment.
+  function route() {
+    let parts = [];
+    try {
+      parts = location.hash.slice(1).split("/").map(decodeURIComponent);
+    } catch (e) {
+      parts = [];
+    }
+    panelURL = "";
+    if (parts[0] === "state" && parts.length === 3) {
+      panelURL = "/fragment/state?" + new URLSearchParams({ machine: parts[1], state: parts[2] });
+    } else if (parts[0] === "object" && parts.length === 4) {
+      panelURL = "/fragment/object?" + new URLSearchParams({ machine: parts[1], namespace: parts[2], name: parts[3] });
+    }
+    panelMachine = panelURL ? parts[1] : "";
+    panelRev = -1;
+    select();
+    if (!panelURL) {
+      panel.innerHTML = hint;
+      return;
+    }
+    loadPanel(true);
+  }
+
+  // select marks the state whose objects the panel lists.
+  function select() {
+    const parts = location.hash.slice(1).split("/").map((p) => { try { return decodeURIComponent(p); } catch (e) { return p; } });
+    for (const a of main.querySelectorAll("a.state")) {
+      const on = parts[0] === "state" && a.dataset.machine === parts[1] && a.dataset.state === parts[2];
+      a.classList.toggle("selected", on);
+      if (on) a.setAttribute("aria-current", "true");
+      else a.removeAttribute("aria-current");
+    }
+  }
+
+  // loadPanel fills the panel. When the user chose what it shows, the
+  // focus moves to its heading; when it follows the cluster, the link that
+  // had the focus keeps it.
+  let loading = false;
+  let again = false;
+  let focusNext = false;
+  let lastLoad = 0;
+  async function loadPanel(chosen) {
+    focusNext = focusNext || chosen;
+    if (loading) {
+      again = true;
+      return;
+    }
+    chosen = focusNext;
+    focusNext = false;
+    loading = true;
+    lastLoad = Date.now();
+    const url = panelURL;
+    try {
+      const r = await fetch(url);
+      const html = await r.text();
+      if (url !== panelURL) return;
+      const focused = panel.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
+      if (r.ok) {
+        panel.innerHTML = html;
+      } else {
+        panel.textContent = html;
+      }
+      const heading = panel.querySelector("h2");
+      if (chosen && heading) {
+        heading.tabIndex = -1;
+        heading.focus({ preventScroll: true });
+      } else if (focused) {
+        const link = [...panel.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === focused);
+        if (link) link.focus({ preventScroll: true });
+      }
+    } catch (e) {
+      if (url === panelURL) panel.textContent = "The dashboard cannot be reached.";
+    } finally {
+      loading = false;
+      if (again) {
+        again = false;
+        if (focusNext) loadPanel(false);
+        else refreshPanel();
+      }
+    }
+  }
+
+  // refreshPanel loads the panel again after a change, once a second at most.
+  let timer = 0;
+  function refreshPanel() {
+    if (!panelURL || timer) return;
+    timer = setTimeout(() => {
+      timer = 0;
+      loadPanel();
+    }, Math.max(0, 1000 - (Date.now() - lastLoad)));
+  }
+
+  // An object's events are not watched: its panel looks again now and then.
+  setInterval(() => {
+    if (panelURL.startsWith("/fragment/object")) refreshPanel();
+  }, 5000);
+
+  window.addEventListener("hashchange", route);
+  size();
+  apply(JSON.parse(main.dataset.snapshot));
+  route();
+
+  const stream = new EventSource("/events");
+  stream.addEventListener("snapshot", (e) => {
+    status.textContent = "live";
+    status.className = "up";
+    apply(JSON.parse(e.data));
+  });
+  stream.addEventListener("error", () => {
+    status.textContent = "reconnecting";
+    status.className = "down";
+  });
+})();
