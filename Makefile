@@ -7,7 +7,7 @@ BIN := $(CURDIR)/bin
 # Generated files, checked by verify-generated.
 GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 
-.PHONY: test demo bench generate verify-generated lint assets
+.PHONY: test demo bench generate verify-generated lint assets screenshot
 
 ## test: run every test, with the race detector, against a real API server
 test: assets
@@ -22,6 +22,11 @@ demo:
 BENCH ?= -n 1000 -workers 1,8 -rounds 3
 bench:
 	$(GO) run ./bench $(BENCH)
+
+## screenshot: take docs/dashboard.png, the README's picture of the demo's dashboard,
+## in the browser test of the demo (headless Chromium, fetched on first use)
+screenshot:
+	$(GO) test -count=1 -run '^TestDemoDashboardInABrowser$$' ./cmd/kfsm -screenshot $(CURDIR)/docs/dashboard.png
 
 ## assets: build the Kubernetes binaries once; later runs reuse the cache
 assets:
