@@ -158,7 +158,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if verb == "" && ok && key.Name != "" && req.Method == http.MethodGet {
 		t.api.read(key)
 	}
-	if verb == "" || !ok || key.Resource == "events" {
+	// Events, and the graph a machine publishes on its CRD when it
+	// starts, are not the machine's writes to objects: they are neither
+	// counted nor faulted.
+	if verb == "" || !ok || key.Resource == "events" || key.Resource == "customresourcedefinitions" {
 		resp, err := t.next.RoundTrip(req)
 		if err == nil && t.life != nil && t.life.faults != nil && t.life.faults.watchLag > 0 && req.URL.Query().Get("watch") == "true" {
 			resp.Body = lagging(resp.Body, t.life.faults.watchLag)
