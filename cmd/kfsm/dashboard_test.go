@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +23,20 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/moose"
 	moosev1 "github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/browser"
+	"github.com/kfsm/kfsm/internal/kubectlfsm"
 )
 
 // The demo serves the dashboard and prints its address, and the dashboard
 // shows the four machines once their operators publish their graphs; kfsm
 // dashboard, given the demo's kubeconfig, serves them too. Both refuse
-// writes, and stop cleanly.
-func TestDemoServesTheDashboard(t *testing.T) {
+// writes, and stop cleanly. The real kubectl runs kubectl fsm on the
+// demo's cluster.
+func TestDemoServesTheDashboardAndKubectlFsm(t *testing.T) {
 	ctx, interrupt := context.WithCancel(t.Context())
 	defer interrupt()
 	pr, pw := io.Pipe()
@@ -58,6 +65,7 @@ func TestDemoServesTheDashboard(t *testing.T) {
 	}
 	awaitDemoMachines(t, demoURL)
 	dashboardRequest(t, http.MethodPost, demoURL, http.StatusMethodNotAllowed)
+	kubectlFsmOnTheDemo(t, kubeconfig)
 
 	dashCtx, stopDashboard := context.WithCancel(ctx)
 	defer stopDashboard()
@@ -290,4 +298,74 @@ func demoClient(t *testing.T, kubeconfig string) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// kubectlFsmOnTheDemo runs the real kubectl, which finds kubectl-fsm on
+// its PATH, on the demo's cluster.
+func kubectlFsmOnTheDemo(t *testing.T, kubeconfig string) {
+	t.Helper()
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../kubectl-fsm").CombinedOutput(); err != nil {
+		t.Fatalf("building the plugin: %v\n%s", err, out)
+	}
+	assets, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(assets.Kubectl(), append(args, "--kubeconfig", kubeconfig, "-n", "default")...)
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		return cmd
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"fsm", "graph", "moose", "--counts"}, []string{"machine moose (examples.kfsm.dev/v1alpha1 Moose, Lifecycle mode)", "│  Roaming", "initial · "}},
+		{[]string{"fsm", "get", "moose"}, []string{"NAME      STATE", "25 objects: "}},
+		{[]string{"fsm", "describe", "moose/moose-01"}, []string{"Name:       moose-01", "(new) → Tagged    Created", "Conditions:"}},
+		{[]string{"fsm", "why", "webapp/shop"}, []string{"webapps/shop is not Ready: it has been in state Available for", "WaitingForDeployment"}},
+		{[]string{"fsm", "retry", "moose/moose-02"}, []string{"moose/moose-02 asked to retry"}},
+	} {
+		out, err := kubectl(c.args...).CombinedOutput()
+		for _, want := range c.want {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("kubectl %s: %v\n%s\nwant it to say %q", strings.Join(c.args, " "), err, out, want)
+			}
+		}
+	}
+	if out, err := kubectl("get", "moose", "moose-02", "-o", "jsonpath={.metadata.annotations}").CombinedOutput(); err != nil || !strings.Contains(string(out), fsm.AnnotationRetry) {
+		t.Errorf("after kubectl fsm retry, moose-02's annotations are %s (%v), want %s", out, err, fsm.AnnotationRetry)
+	}
+
+	// watch prints the herd's moves, a line each, until it is stopped.
+	watch := kubectl("fsm", "watch", "moose")
+	lines, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = watch.Process.Kill()
+		_ = watch.Wait()
+	}()
+	move := regexp.MustCompile(`^\d\d:\d\d:\d\d  default/moose-\d\d  (Tagged|Roaming|Eating|Sleeping) → (Roaming|Eating|Sleeping)  Next$`)
+	seen := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(lines)
+		for sc.Scan() {
+			if move.MatchString(sc.Text()) {
+				seen <- sc.Text()
+				return
+			}
+		}
+	}()
+	select {
+	case line := <-seen:
+		t.Logf("kubectl fsm watch: %s", line)
+	case <-time.After(time.Minute):
+		t.Error("kubectl fsm watch printed no move of the herd in a minute")
+	}
 }
