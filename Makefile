@@ -7,11 +7,17 @@ BIN := $(CURDIR)/bin
 # Generated files, checked by verify-generated.
 GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 
+# The library is the root module; the CloudEvents sink, the command and the
+# examples are modules of their own (go.work joins them), so that a user
+# who imports the library gets none of their dependencies. Every target
+# covers all four.
+PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
+
 .PHONY: test demo bench generate verify-generated lint assets screenshot
 
 ## test: run every test, with the race detector, against a real API server
 test: assets
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m $(PACKAGES)
 
 ## demo: run the demo (the example operators on an embedded Kubernetes) until Ctrl-C
 demo:
@@ -55,22 +61,22 @@ verify-generated: generate
 
 ## lint: go vet and golangci-lint
 lint: $(BIN)/golangci-lint
-	$(GO) vet ./...
-	$(BIN)/golangci-lint run ./...
+	$(GO) vet $(PACKAGES)
+	$(BIN)/golangci-lint run $(PACKAGES)
 
 # Tools are pinned in their own modules under tools/ (their dependencies do
 # not mix) and built from the module proxy.
 $(BIN)/controller-gen: tools/gen/go.mod tools/gen/go.sum
-	$(GO) -C tools/gen build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+	GOWORK=off $(GO) -C tools/gen build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 $(BIN)/buf: tools/proto/go.mod tools/proto/go.sum
-	$(GO) -C tools/proto build -o $@ github.com/bufbuild/buf/cmd/buf
+	GOWORK=off $(GO) -C tools/proto build -o $@ github.com/bufbuild/buf/cmd/buf
 
 $(BIN)/protoc-gen-go: tools/proto/go.mod tools/proto/go.sum
-	$(GO) -C tools/proto build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
+	GOWORK=off $(GO) -C tools/proto build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
 
 $(BIN)/protoc-gen-go-grpc: tools/proto/go.mod tools/proto/go.sum
-	$(GO) -C tools/proto build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	GOWORK=off $(GO) -C tools/proto build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
 $(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
-	$(GO) -C tools/lint build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	GOWORK=off $(GO) -C tools/lint build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint

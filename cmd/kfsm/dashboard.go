@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kfsm/kfsm/internal/dashboard"
+	"github.com/kfsm/kfsm/cmd/internal/dashboard"
 )
 
 func newDashboardCommand() *cobra.Command {

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/cmd/internal/browser"
+	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
 	"github.com/kfsm/kfsm/examples/moose"
 	moosev1 "github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/internal/browser"
-	"github.com/kfsm/kfsm/internal/kubectlfsm"
 )
 
 // The demo serves the dashboard and prints its address, and the dashboard

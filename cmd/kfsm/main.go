@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kfsm/kfsm/internal/kubectlfsm"
+	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kfsm/kfsm/internal/kubectlfsm"
+	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
 )
 
 func main() {

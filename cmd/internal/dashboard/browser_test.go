@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kfsm/kfsm/cmd/internal/browser"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
-	"github.com/kfsm/kfsm/internal/browser"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/graph"
-	"github.com/kfsm/kfsm/internal/inspect"
 )
 
 // counts is where a machine's objects are, as the page shows it.

@@ -64,8 +64,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/internal/inspect"
 )
 
 // Options change what the dashboard shows.

@@ -19,9 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
-	"github.com/kfsm/kfsm/internal/inspect"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -29,7 +29,7 @@ import (
 // creates doors, so the counts it reads are its own.
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
-		CRDPaths:    []string{filepath.Join("..", "testapi", "crd")},
+		CRDPaths:    []string{filepath.Join("..", "..", "..", "internal", "testapi", "crd")},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 	})
 }

@@ -19,9 +19,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/graph"
-	"github.com/kfsm/kfsm/internal/inspect"
 )
 
 //go:embed web

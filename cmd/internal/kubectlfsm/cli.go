@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kfsm/kfsm/internal/inspect"
+	"github.com/kfsm/kfsm/cmd/internal/inspect"
 )
 
 // PluginName is the file name under which kubectl finds the plugin.

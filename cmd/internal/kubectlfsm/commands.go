@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/graph"
-	"github.com/kfsm/kfsm/internal/inspect"
 )
 
 func newGraphCommand(opts *Options) *cobra.Command {

@@ -32,11 +32,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
 	"github.com/kfsm/kfsm/examples/moose"
 	"github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
-	"github.com/kfsm/kfsm/internal/kubectlfsm"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -280,7 +280,7 @@ func TestRealKubectlRunsThePlugin(t *testing.T) {
 	for _, pkg := range []string{"kubectl-fsm", "kfsm"} {
 		t.Run(pkg, func(t *testing.T) {
 			bin := t.TempDir()
-			build := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../../cmd/"+pkg)
+			build := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../../"+pkg)
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("building the plugin: %v\n%s", err, out)
 			}
@@ -485,7 +485,7 @@ func grant(t *testing.T, e *fsmtest.Env, user string, rules, clusterRules []rbac
 
 // The README shows get and why as the golden files have them.
 func TestReadmeShowsTheGoldenOutputs(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/graph"
-	"github.com/kfsm/kfsm/internal/inspect"
 )
 
 // why names the edge that a timeout will take, and when, and the children
