@@ -120,7 +120,7 @@ func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
 		Machine: p.machine,
 		Resource: PublishedResource{Group: p.gvk.Group, Version: p.gvk.Version, Kind: p.gvk.Kind,
 			Resource: mapping.Resource.Resource},
-		KfsmVersion: kfsmVersion(),
+		KfsmVersion: Version(),
 		Graph:       p.graph,
 	})
 	if err != nil {
@@ -146,8 +146,10 @@ func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
 	return true, nil
 }
 
-// kfsmVersion is the version of the kfsm module in this binary.
-func kfsmVersion() string {
+// Version is the version of the kfsm module built into this binary, as Go
+// records it: a tag such as v0.3.0, a pseudo-version, or "(devel)" when
+// the binary was built inside kfsm's own source tree.
+func Version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"

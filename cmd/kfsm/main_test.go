@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/fsm"
 )
 
 // run executes the kfsm command with args, writing its standard output to out.
@@ -130,5 +135,19 @@ func TestDemoWithWorkloadsRunsBothOperators(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	if err := <-done; err != nil {
 		t.Fatalf("interrupted, the demo returned %v, want nil", err)
+	}
+}
+
+func TestVersionNamesKfsmGoAndKubernetes(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), &out, "version"); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("kfsm %s\ngo %s\nkubernetes %s (the embedded cluster)\n", fsm.Version(), runtime.Version(), cluster.KubernetesVersion())
+	if out.String() != want {
+		t.Errorf("kfsm version printed\n%s\nwant\n%s", out.String(), want)
+	}
+	if fsm.Version() == "" || fsm.Version() == "unknown" || !strings.HasPrefix(cluster.KubernetesVersion(), "v1.") {
+		t.Errorf("versions %q and %q: want kfsm's as Go records it and a Kubernetes release", fsm.Version(), cluster.KubernetesVersion())
 	}
 }
