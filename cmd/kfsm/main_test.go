@@ -143,7 +143,7 @@ func TestVersionNamesKfsmGoAndKubernetes(t *testing.T) {
 	if err := run(t.Context(), &out, "version"); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("kfsm %s\ngo %s\nkubernetes %s (the embedded cluster)\n", fsm.Version(), runtime.Version(), cluster.KubernetesVersion())
+	want := fmt.Sprintf("kfsm %s, built with %s\nkubernetes %s (the embedded cluster)\n", fsm.Version(), runtime.Version(), cluster.KubernetesVersion())
 	if out.String() != want {
 		t.Errorf("kfsm version printed\n%s\nwant\n%s", out.String(), want)
 	}

@@ -16,7 +16,7 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the versions of kfsm, Go and the embedded Kubernetes",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "kfsm %s\ngo %s\nkubernetes %s (the embedded cluster)\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "kfsm %s, built with %s\nkubernetes %s (the embedded cluster)\n",
 				fsm.Version(), runtime.Version(), cluster.KubernetesVersion())
 		},
 	}
