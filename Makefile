@@ -59,10 +59,11 @@ verify-generated: generate
 		git status --porcelain -- $(GENERATED); git diff -- $(GENERATED) | head -50; exit 1; \
 	fi
 
-## lint: go vet and golangci-lint
-lint: $(BIN)/golangci-lint
+## lint: go vet, golangci-lint, and kube-api-linter on the status that every kfsm CRD embeds
+lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	$(GO) vet $(PACKAGES)
 	$(BIN)/golangci-lint run $(PACKAGES)
+	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/
 
 # Tools are pinned in their own modules under tools/ (their dependencies do
 # not mix) and built from the module proxy.
@@ -77,6 +78,9 @@ $(BIN)/protoc-gen-go: tools/proto/go.mod tools/proto/go.sum
 
 $(BIN)/protoc-gen-go-grpc: tools/proto/go.mod tools/proto/go.sum
 	GOWORK=off $(GO) -C tools/proto build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
+
+$(BIN)/kube-api-linter: tools/kal/go.mod tools/kal/go.sum
+	GOWORK=off $(GO) -C tools/kal build -o $@ sigs.k8s.io/kube-api-linter/cmd/golangci-lint-kube-api-linter
 
 $(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
 	GOWORK=off $(GO) -C tools/lint build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint

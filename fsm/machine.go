@@ -65,6 +65,12 @@ const (
 	// BadOption is an option of the machine out of its range, such as a
 	// negative HistoryLimit.
 	BadOption graph.ProblemCode = "BadOption"
+	// LongStateName is a state name longer than Status.State holds: 316
+	// bytes, the bound of a condition type.
+	LongStateName graph.ProblemCode = "LongStateName"
+	// TooManyStates is a pipeline with more states than Status.Conditions
+	// holds conditions besides kfsm's own: at most 60.
+	TooManyStates graph.ProblemCode = "TooManyStates"
 )
 
 // conditionType is the pattern metav1.Condition requires of a type.
@@ -377,8 +383,9 @@ func (m *Machine[T]) WithTracerProvider(tp trace.TracerProvider) *Machine[T] {
 }
 
 // HistoryLimit sets how many transitions Status.History keeps; the
-// default is 10. The latest transition is always kept, since Request.From
-// reads it: 0 keeps that one only.
+// default is 10, and the most is 100, the bound of the field. The latest
+// transition is always kept, since Request.From reads it: 0 keeps that
+// one only.
 func (m *Machine[T]) HistoryLimit(n int) *Machine[T] {
 	m.historyLimit = n
 	return m
@@ -454,11 +461,20 @@ func (m *Machine[T]) Build() error {
 			problems = append(problems, graph.Problem{Code: NoHandler, States: []graph.State{graph.State(s.name)},
 				Detail: fmt.Sprintf("state %s has no handler", s.name)})
 		}
-		if m.mode == Pipeline && s.name != "" && (!conditionType.MatchString(string(s.name)) || len(s.name) > 316 ||
+		if len(s.name) > maxStateName {
+			problems = append(problems, graph.Problem{Code: LongStateName, States: []graph.State{graph.State(s.name)},
+				Detail: fmt.Sprintf("state %s is %d bytes long; status.state holds at most %d", clip(string(s.name), 64), len(s.name), maxStateName)})
+		}
+		if m.mode == Pipeline && s.name != "" && (!conditionType.MatchString(string(s.name)) || len(s.name) > maxStateName ||
+			len(validation.IsQualifiedName(string(s.name))) > 0 ||
 			slices.Contains([]State{ConditionReady, ConditionReconciling, ConditionStalled, ConditionPaused}, s.name)) {
 			problems = append(problems, graph.Problem{Code: BadConditionType, States: []graph.State{graph.State(s.name)},
-				Detail: fmt.Sprintf("pipeline state %s cannot name its condition: use a valid condition type other than Ready, Reconciling, Stalled and Paused", s.name)})
+				Detail: fmt.Sprintf("pipeline state %s cannot name its condition: use a valid condition type (a name of at most 63 characters, with an optional DNS subdomain and a slash before it) other than Ready, Reconciling, Stalled and Paused", clip(string(s.name), 64))})
 		}
+	}
+	if m.mode == Pipeline && len(m.states) > maxPipelineStates {
+		problems = append(problems, graph.Problem{Code: TooManyStates,
+			Detail: fmt.Sprintf("the pipeline has %d states; it can have at most %d, as status.conditions holds %d conditions and 4 of them are kfsm's own", len(m.states), maxPipelineStates, maxConditions)})
 	}
 	switch {
 	case m.name == "":
@@ -526,8 +542,11 @@ func (m *Machine[T]) badOptions() []graph.Problem {
 	bad := func(format string, args ...any) {
 		problems = append(problems, graph.Problem{Code: BadOption, Detail: fmt.Sprintf(format, args...)})
 	}
-	if m.historyLimit < 0 {
+	switch {
+	case m.historyLimit < 0:
 		bad("HistoryLimit(%d): the history cannot keep fewer than 0 transitions", m.historyLimit)
+	case m.historyLimit > maxHistory:
+		bad("HistoryLimit(%d): status.history holds at most %d transitions", m.historyLimit, maxHistory)
 	}
 	if m.actionLimit < 1 {
 		bad("ActionLimit(%d): at least 1 action must be able to run", m.actionLimit)

@@ -523,7 +523,7 @@ func TestUnderManagerAdoptTakesOverAndReleases(t *testing.T) {
 	if len(ns.OwnerReferences) != 0 {
 		t.Errorf("adopted namespace has owner references %v; garbage collection would delete it", ns.OwnerReferences)
 	}
-	if outs := e.get("g").Status.Outputs; len(outs) != 1 || !outs[0].Adopted {
+	if outs := e.get("g").Status.Outputs; len(outs) != 1 || outs[0].Adopted == nil || !*outs[0].Adopted {
 		t.Errorf("status.outputs = %+v, want the namespace, adopted", outs)
 	}
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -126,6 +127,30 @@ type UndeclaredOutputError struct {
 
 func (e *UndeclaredOutputError) Error() string {
 	return fmt.Sprintf("machine %s does not own %s: declare the type with Owns to apply or delete such children", e.Machine, e.Kind)
+}
+
+// OutputLimitError is what [Request.Apply] returns for a child that
+// Status.Outputs cannot record within the bounds of its schema, rather
+// than write a status that the API server would refuse: the object has
+// 256 children already, or the child's group, kind, namespace, name or
+// UID is longer than its field holds. Nothing is written, except for a
+// UID, which is known once the child is applied. The handler's state
+// fails with reason OutputLimit.
+type OutputLimitError struct {
+	Child OutputRef
+	// Field is the field that is full: "outputs" for the number of
+	// children, or the field of the child that is too long, such as
+	// "name".
+	Field string
+	// Limit is the field's bound: a number of children, or of bytes.
+	Limit int
+}
+
+func (e *OutputLimitError) Error() string {
+	if e.Field == "outputs" {
+		return fmt.Sprintf("applying %s: the object has %d children already, as many as status.outputs records; delete one before applying another", e.Child, e.Limit)
+	}
+	return fmt.Sprintf("applying %s: its %s is longer than the %d bytes that status.outputs records", e.Child, e.Field, e.Limit)
 }
 
 // String names the child as kubectl would: Kind[.group] [namespace/]name.
@@ -279,6 +304,9 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		return fmt.Errorf("encoding child %s: %w", child.GetName(), err)
 	}
 	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: content.GetNamespace(), Name: content.GetName()}
+	if err := w.fits(ref); err != nil {
+		return err
+	}
 	parent := w.obj
 	existing, err := w.r.lookup(ctx, t, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
 	if err != nil {
@@ -319,7 +347,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	}
 	if adopted {
 		annotations[AnnotationAdopted] = "true"
-		ref.Adopted = true
+		ref.Adopted = ptr.To(true)
 	}
 	content.SetAnnotations(annotations)
 	body, err := json.Marshal(content)
@@ -340,8 +368,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		if err := copyInto(child, existing.DeepCopyObject().(client.Object), t.gvk); err != nil {
 			return fmt.Errorf("applying %s: %w", ref, err)
 		}
-		w.recordApplied(ref, recorded, existing, digest, false)
-		return nil
+		return w.recordApplied(ref, recorded, existing, digest, false)
 	}
 
 	patchOpts := []client.PatchOption{client.FieldOwner(w.r.m.FieldOwner())}
@@ -383,8 +410,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if err := copyInto(child, answer, t.gvk); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
 	}
-	w.recordApplied(ref, recorded, answer, digest, wrote)
-	return nil
+	return w.recordApplied(ref, recorded, answer, digest, wrote)
 }
 
 // recordApplied records ref as obj, the child that an apply of content
@@ -393,13 +419,41 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 // of the content made. An apply that changed nothing leaves the record
 // as it was, so that the changes of others to a child (a Deployment's
 // status) cost no status write; this process remembers the version it
-// saw instead.
-func (w *walker[T]) recordApplied(ref, recorded OutputRef, obj client.Object, digest string, wrote bool) {
+// saw instead. A version longer than the status holds is not recorded,
+// and the next process applies the child again.
+func (w *walker[T]) recordApplied(ref, recorded OutputRef, obj client.Object, digest string, wrote bool) error {
 	ref.UID, ref.AppliedDigest, ref.ResourceVersion = obj.GetUID(), recorded.AppliedDigest, recorded.ResourceVersion
 	if wrote || recorded.AppliedDigest != digest || recorded.UID != ref.UID {
 		ref.AppliedDigest, ref.ResourceVersion = digest, obj.GetResourceVersion()
 	}
+	if len(ref.ResourceVersion) > maxVersion {
+		ref.AppliedDigest, ref.ResourceVersion = "", ""
+	}
+	if err := w.fits(ref); err != nil {
+		return err
+	}
 	w.recordOutput(ref)
+	return nil
+}
+
+// fits refuses a child that status.outputs cannot record: a field longer
+// than its bound, or a child more than the list holds.
+func (w *walker[T]) fits(ref OutputRef) error {
+	for _, f := range [...]struct {
+		name, value string
+		limit       int
+	}{
+		{"group", ref.Group, maxGroup}, {"kind", ref.Kind, maxKind}, {"namespace", ref.Namespace, maxNamespace},
+		{"name", ref.Name, maxName}, {"uid", string(ref.UID), maxUID},
+	} {
+		if len(f.value) > f.limit {
+			return &OutputLimitError{Child: ref, Field: f.name, Limit: f.limit}
+		}
+	}
+	if _, recorded := w.output(ref); !recorded && len(w.st.Outputs) >= maxOutputs {
+		return &OutputLimitError{Child: ref, Field: "outputs", Limit: maxOutputs}
+	}
+	return nil
 }
 
 // unchanged reports whether the child that exists is what an apply of
@@ -716,8 +770,10 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 				return nil
 			}
 			ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-				State: State(obj.GetAnnotations()[AnnotationState]), UID: obj.GetUID(),
-				Adopted: obj.GetAnnotations()[AnnotationAdopted] == "true"}
+				State: State(obj.GetAnnotations()[AnnotationState]), UID: obj.GetUID()}
+			if obj.GetAnnotations()[AnnotationAdopted] == "true" {
+				ref.Adopted = ptr.To(true)
+			}
 			if !slices.ContainsFunc(refs, func(r OutputRef) bool { return r.key() == ref.key() }) {
 				refs = append(refs, ref)
 			}
@@ -777,7 +833,7 @@ func (w *walker[T]) prune(ctx context.Context, state State, all bool) error {
 		if all {
 			why = "its parent is being deleted"
 		}
-		if ref.Adopted {
+		if ptr.Deref(ref.Adopted, false) {
 			if err := w.r.release(ctx, ref, t); err != nil {
 				return err
 			}
@@ -836,7 +892,7 @@ func unreachable(parent client.Object, outputs []OutputRef) []OutputRef {
 	}
 	var strays []OutputRef
 	for _, ref := range outputs {
-		if ref.Namespace != ns && !ref.Adopted {
+		if ref.Namespace != ns && !ptr.Deref(ref.Adopted, false) {
 			strays = append(strays, ref)
 		}
 	}

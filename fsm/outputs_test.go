@@ -518,7 +518,7 @@ func TestAdoptAndDeleteMakesAnExistingObjectAChild(t *testing.T) {
 	if owner := metav1.GetControllerOf(&cm); owner == nil || owner.UID != g.UID || cm.Data["level"] != "2" || cm.Annotations[fsm.AnnotationAdopted] != "" {
 		t.Errorf("adopted ConfigMap: controller %v, data %v, annotations %v; want the gadget, level 2, no adopted mark", owner, cm.Data, cm.Annotations)
 	}
-	if outs := e.get("g").Status.Outputs; len(outs) != 1 || outs[0].Adopted {
+	if outs := e.get("g").Status.Outputs; len(outs) != 1 || outs[0].Adopted != nil {
 		t.Errorf("status.outputs = %+v, want the ConfigMap as a plain child", outs)
 	}
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "drop" })

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -505,8 +507,8 @@ func (w *walker[T]) walk() outcome {
 		// A new spec deserves fresh attempts.
 		st.Failures, st.RetryAt = 0, nil
 	}
-	if asked := w.obj.GetAnnotations()[AnnotationRetry]; asked != "" && asked != st.LastHandledRetry {
-		st.LastHandledRetry = asked
+	if asked := w.obj.GetAnnotations()[AnnotationRetry]; asked != "" && retryMark(asked) != st.LastHandledRetry {
+		st.LastHandledRetry = retryMark(asked)
 		st.Failures, st.RetryAt = 0, nil
 		w.retrying = true
 		w.notify(corev1.EventTypeNormal, ReasonRetryRequested, "Retry", fmt.Sprintf("retrying now, as annotation %s asks (%q)", AnnotationRetry, asked), nil)
@@ -876,6 +878,7 @@ func failureReason(err error) string {
 	var conflict *ConflictError
 	var undeclared *UndeclaredOutputError
 	var exists *AlreadyExistsError
+	var limit *OutputLimitError
 	switch {
 	case errors.As(err, &conflict):
 		return ReasonApplyConflict
@@ -883,6 +886,8 @@ func failureReason(err error) string {
 		return ReasonUndeclaredOutput
 	case errors.As(err, &exists):
 		return ReasonAlreadyExists
+	case errors.As(err, &limit):
+		return ReasonOutputLimit
 	}
 	return ReasonHandlerFailed
 }
@@ -1257,6 +1262,16 @@ func removeCondition(conditions *[]metav1.Condition, t string) {
 	if meta.FindStatusCondition(*conditions, t) != nil {
 		meta.RemoveStatusCondition(conditions, t)
 	}
+}
+
+// retryMark is what Status.LastHandledRetry keeps of a value of
+// AnnotationRetry: the value, or its digest if the field cannot hold it.
+func retryMark(asked string) string {
+	if len(asked) <= maxRetryMark {
+		return asked
+	}
+	sum := sha256.Sum256([]byte(asked))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // truncate bounds a condition message.

@@ -6,7 +6,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// State names a state of a machine. It is persisted in Status.State.
+// State names a state of a machine. It is persisted in the status, and a
+// pipeline's states name its conditions, so a name is at most 316 bytes,
+// the most a condition type holds; Build refuses longer ones.
+//
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=316
 type State string
 
 // Object is a Kubernetes object that a machine drives. Its status embeds
@@ -26,47 +31,72 @@ type Object interface {
 // Status is where kfsm records an object's place in its machine. Embed it
 // inline in the status of your type. kfsm alone writes these fields.
 //
+// Its doc comments are the descriptions that kubectl explain shows, and
+// its bounds are part of every CRD that embeds it. kfsm never writes more
+// than they allow: [Machine.Build] refuses a machine that could (a state
+// name longer than a condition type, a HistoryLimit over the history's
+// bound, a pipeline with more states than conditions fit), and
+// [Request.Apply] refuses a child that the outputs cannot record (an
+// [OutputLimitError]).
+//
 // +kubebuilder:object:generate=true
 type Status struct {
-	// ObservedGeneration is the generation of the spec that the status
-	// describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// State is the current state of the object in its machine.
-	// +optional
-	State State `json:"state,omitempty"`
-	// StateSince is when the object entered State.
-	// +optional
-	StateSince *metav1.Time `json:"stateSince,omitempty"`
-	// Conditions follow the Kubernetes conventions: Ready, Reconciling and
-	// Stalled (kstatus) for every machine, and one condition per state in
-	// pipeline machines.
+	// conditions are the object's conditions, as the Kubernetes API
+	// conventions and kstatus read them: Ready, Reconciling and Stalled for
+	// every machine, Paused while the object is paused, and in a pipeline
+	// one condition per state, named after it. A message quotes at most
+	// 1024 bytes of an error.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	// +patchStrategy=merge
-	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
-	// History holds the latest transitions, oldest first.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation of the spec that the status
+	// describes.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// state is the object's current state in its machine: where a
+	// lifecycle machine resumes, or where a pipeline's last pass rested.
+	// +optional
+	State State `json:"state,omitempty"`
+	// stateSince is when the object entered its current state.
+	// +optional
+	StateSince *metav1.Time `json:"stateSince,omitempty"`
+	// history holds the latest transitions, oldest first: as many as the
+	// machine's history limit (10 unless configured, at most 100), and
+	// always the latest one.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
 	History []Transition `json:"history,omitempty"`
-	// Outputs are the children that kfsm applied for the object and has
-	// not deleted, sorted.
+	// outputs are the children that kfsm applied for the object and has
+	// not deleted, sorted by group, kind, namespace and name. An object
+	// has at most 256 children.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
 	Outputs []OutputRef `json:"outputs,omitempty"`
-	// Failures counts the consecutive failed attempts in State.
+	// failures counts the failed attempts in a row in the current state;
+	// absent when the last attempt did not fail.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	Failures int32 `json:"failures,omitempty"`
-	// RetryAt is when the handler of State runs again after a failure. No
-	// handler runs before, even if the object or its children change,
-	// unless the spec changes or a retry is requested (AnnotationRetry).
+	// retryAt is when the current state's handler runs again after a
+	// failure. No handler runs before, even if the object or its children
+	// change, unless the spec changes or the annotation kfsm.dev/retry asks
+	// for a retry.
 	// +optional
 	RetryAt *metav1.MicroTime `json:"retryAt,omitempty"`
-	// LastHandledRetry is the value of the AnnotationRetry annotation that
-	// kfsm acted on last.
+	// lastHandledRetry is the value of the annotation kfsm.dev/retry that
+	// kfsm acted on last. A value longer than 256 bytes is kept as its
+	// SHA-256 digest, "sha256:" and 64 hexadecimal digits.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
 	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
 }
 
@@ -74,33 +104,57 @@ type Status struct {
 //
 // +kubebuilder:object:generate=true
 type OutputRef struct {
-	// Group is the child's API group, empty for the core group.
+	// group is the child's API group; absent for the core group.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Group string `json:"group,omitempty"`
-	Kind  string `json:"kind"`
-	// Namespace is empty for a cluster-scoped child.
+	// kind is the child's kind.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind,omitempty"`
+	// namespace is the child's namespace; absent for a cluster-scoped
+	// child.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-	// State is the lifecycle state whose handler last applied the child;
-	// pruning is by state in lifecycle machines.
+	// name is the child's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// state is the state whose handler last applied the child, in a
+	// lifecycle machine: a state's children are pruned when it is done.
 	// +optional
 	State State `json:"state,omitempty"`
-	// UID identifies the child, so that kfsm never deletes another object
+	// uid is the child's UID, so that kfsm never deletes another object
 	// that took its name.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	UID types.UID `json:"uid,omitempty"`
-	// Adopted is set for an object that existed before kfsm applied it and
-	// that was adopted with fsm.Adopt: kfsm never deletes it.
+	// adopted is true for an object that existed before kfsm applied it
+	// and that the operator adopted: kfsm never deletes it, and releases
+	// it (removes kfsm's labels and annotations) when it is no longer
+	// desired.
 	// +optional
-	Adopted bool `json:"adopted,omitempty"`
-	// AppliedDigest is a digest of the content that kfsm last applied, and
-	// ResourceVersion the version of the child that this apply made.
-	// While the child is still at that version, applying the same content
-	// again would change nothing, and kfsm does not send it.
+	Adopted *bool `json:"adopted,omitempty"`
+	// appliedDigest is a digest of the content that kfsm last applied.
+	// While the child is still at resourceVersion, the version that this
+	// apply made, applying the same content again would change nothing,
+	// and kfsm does not send it.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	AppliedDigest string `json:"appliedDigest,omitempty"`
+	// resourceVersion is the version of the child that kfsm's last apply
+	// of appliedDigest made.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
@@ -108,15 +162,43 @@ type OutputRef struct {
 //
 // +kubebuilder:object:generate=true
 type Transition struct {
-	// From is empty for the first transition into the initial state.
+	// from is the state the object left; absent for the first
+	// transition, into the initial state.
 	// +optional
 	From State `json:"from,omitempty"`
-	To   State `json:"to"`
-	// Reason is why the object moved, in CamelCase.
-	Reason string `json:"reason"`
-	// Time is when the object moved.
+	// to is the state the object entered.
+	// +required
+	To State `json:"to,omitempty"`
+	// reason is why the object moved, in CamelCase: Created, Next,
+	// Timeout, RetriesExhausted, Deleted, or in a pipeline the reason
+	// where its pass rested.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+	// time is when the object moved.
+	// +required
 	Time metav1.Time `json:"time"`
 }
+
+// The bounds of Status, as the markers above put them in the CRD. Build
+// and Request.Apply hold kfsm to them.
+const (
+	maxStateName  = 316 // State: a condition type's bound, for pipelines
+	maxConditions = 64
+	// A pipeline's conditions are kfsm's own four (Ready, Reconciling,
+	// Stalled, Paused) and one per state.
+	maxPipelineStates = maxConditions - 4
+	maxHistory        = 100 // the largest HistoryLimit
+	maxOutputs        = 256
+	maxRetryMark      = 256 // lastHandledRetry
+	maxGroup          = 253
+	maxKind           = 63
+	maxNamespace      = 63
+	maxName           = 253
+	maxUID            = 128
+	maxVersion        = 128 // an output's resourceVersion
+)
 
 // The top-level conditions, as kstatus reads them.
 const (
@@ -189,6 +271,9 @@ const (
 	// A handler applied or deleted a child of a type the machine does not
 	// declare with Owns.
 	ReasonUndeclaredOutput = "UndeclaredOutput"
+	// A child could not be recorded in Status.Outputs; see
+	// OutputLimitError.
+	ReasonOutputLimit = "OutputLimit"
 	// A child that was no longer desired was deleted.
 	ReasonPruned = "Pruned"
 	// The object's goal is not a state, or no path leads there.

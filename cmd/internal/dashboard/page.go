@@ -310,7 +310,7 @@ func (d *Dashboard) serveObject(w http.ResponseWriter, r *http.Request) {
 		if c.Namespace != "" {
 			name = c.Namespace + "/" + c.Name
 		}
-		v.Children = append(v.Children, childRow{Kind: kind, Name: name, State: string(c.State), Adopted: c.Adopted})
+		v.Children = append(v.Children, childRow{Kind: kind, Name: name, State: string(c.State), Adopted: c.Adopted != nil && *c.Adopted})
 	}
 	events, err := d.eventsOf(r.Context(), m, o)
 	if err != nil {

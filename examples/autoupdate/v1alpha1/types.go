@@ -24,56 +24,91 @@ func AddToScheme(s *runtime.Scheme) error {
 
 // ManagedClientSpec says which releases a client follows.
 type ManagedClientSpec struct {
-	// Channel is the release channel, such as "stable".
+	// channel is the release channel, such as "stable".
+	// +required
 	// +kubebuilder:validation:MinLength=1
-	Channel string `json:"channel"`
+	// +kubebuilder:validation:MaxLength=63
+	Channel string `json:"channel,omitempty"`
 }
 
 // Release is a version of the client as the version server offered it.
 type Release struct {
-	Version       string `json:"version"`
-	ConfigYAML    string `json:"configYAML,omitempty"`
-	StartupMillis int32  `json:"startupMillis,omitempty"`
-	Broken        bool   `json:"broken,omitempty"`
+	// version is the release's version.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Version string `json:"version,omitempty"`
+	// configYAML is the configuration that the release runs with.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	ConfigYAML string `json:"configYAML,omitempty"`
+	// startupMillis is how long the release takes to start, in
+	// milliseconds.
+	// +optional
+	StartupMillis int32 `json:"startupMillis,omitempty"`
+	// broken is true for a release that fails its health check.
+	// +optional
+	Broken bool `json:"broken,omitempty"`
 }
 
 // Instance is a running instance of the client, in the phases of the
 // auto-update talk: start, updating, processed, condemned or failed.
 type Instance struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
+	// name is the instance's name on its host.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name,omitempty"`
+	// version is the version the instance runs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Version string `json:"version,omitempty"`
+	// address is where the instance serves, once it does.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
 	Address string `json:"address,omitempty"`
-	Phase   string `json:"phase"`
+	// phase is where the instance is in its update: start, updating,
+	// processed, condemned or failed.
+	// +required
+	// +kubebuilder:validation:Enum=start;updating;processed;condemned;failed
+	Phase string `json:"phase,omitempty"`
 }
 
 // ManagedClientStatus is what runs and what was refused.
+//
+// +kubebuilder:validation:MinProperties=1
 type ManagedClientStatus struct {
 	fsm.Status `json:",inline"`
-	// Version is the version the client runs.
+	// version is the version the client runs.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	Version string `json:"version,omitempty"`
-	// Target is the release being installed, while one is.
+	// target is the release being installed, while one is.
 	// +optional
 	Target *Release `json:"target,omitempty"`
-	// Offered is the version the server offered last.
+	// offered is the version the server offered last.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	Offered string `json:"offered,omitempty"`
-	// Instances are the client's running instances.
+	// instances are the client's running instances.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
 	Instances []Instance `json:"instances,omitempty"`
-	// FailedVersions failed their health check; they are never applied
+	// failedVersions failed their health check; they are never applied
 	// again.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:items:MinLength=1
 	FailedVersions []string `json:"failedVersions,omitempty"`
-	// HealthFailures counts the failed health checks of the target in a
+	// healthFailures counts the failed health checks of the target in a
 	// row.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	HealthFailures int32 `json:"healthFailures,omitempty"`
-	// ServerError says why the version server could not be asked, when
+	// serverError says why the version server could not be asked, when
 	// it could not.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	ServerError string `json:"serverError,omitempty"`
 }
 
@@ -89,11 +124,17 @@ type ManagedClientStatus struct {
 // +kubebuilder:printcolumn:name="Failed",type=string,JSONPath=`.status.failedVersions`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ManagedClient struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the managed client's object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ManagedClientSpec   `json:"spec,omitempty"`
-	Status ManagedClientStatus `json:"status,omitempty"`
+	// spec says which releases the client follows.
+	// +required
+	Spec ManagedClientSpec `json:"spec,omitzero"`
+	// status is what runs and what was refused.
+	// +optional
+	Status ManagedClientStatus `json:"status,omitzero"`
 }
 
 // FSMStatus returns the part of the status that kfsm keeps.

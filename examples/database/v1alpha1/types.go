@@ -23,37 +23,52 @@ func AddToScheme(s *runtime.Scheme) error {
 }
 
 // DatabaseSpec is the database the user asks for.
+//
+// +kubebuilder:validation:MinProperties=1
 type DatabaseSpec struct {
-	// DesiredState is where the database should be.
+	// desiredState is where the database should be: Running, Servicing
+	// or Stopped.
 	// +kubebuilder:validation:Enum=Running;Servicing;Stopped
-	// +kubebuilder:default=Running
+	// +default="Running"
 	// +optional
 	DesiredState string `json:"desiredState,omitempty"`
-	// Backup requests a backup: each new value is taken once, during
+	// backup requests a backup: each new value is taken once, during
 	// maintenance.
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][-a-z0-9]*$`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Backup string `json:"backup,omitempty"`
-	// Config is the database's configuration; a change is applied during
+	// config is the database's configuration; a change is applied during
 	// maintenance.
 	// +optional
+	// +kubebuilder:validation:MinProperties=1
 	Config map[string]string `json:"config,omitempty"`
 }
 
 // DatabaseStatus is where the database is and where it goes.
+//
+// +kubebuilder:validation:MinProperties=1
 type DatabaseStatus struct {
 	fsm.Status `json:",inline"`
-	// Desired is the state the spec asks for, as a state of the machine.
+	// desired is the state the spec asks for, as a state of the machine.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
 	Desired fsm.State `json:"desired,omitempty"`
-	// Current is the database's actual state, as its agent reports it.
+	// current is the database's actual state, as its agent reports it.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	Current string `json:"current,omitempty"`
-	// LastBackup is the latest backup request that was taken.
+	// lastBackup is the latest backup request that was taken.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	LastBackup string `json:"lastBackup,omitempty"`
-	// AppliedConfig is the configuration the database runs with.
+	// appliedConfig is the configuration the database runs with.
 	// +optional
+	// +kubebuilder:validation:MinProperties=1
 	AppliedConfig map[string]string `json:"appliedConfig,omitempty"`
 }
 
@@ -69,11 +84,17 @@ type DatabaseStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Database struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the database's object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   DatabaseSpec   `json:"spec,omitempty"`
-	Status DatabaseStatus `json:"status,omitempty"`
+	// spec is the database the user asks for.
+	// +required
+	Spec DatabaseSpec `json:"spec,omitzero"`
+	// status is where the database is and where it goes.
+	// +optional
+	Status DatabaseStatus `json:"status,omitzero"`
 }
 
 // FSMStatus returns the part of the status that kfsm keeps.

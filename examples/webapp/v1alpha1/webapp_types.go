@@ -24,33 +24,42 @@ func AddToScheme(s *runtime.Scheme) error {
 
 // WebAppSpec is the web app that should run.
 type WebAppSpec struct {
-	// Image is the container image that serves the app.
+	// image is the container image that serves the app.
+	// +required
 	// +kubebuilder:validation:MinLength=1
-	Image string `json:"image"`
-	// Replicas is how many copies serve it.
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+	// replicas is how many copies serve it, from 0 to 20; 1 unless set.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=20
-	// +kubebuilder:default=1
+	// +default=1
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
-	// Config is the app's configuration, given to it as environment
+	// config is the app's configuration, given to it as environment
 	// variables through a ConfigMap.
 	// +optional
+	// +kubebuilder:validation:MinProperties=1
 	Config map[string]string `json:"config,omitempty"`
-	// Expose puts a Service in front of the app.
+	// expose puts a Service in front of the app.
 	// +optional
 	Expose bool `json:"expose,omitempty"`
-	// DNSName is registered in the DNS registry while the app exists.
+	// dnsName is registered in the DNS registry while the app exists.
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}$`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	DNSName string `json:"dnsName,omitempty"`
 }
 
 // WebAppStatus is how the web app is doing.
+//
+// +kubebuilder:validation:MinProperties=1
 type WebAppStatus struct {
 	fsm.Status `json:",inline"`
-	// AvailableReplicas is what the Deployment reports.
+	// availableReplicas is how many copies the Deployment reports
+	// available; absent when none is.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
 }
 
@@ -66,11 +75,18 @@ type WebAppStatus struct {
 // +kubebuilder:printcolumn:name="DNS",type=string,JSONPath=`.spec.dnsName`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WebApp struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the web app's object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WebAppSpec   `json:"spec,omitempty"`
-	Status WebAppStatus `json:"status,omitempty"`
+	// spec is the web app that should run.
+	// +required
+	Spec WebAppSpec `json:"spec,omitzero"`
+	// status is how the web app is doing: its place in the machine and
+	// its available replicas.
+	// +optional
+	Status WebAppStatus `json:"status,omitzero"`
 }
 
 // FSMStatus returns the part of the status that kfsm keeps.
