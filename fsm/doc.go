@@ -400,4 +400,12 @@
 //   - A persisted state that the graph no longer declares (a state was
 //     renamed) is reported as Stalled with reason UnknownState and kept as
 //     it is: kfsm does not guess where the object should be.
+//   - Leader election (controller-runtime's, client-go's) does not fence:
+//     a leader that was frozen past its lease (a paused VM, a long GC, a
+//     partition) writes until its next renewal fails, up to RenewDeadline
+//     after it wakes, while the new leader already runs; the two then
+//     answer each other's writes. Package failover measures it (59 to 166
+//     writes after the handover) and shows a fence in its test operator
+//     that writes only within RenewDeadline of the last renewal; kfsm does
+//     not fence by itself yet.
 package fsm
