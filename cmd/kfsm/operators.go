@@ -278,12 +278,12 @@ func createDemoObjects(ctx context.Context, c client.Client) error {
 	apps := []*webappv1.WebApp{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns},
-			Spec: webappv1.WebAppSpec{Image: "registry.example/shop:1.0", Replicas: 3, Expose: true,
+			Spec: webappv1.WebAppSpec{Image: "registry.example/shop:1.0", Replicas: ptr.To[int32](3), Expose: true,
 				Config: map[string]string{"CURRENCY": "EUR"}, DNSName: "shop.kfsm.example"},
 		},
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: ns},
-			Spec:       webappv1.WebAppSpec{Image: "registry.example/blog:2.4", Replicas: 1, DNSName: "blog.kfsm.example"},
+			Spec:       webappv1.WebAppSpec{Image: "registry.example/blog:2.4", Replicas: ptr.To[int32](1), DNSName: "blog.kfsm.example"},
 		},
 	}
 	for _, a := range apps {

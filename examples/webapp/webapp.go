@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/examples/webapp/dns"
@@ -86,7 +87,9 @@ func (o *Operator) configure(ctx context.Context, r *request) fsm.Result {
 func (o *Operator) deploy(ctx context.Context, r *request) fsm.Result {
 	app := r.Object
 	labels := map[string]string{"app.kubernetes.io/name": app.Name}
-	replicas := app.Spec.Replicas
+	// The API server defaults an absent count to 1; a client that did not
+	// read the object back may still hold none.
+	replicas := ptr.Deref(app.Spec.Replicas, 1)
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: app.Name},
 		Spec: appsv1.DeploymentSpec{
@@ -148,7 +151,7 @@ func (o *Operator) available(ctx context.Context, r *request) fsm.Result {
 		return fsm.Fail(err)
 	}
 	r.Object.Status.AvailableReplicas = d.Status.AvailableReplicas
-	if d.Status.ObservedGeneration < d.Generation || !deploymentAvailable(&d) || d.Status.UpdatedReplicas < r.Object.Spec.Replicas {
+	if d.Status.ObservedGeneration < d.Generation || !deploymentAvailable(&d) || d.Status.UpdatedReplicas < ptr.Deref(r.Object.Spec.Replicas, 1) {
 		return fsm.Wait(0, "WaitingForDeployment")
 	}
 	return fsm.Next(Serving)

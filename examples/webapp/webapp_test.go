@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/kfsm/kfsm/examples/webapp"
 	"github.com/kfsm/kfsm/examples/webapp/dns"
@@ -73,7 +74,7 @@ func shop() *v1alpha1.WebApp {
 	return &v1alpha1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "shop"},
 		Spec: v1alpha1.WebAppSpec{
-			Image: "registry.example/shop:1.0", Replicas: 2, Expose: true,
+			Image: "registry.example/shop:1.0", Replicas: ptr.To[int32](2), Expose: true,
 			Config: map[string]string{"GREETING": "hello"}, DNSName: "shop.example.com",
 		},
 	}
@@ -134,12 +135,28 @@ func TestWebAppLifecycle(t *testing.T) {
 	}
 }
 
+// A web app scaled to zero runs no copies: zero is a replica count, not
+// "unset, so one".
+func TestAWebAppScaledToZeroRunsNoCopies(t *testing.T) {
+	e := fsmtest.New(t)
+	fsmtest.Run(e, operator(e))
+	app := shop()
+	e.Create(app)
+	e.AwaitReady(app)
+	e.Update(app, func() { app.Spec.Replicas = ptr.To[int32](0) })
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
+	e.Await("the Deployment scaled to zero", func() bool { return e.Get(d) && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 })
+	if e.Get(app); app.Spec.Replicas == nil || *app.Spec.Replicas != 0 {
+		t.Errorf("the web app's replicas read back as %v, want 0", app.Spec.Replicas)
+	}
+}
+
 func TestDeletionWaitsForTheDNSRegistry(t *testing.T) {
 	e := fsmtest.New(t)
 	fsmtest.Run(e, operator(e).WithClock(e.Clock))
 	app := &v1alpha1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "blog"},
-		Spec:       v1alpha1.WebAppSpec{Image: "registry.example/blog:2", Replicas: 1, DNSName: "blog.example.com"},
+		Spec:       v1alpha1.WebAppSpec{Image: "registry.example/blog:2", Replicas: ptr.To[int32](1), DNSName: "blog.example.com"},
 	}
 	e.Create(app)
 	e.AwaitReady(app)

@@ -34,7 +34,7 @@ type WebAppSpec struct {
 	// +kubebuilder:validation:Maximum=20
 	// +default=1
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas *int32 `json:"replicas,omitempty"`
 	// config is the app's configuration, given to it as environment
 	// variables through a ConfigMap.
 	// +optional
