@@ -39,27 +39,7 @@ import (
 func TestDemoServesTheDashboardAndKubectlFsm(t *testing.T) {
 	ctx, interrupt := context.WithCancel(t.Context())
 	defer interrupt()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, pw, "demo", "--duration", "5m")
-		_ = pw.Close()
-	}()
-	kubeconfig, demoURL := "", ""
-	sc := bufio.NewScanner(pr)
-	for demoURL == "" && sc.Scan() {
-		if path, ok := strings.CutPrefix(sc.Text(), "kubeconfig: "); ok {
-			kubeconfig = path
-		}
-		if url, ok := strings.CutPrefix(sc.Text(), "dashboard: "); ok {
-			demoURL = url
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if demoURL == "" || kubeconfig == "" {
-		interrupt()
-		t.Fatalf("the demo printed no dashboard address or no kubeconfig; it returned %v", <-done)
-	}
+	kubeconfig, demoURL, stopDemo := startDemo(t)
 	if !strings.HasPrefix(demoURL, "http://127.0.0.1:") {
 		t.Errorf("the demo's dashboard is at %s, want a loopback address", demoURL)
 	}
@@ -94,8 +74,7 @@ func TestDemoServesTheDashboardAndKubectlFsm(t *testing.T) {
 		t.Errorf("interrupted, kfsm dashboard returned %v, want nil", err)
 	}
 
-	interrupt()
-	if err := <-done; err != nil {
+	if err := stopDemo(); err != nil {
 		t.Fatalf("interrupted, the demo returned %v, want nil", err)
 	}
 }
@@ -150,34 +129,13 @@ var readmeScreenshot = flag.String("screenshot", "", "also save the demo's dashb
 // paused with kfsm's annotation, so that only that one moves.
 func TestDemoDashboardInABrowser(t *testing.T) {
 	p := browser.Open(t)
-	ctx, interrupt := context.WithCancel(t.Context())
-	defer interrupt()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, pw, "demo", "--duration", "5m")
-		_ = pw.Close()
-	}()
+	ctx := t.Context()
+	kubeconfig, url, stopDemo := startDemo(t)
 	defer func() {
-		interrupt()
-		if err := <-done; err != nil {
+		if err := stopDemo(); err != nil {
 			t.Errorf("interrupted, the demo returned %v, want nil", err)
 		}
 	}()
-	kubeconfig, url := "", ""
-	sc := bufio.NewScanner(pr)
-	for url == "" && sc.Scan() {
-		if path, ok := strings.CutPrefix(sc.Text(), "kubeconfig: "); ok {
-			kubeconfig = path
-		}
-		if u, ok := strings.CutPrefix(sc.Text(), "dashboard: "); ok {
-			url = u
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if url == "" || kubeconfig == "" {
-		t.Fatal("the demo printed no dashboard address or no kubeconfig")
-	}
 	c := demoClient(t, kubeconfig)
 
 	states := []fsm.State{moose.Tagged, moose.Roaming, moose.Eating, moose.Sleeping, moose.Released}
@@ -368,4 +326,37 @@ func kubectlFsmOnTheDemo(t *testing.T, kubeconfig string) {
 	case <-time.After(time.Minute):
 		t.Error("kubectl fsm watch printed no move of the herd in a minute")
 	}
+}
+
+// startDemo runs kfsm demo until stop, which interrupts it and returns
+// what it returned, and reads the kubeconfig and the dashboard address
+// that it prints.
+func startDemo(t *testing.T) (kubeconfig, url string, stop func() error) {
+	t.Helper()
+	ctx, interrupt := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, pw, "demo", "--duration", "5m")
+		_ = pw.Close()
+	}()
+	stop = func() error {
+		interrupt()
+		return <-done
+	}
+	sc := bufio.NewScanner(pr)
+	for url == "" && sc.Scan() {
+		if path, ok := strings.CutPrefix(sc.Text(), "kubeconfig: "); ok {
+			kubeconfig = path
+		}
+		if u, ok := strings.CutPrefix(sc.Text(), "dashboard: "); ok {
+			url = u
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if url == "" || kubeconfig == "" {
+		t.Fatalf("the demo printed no dashboard address or no kubeconfig; it returned %v", stop())
+	}
+	t.Cleanup(func() { interrupt() })
+	return kubeconfig, url, stop
 }
