@@ -115,6 +115,9 @@ func (e *Env) Config() *rest.Config {
 // injects faults.
 func (e *Env) operatorConfig(l *life) *rest.Config {
 	cfg := e.Config()
+	if pkg.operatorUser != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: pkg.operatorUser}
+	}
 	cfg.Wrap(func(rt httpRoundTripper) httpRoundTripper { return &transport{next: rt, api: e.api, life: l} })
 	return cfg
 }
@@ -255,7 +258,7 @@ func (e *Env) observed(machine string, w fsm.Walk) {
 // how to replay the run.
 func (e *Env) fatalf(format string, args ...any) {
 	e.T.Helper()
-	e.T.Fatal("fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...) + e.snap.replayLine(e.T))
+	e.T.Fatal("fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...) + e.api.refused() + e.snap.replayLine(e.T))
 }
 
 // latest returns, for each object by name, the newest version of it that

@@ -54,6 +54,13 @@ type Options struct {
 	// percent, is below it, unless -run or -skip chose the tests. The
 	// -kfsm.covermin flag overrides it.
 	MinCoverage float64
+	// Roles are file systems whose .yaml files hold ClusterRoles, such as
+	// controller-gen writes from +kubebuilder:rbac markers. When set, every
+	// operator that Run starts acts as the ServiceAccount OperatorUser,
+	// bound to these roles and nothing else, as it would in a cluster: a
+	// permission the role lacks fails the test. Without them operators act
+	// as a member of system:masters, which may do anything.
+	Roles []fs.FS
 	// Logger receives what controller-runtime and kfsm log; the default
 	// discards it.
 	Logger logr.Logger
@@ -61,8 +68,9 @@ type Options struct {
 
 // pkg is the test package's cluster and what all its tests share.
 var pkg struct {
-	cluster *cluster.Cluster
-	scheme  *runtime.Scheme
+	cluster      *cluster.Cluster
+	scheme       *runtime.Scheme
+	operatorUser string // whom operators impersonate; empty for the cluster's admin
 
 	mu       sync.Mutex
 	envs     map[string]*Env // by namespace
@@ -95,7 +103,7 @@ func runMain(m *testing.M, opts Options) int {
 			return 1
 		}
 	}
-	crds, err := readCRDs(opts.CRDs)
+	crds, err := readManifests[apiextensionsv1.CustomResourceDefinition](opts.CRDs, "CustomResourceDefinition")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fsmtest:", err)
 		return 1
@@ -113,6 +121,13 @@ func runMain(m *testing.M, opts Options) int {
 			return 1
 		}
 	}
+	if len(opts.Roles) > 0 {
+		if err := installRoles(ctx, c.Config, opts.Roles); err != nil {
+			fmt.Fprintln(os.Stderr, "fsmtest:", errors.Join(err, c.Stop()))
+			return 1
+		}
+		pkg.operatorUser = OperatorUser
+	}
 	pkg.cluster, pkg.scheme = c, scheme
 	pkg.envs, pkg.observed, pkg.profile = map[string]*Env{}, map[any]bool{}, NewProfile()
 
@@ -128,10 +143,13 @@ func runMain(m *testing.M, opts Options) int {
 	return code
 }
 
-// readCRDs decodes every CustomResourceDefinition in the .yaml and .yml
-// files of fss.
-func readCRDs(fss []fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	var crds []*apiextensionsv1.CustomResourceDefinition
+// readManifests decodes every object of kind in the .yaml and .yml files
+// of fss; any other kind is an error.
+func readManifests[T any, P interface {
+	*T
+	runtime.Object
+}](fss []fs.FS, kind string) ([]P, error) {
+	var objs []P
 	for _, fsys := range fss {
 		err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -147,23 +165,23 @@ func readCRDs(fss []fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 			defer func() { _ = f.Close() }()
 			dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
 			for {
-				var crd apiextensionsv1.CustomResourceDefinition
-				if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
+				obj := P(new(T))
+				if err := dec.Decode(obj); errors.Is(err, io.EOF) {
 					return nil
 				} else if err != nil {
-					return fmt.Errorf("reading CRDs from %s: %w", name, err)
+					return fmt.Errorf("reading %ss from %s: %w", kind, name, err)
 				}
-				if crd.Kind != "CustomResourceDefinition" {
-					return fmt.Errorf("reading CRDs from %s: found a %q, not a CustomResourceDefinition", name, crd.Kind)
+				if k := obj.GetObjectKind().GroupVersionKind().Kind; k != kind {
+					return fmt.Errorf("reading %ss from %s: found a %q, not a %s", kind, name, k, kind)
 				}
-				crds = append(crds, &crd)
+				objs = append(objs, obj)
 			}
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	return crds, nil
+	return objs, nil
 }
 
 // reportCoverage prints the edge coverage of the machines that the tests

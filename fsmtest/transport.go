@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,8 @@ type apiLog struct {
 	reads   map[apiKey]int   // gets by name, past the cache
 	lastAt  time.Time        // of the last write or request in flight
 	flights int
+
+	forbidden []string // requests refused with 403 Forbidden, the first few
 }
 
 func newAPILog() *apiLog { return &apiLog{lastRV: map[apiKey]int64{}, reads: map[apiKey]int{}} }
@@ -150,6 +153,14 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusForbidden {
+		t.api.forbid(req.Method+" "+req.URL.Path, refusal(resp))
+	}
+	return resp, err
+}
+
+func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if t.life != nil && t.life.crashed.Load() {
 		return nil, errCrashed
 	}
@@ -220,6 +231,44 @@ func (t *transport) read(resp *http.Response, w Write) Write {
 	}
 	w.ResourceVersion = answer.Metadata.ResourceVersion
 	return w
+}
+
+// refusal reads the API server's message out of a refused request's
+// answer, and puts the answer back for the client.
+func refusal(resp *http.Response) string {
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	var status struct {
+		Message string `json:"message"`
+	}
+	if err != nil || json.Unmarshal(body, &status) != nil || status.Message == "" {
+		return resp.Status
+	}
+	return status.Message
+}
+
+// forbid notes a request that the API server refused for want of a
+// permission: the few first, each once, for the failure message of a
+// test whose operator runs under a role.
+func (l *apiLog) forbid(request, message string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := request + ": " + message
+	if len(l.forbidden) < 5 && !slices.Contains(l.forbidden, line) {
+		l.forbidden = append(l.forbidden, line)
+	}
+}
+
+// refused says which of the operator's requests the API server refused
+// for want of a permission, or "" if none was.
+func (l *apiLog) refused() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.forbidden) == 0 {
+		return ""
+	}
+	return "\nthe API server refused the operator (does its role lack a permission?):\n\t" + strings.Join(l.forbidden, "\n\t")
 }
 
 func (l *apiLog) begin() {
