@@ -258,6 +258,50 @@
 // FakeClock) also times the requeues of a machine under a manager (Wait,
 // timeouts, backoff), so that moving the clock fires them.
 //
+// # Admission webhooks
+//
+// [Machine.SetupWebhookWithManager] serves a machine's admission webhooks
+// on the manager's webhook server (every replica serves them; they need
+// no leadership). The validating webhook, at [Machine.ValidatePath],
+// checks what kfsm knows:
+//
+//   - a goal ([Machine.Goal]) that no path reaches from where the object
+//     is refuses the create or the update that asks for it, with the
+//     message of the GoalUnreachable condition; only a change of goal is
+//     checked, so that the operator's own writes pass while an object is
+//     stalled;
+//   - a write of the status that changes a field of [Status] is refused
+//     unless it comes from the operator: the users of
+//     Admission.Operators, or else the identity that the manager's client
+//     authenticates as (asked of the API server once, with a
+//     SelfSubjectReview, which every authenticated user may make). The
+//     type's own status fields stay open to whoever may write the status.
+//
+// [Machine.Admission] adds the author's checks (ValidateCreate,
+// ValidateUpdate and ValidateDelete, for writes of the spec and metadata)
+// and defaults (Default, served at [Machine.DefaultPath]).
+//
+// The API server calls the webhooks once configurations name them;
+// [Machine.WebhookConfigurations] makes them for a resource and a way to
+// reach the webhook server (a Service in a cluster). Both fail closed
+// (failurePolicy Fail): while no replica of the operator serves, the API
+// server refuses creates and updates of the kind and of its status with
+// "failed calling webhook", rather than let them through unchecked.
+// Deletes go through the webhook only when ValidateDelete is given, so
+// that a namespace can always be deleted.
+//
+// In a cluster, the webhook server needs a serving certificate whose CA
+// the configurations carry in caBundle. With cert-manager: a Certificate
+// for the Service's DNS name (NAME.NAMESPACE.svc) whose Secret is mounted
+// at the webhook server's CertDir (by default
+// /tmp/k8s-webhook-server/serving-certs, files tls.crt and tls.key), and
+// the annotation cert-manager.io/inject-ca-from: NAMESPACE/CERTIFICATE on
+// both configurations, which fills caBundle. Without cert-manager, mount
+// a certificate from any source at CertDir and set caBundle to its CA.
+// In tests, fsmtest's WithWebhooks makes a certificate and the
+// configurations for the test's namespace, and the API server calls the
+// webhooks over TLS.
+//
 // # Controller options
 //
 // The machine's controller takes controller-runtime's options as they
@@ -291,6 +335,10 @@
 //	// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 //	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //	// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moose.example.com,verbs=get;patch
+//
+// Tests check the list: fsmtest's Options.Roles runs the operator with
+// exactly the role that controller-gen generates from such markers, and
+// every example's tests do so.
 //
 // Someone who only looks (kubectl fsm, the dashboard) needs get, list and
 // watch on the machine's kind, get on customresourcedefinitions, and list
@@ -353,7 +401,8 @@
 //   - Handlers use the request's Clock rather than time.Now, so that tests
 //     can move time.
 //   - Only kfsm writes the fields of Status; its status writes do not
-//     check for concurrent writers of the status.
+//     check for concurrent writers of the status. Where the machine's
+//     webhooks run, the API server enforces it.
 //   - Actions are idempotent: an action that was running when the manager
 //     stopped is started again when the handler next asks for it.
 //

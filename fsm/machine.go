@@ -106,6 +106,7 @@ type Machine[T Object] struct {
 	walkObservers []func(context.Context, Walk)
 	redact        func(string) string
 	noPublish     bool
+	admission     Admission[T]
 
 	built *built[T]
 }

@@ -46,6 +46,22 @@
 // itself written: a stale cache that kfsm's guard did not catch, or a
 // handler that wrote its own object behind kfsm's back.
 //
+// # Permissions and webhooks
+//
+// With Options.Roles, every operator runs as the ServiceAccount
+// OperatorUser, bound to the given ClusterRoles (as controller-gen
+// generates them from +kubebuilder:rbac markers) and nothing more: a
+// permission the role lacks fails the test, and the failure lists the
+// requests the API server refused. Without it the operator is a member of
+// system:masters, where no missing permission shows.
+//
+// WithWebhooks serves the machine's admission webhooks from the
+// operator's manager and has the API server call them over TLS for the
+// test's namespace, with a certificate made for the test; a refused
+// write fails in the test's client or in Kubectl as it fails for a user.
+// While the operator is stopped, its webhooks are down and the failure
+// policy decides.
+//
 // # The fake clock
 //
 // Env.Clock starts at Epoch. Give it to the machine with WithClock; then

@@ -27,6 +27,9 @@ type Operator struct {
 	setup func() []func(manager.Manager) error
 	opts  runOptions
 
+	hooks   *hooks       // with WithWebhooks
+	install func() error // has the API server call the machine's webhooks
+
 	mu      sync.Mutex
 	stop    func()
 	started bool
@@ -41,6 +44,7 @@ type runOptions struct {
 	also     []func(manager.Manager) error
 	machines []func(*Env) func(manager.Manager) error
 	manager  []func(*ctrl.Options)
+	webhooks bool
 }
 
 // With registers more with the operator's manager: another machine's
@@ -91,13 +95,18 @@ func RunFunc[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], opts ...R
 // newOperator prepares an operator of machine in e, to start; its first
 // start arranges for it to stop when the test ends.
 func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *faults, opts ...RunOption) *Operator {
-	o := &Operator{e: e, faults: f, setup: func() []func(manager.Manager) error {
+	o := &Operator{e: e, faults: f}
+	o.setup = func() []func(manager.Manager) error {
 		m := machine(e)
 		observe(m)
 		e.watchKind(newObject[T](), m.OwnedTypes())
 		e.noteResource(m.Name(), newObject[T]())
+		if o.opts.webhooks {
+			o.install = func() error { return installHooks(o.hooks, e, m) }
+			return []func(manager.Manager) error{m.SetupWithManager, m.SetupWebhookWithManager}
+		}
 		return []func(manager.Manager) error{m.SetupWithManager}
-	}}
+	}
 	for _, opt := range opts {
 		opt(&o.opts)
 	}
@@ -122,6 +131,16 @@ func (o *Operator) start() error {
 		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.e.Namespace: {}}},
 		// Every test runs the same controllers in a manager of its own.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if o.opts.webhooks {
+		if o.hooks == nil {
+			h, err := newHooks(o.e)
+			if err != nil {
+				return err
+			}
+			o.hooks = h
+		}
+		opts.WebhookServer = o.hooks.server()
 	}
 	for _, change := range o.opts.manager {
 		change(&opts)
@@ -150,6 +169,9 @@ func (o *Operator) start() error {
 		}
 	})
 	o.mu.Unlock()
+	if o.install != nil {
+		return o.install()
+	}
 	return nil
 }
 
