@@ -115,9 +115,7 @@ func (e *Env) Config() *rest.Config {
 // injects faults.
 func (e *Env) operatorConfig(l *life) *rest.Config {
 	cfg := e.Config()
-	if pkg.operatorUser != "" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: pkg.operatorUser}
-	}
+	cfg.Impersonate = pkg.operatorAs
 	cfg.Wrap(func(rt httpRoundTripper) httpRoundTripper { return &transport{next: rt, api: e.api, life: l} })
 	return cfg
 }

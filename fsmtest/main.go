@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,12 +16,13 @@ import (
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/internal/manifests"
 )
 
 var (
@@ -68,9 +68,9 @@ type Options struct {
 
 // pkg is the test package's cluster and what all its tests share.
 var pkg struct {
-	cluster      *cluster.Cluster
-	scheme       *runtime.Scheme
-	operatorUser string // whom operators impersonate; empty for the cluster's admin
+	cluster    *cluster.Cluster
+	scheme     *runtime.Scheme
+	operatorAs rest.ImpersonationConfig // whom operators act as; empty for the cluster's admin
 
 	mu       sync.Mutex
 	envs     map[string]*Env // by namespace
@@ -103,7 +103,7 @@ func runMain(m *testing.M, opts Options) int {
 			return 1
 		}
 	}
-	crds, err := readManifests[apiextensionsv1.CustomResourceDefinition](opts.CRDs, "CustomResourceDefinition")
+	crds, err := manifests.Read[apiextensionsv1.CustomResourceDefinition](opts.CRDs, "CustomResourceDefinition")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fsmtest:", err)
 		return 1
@@ -122,11 +122,12 @@ func runMain(m *testing.M, opts Options) int {
 		}
 	}
 	if len(opts.Roles) > 0 {
-		if err := installRoles(ctx, c.Config, opts.Roles); err != nil {
-			fmt.Fprintln(os.Stderr, "fsmtest:", errors.Join(err, c.Stop()))
+		cfg, err := c.ServiceAccount(ctx, OperatorNamespace, OperatorServiceAccount, opts.Roles...)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fsmtest: the operator's role:", errors.Join(err, c.Stop()))
 			return 1
 		}
-		pkg.operatorUser = OperatorUser
+		pkg.operatorAs = cfg.Impersonate
 	}
 	pkg.cluster, pkg.scheme = c, scheme
 	pkg.envs, pkg.observed, pkg.profile = map[string]*Env{}, map[any]bool{}, NewProfile()
@@ -141,47 +142,6 @@ func runMain(m *testing.M, opts Options) int {
 		code = max(code, 1)
 	}
 	return code
-}
-
-// readManifests decodes every object of kind in the .yaml and .yml files
-// of fss; any other kind is an error.
-func readManifests[T any, P interface {
-	*T
-	runtime.Object
-}](fss []fs.FS, kind string) ([]P, error) {
-	var objs []P
-	for _, fsys := range fss {
-		err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			if ext := path.Ext(name); ext != ".yaml" && ext != ".yml" {
-				return nil
-			}
-			f, err := fsys.Open(name)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = f.Close() }()
-			dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-			for {
-				obj := P(new(T))
-				if err := dec.Decode(obj); errors.Is(err, io.EOF) {
-					return nil
-				} else if err != nil {
-					return fmt.Errorf("reading %ss from %s: %w", kind, name, err)
-				}
-				if k := obj.GetObjectKind().GroupVersionKind().Kind; k != kind {
-					return fmt.Errorf("reading %ss from %s: found a %q, not a %s", kind, name, k, kind)
-				}
-				objs = append(objs, obj)
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return objs, nil
 }
 
 // reportCoverage prints the edge coverage of the machines that the tests

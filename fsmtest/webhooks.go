@@ -3,9 +3,6 @@ package fsmtest
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/fsm"
 )
 
@@ -39,25 +36,23 @@ const probeLabel = "fsmtest.kfsm.dev/webhook-probe"
 // hooks is where an operator serves its webhooks: one address and
 // certificate for all its processes.
 type hooks struct {
-	certs     envtest.WebhookInstallOptions
+	serving   *cluster.WebhookServing
 	installed bool
 	probed    atomic.Int64
 }
 
 func newHooks(e *Env) (*hooks, error) {
-	h := &hooks{certs: envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}}
-	if err := h.certs.PrepWithoutInstalling(); err != nil {
-		return nil, fmt.Errorf("fsmtest: making the webhooks' certificate: %w", err)
+	serving, err := cluster.NewWebhookServing()
+	if err != nil {
+		return nil, fmt.Errorf("fsmtest: %w", err)
 	}
-	e.T.Cleanup(func() { _ = h.certs.Cleanup() })
-	return h, nil
+	e.T.Cleanup(func() { _ = serving.Close() })
+	return &hooks{serving: serving}, nil
 }
 
 // server is a webhook server for one operator process.
 func (h *hooks) server() webhook.Server {
-	srv := webhook.NewServer(webhook.Options{
-		Host: h.certs.LocalServingHost, Port: h.certs.LocalServingPort, CertDir: h.certs.LocalServingCertDir,
-	})
+	srv := webhook.NewServer(h.serving.ServerOptions())
 	probe := &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
 		h.probed.Add(1)
 		return admission.Allowed("")
@@ -81,20 +76,16 @@ func installHooks[T fsm.Object](h *hooks, e *Env, m *fsm.Machine[T]) error {
 	if err != nil {
 		return fmt.Errorf("fsmtest: the resource of %s: %w", gvk.Kind, err)
 	}
-	base := "https://" + net.JoinHostPort(h.certs.LocalServingHost, strconv.Itoa(h.certs.LocalServingPort))
-	at := admissionregistrationv1.WebhookClientConfig{URL: &base, CABundle: h.certs.LocalServingCAData}
+	at := h.serving.ClientConfig()
 	validating, mutating := m.WebhookConfigurations(mapping.Resource, at)
 	inNamespace := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.Namespace}}
-	probeURL, err := url.JoinPath(base, "/fsmtest/probe")
-	if err != nil {
-		return err
-	}
+	probeURL := *at.URL + "/fsmtest/probe"
 	// A probe in each configuration, on ConfigMaps that only fsmtest
 	// labels: once the API server calls the probes, it calls the
 	// machine's webhooks too, which came in the same objects.
 	probe := admissionregistrationv1.ValidatingWebhook{
 		Name:         "probe.fsmtest.kfsm.dev",
-		ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &probeURL, CABundle: h.certs.LocalServingCAData},
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &probeURL, CABundle: at.CABundle},
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
