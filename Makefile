@@ -60,10 +60,11 @@ verify-generated: generate
 	fi
 
 ## lint: go vet, golangci-lint, and kube-api-linter on the status that every kfsm CRD embeds
+## and on the examples' API types
 lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	$(GO) vet $(PACKAGES)
 	$(BIN)/golangci-lint run $(PACKAGES)
-	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/
+	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/ ./examples/.../v1alpha1
 
 # Tools are pinned in their own modules under tools/ (their dependencies do
 # not mix) and built from the module proxy.

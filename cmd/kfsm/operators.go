@@ -278,7 +278,7 @@ func createDemoObjects(ctx context.Context, c client.Client) error {
 	apps := []*webappv1.WebApp{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns},
-			Spec: webappv1.WebAppSpec{Image: "registry.example/shop:1.0", Replicas: ptr.To[int32](3), Expose: true,
+			Spec: webappv1.WebAppSpec{Image: "registry.example/shop:1.0", Replicas: ptr.To[int32](3), Expose: ptr.To(true),
 				Config: map[string]string{"CURRENCY": "EUR"}, DNSName: "shop.kfsm.example"},
 		},
 		{

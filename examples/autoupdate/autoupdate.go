@@ -22,6 +22,7 @@ import (
 
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kfsm/kfsm/examples/autoupdate/host"
 	versionpb "github.com/kfsm/kfsm/examples/autoupdate/proto"
@@ -37,13 +38,6 @@ const (
 	Condemned fsm.State = "Condemned"
 	Failed    fsm.State = "Failed"
 	Removed   fsm.State = "Removed"
-)
-
-// Instance phases, the talk's words for the state of one instance.
-const (
-	PhaseUpdating  = "updating"
-	PhaseProcessed = "processed"
-	PhaseCondemned = "condemned"
 )
 
 // Operator holds the handlers' connections and timings.
@@ -111,9 +105,10 @@ func (o *Operator) process(ctx context.Context, r *request) fsm.Result {
 }
 
 // ask asks the version server for the client's release. It reports
-// false when there is none to apply: the server cannot be reached (the
-// status says why), or it offers a release that failed before.
-func (o *Operator) ask(ctx context.Context, r *request) (*v1alpha1.Release, bool) {
+// false when there is none to apply: the server cannot be reached or
+// offers a release that the status cannot hold (the status says why), or
+// it offers a release that failed before.
+func (o *Operator) ask(ctx context.Context, r *request) (v1alpha1.Release, bool) {
 	st := &r.Object.Status
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -121,23 +116,54 @@ func (o *Operator) ask(ctx context.Context, r *request) (*v1alpha1.Release, bool
 		Client: r.Object.Name, Channel: r.Object.Spec.Channel, CurrentVersion: st.Version,
 	})
 	if err != nil {
-		msg := fmt.Sprintf("asking the version server: %s", status.Convert(err).Message())
-		if st.ServerError != msg {
-			r.Event(corev1.EventTypeWarning, "VersionServerUnavailable", msg)
-		}
-		st.ServerError = msg
-		return nil, false
+		return refuse(r, "VersionServerUnavailable", fmt.Sprintf("asking the version server: %s", status.Convert(err).Message()))
+	}
+	pkg := resp.GetPackage()
+	if err := fits(pkg); err != nil {
+		return refuse(r, "ReleaseRefused", fmt.Sprintf("the version server offered a release that the status cannot hold: %v", err))
 	}
 	st.ServerError = ""
-	pkg := resp.GetPackage()
 	st.Offered = pkg.GetVersion()
 	if pkg.GetVersion() == "" || slices.Contains(st.FailedVersions, pkg.GetVersion()) {
-		return nil, false
+		return v1alpha1.Release{}, false
 	}
-	return &v1alpha1.Release{
+	return v1alpha1.Release{
 		Version: pkg.GetVersion(), ConfigYAML: pkg.GetConfigYaml(),
-		StartupMillis: pkg.GetRuntime().GetStartupMillis(), Broken: pkg.GetRuntime().GetBroken(),
+		// A negative startup time is none.
+		StartupMillis: max(pkg.GetRuntime().GetStartupMillis(), 0),
+		Broken:        ptr.To(pkg.GetRuntime().GetBroken()),
 	}, true
+}
+
+// refuse records in the status why the version server gave no release,
+// with an event when the reason is new.
+func refuse(r *request, reason, msg string) (v1alpha1.Release, bool) {
+	msg = cut(msg, v1alpha1.MaxServerErrorLength)
+	if r.Object.Status.ServerError != msg {
+		r.Event(corev1.EventTypeWarning, reason, msg)
+	}
+	r.Object.Status.ServerError = msg
+	return v1alpha1.Release{}, false
+}
+
+// fits refuses a release whose version or configuration is longer than
+// the status holds.
+func fits(pkg *versionpb.Package) error {
+	if n := len(pkg.GetVersion()); n > v1alpha1.MaxVersionLength {
+		return fmt.Errorf("its version has %d bytes, more than %d", n, v1alpha1.MaxVersionLength)
+	}
+	if n := len(pkg.GetConfigYaml()); n > v1alpha1.MaxConfigLength {
+		return fmt.Errorf("its configuration has %d bytes, more than %d", n, v1alpha1.MaxConfigLength)
+	}
+	return nil
+}
+
+// cut shortens s to at most n bytes, without splitting a character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // update starts the target's instance (or finds it running, after a
@@ -145,18 +171,18 @@ func (o *Operator) ask(ctx context.Context, r *request) (*v1alpha1.Release, bool
 func (o *Operator) update(ctx context.Context, r *request) fsm.Result {
 	st := &r.Object.Status
 	rel := st.Target
-	if rel == nil {
+	if rel.Version == "" {
 		return fsm.Stop("NoTarget", "updating without a target release")
 	}
 	name := instanceName(r.Object.Name, rel.Version)
-	in, err := o.Host.Ensure(ctx, name, host.Spec{Version: rel.Version, ConfigYAML: rel.ConfigYAML, StartupMillis: rel.StartupMillis, Broken: rel.Broken})
+	in, err := o.Host.Ensure(ctx, name, host.Spec{Version: rel.Version, ConfigYAML: rel.ConfigYAML, StartupMillis: rel.StartupMillis, Broken: ptr.Deref(rel.Broken, false)})
 	if err != nil {
 		return fsm.Fail(err)
 	}
 	for i := range st.Instances {
-		st.Instances[i].Phase = PhaseUpdating
+		st.Instances[i].State = v1alpha1.InstanceUpdating
 	}
-	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: in.Address, Phase: PhaseUpdating})
+	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: in.Address, State: v1alpha1.InstanceUpdating})
 
 	health, err := o.Host.Check(ctx, in.Address, o.HealthTimeout)
 	switch health {
@@ -171,11 +197,11 @@ func (o *Operator) update(ctx context.Context, r *request) fsm.Result {
 		return fsm.Wait(o.HealthEvery, "HealthChecking")
 	}
 	st.HealthFailures = 0
-	st.Version, st.Target = rel.Version, nil
+	st.Version, st.Target = rel.Version, v1alpha1.Release{}
 	for i := range st.Instances {
-		st.Instances[i].Phase = PhaseCondemned
+		st.Instances[i].State = v1alpha1.InstanceCondemned
 	}
-	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: in.Address, Phase: PhaseProcessed})
+	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: in.Address, State: v1alpha1.InstanceProcessed})
 	if len(st.Instances) > 1 {
 		return fsm.Next(Condemned)
 	}
@@ -186,7 +212,7 @@ func (o *Operator) update(ctx context.Context, r *request) fsm.Result {
 func (o *Operator) condemn(ctx context.Context, r *request) fsm.Result {
 	st := &r.Object.Status
 	for _, in := range slices.Clone(st.Instances) {
-		if in.Phase != PhaseCondemned {
+		if in.State != v1alpha1.InstanceCondemned {
 			continue
 		}
 		if err := o.Host.Remove(ctx, in.Name); err != nil {
@@ -201,20 +227,20 @@ func (o *Operator) condemn(ctx context.Context, r *request) fsm.Result {
 // old one serving.
 func (o *Operator) fail(ctx context.Context, r *request) fsm.Result {
 	st := &r.Object.Status
-	if rel := st.Target; rel != nil {
+	if rel := st.Target; rel.Version != "" {
 		name := instanceName(r.Object.Name, rel.Version)
 		if err := o.Host.Remove(ctx, name); err != nil {
 			return fsm.Fail(err)
 		}
 		st.Instances = slices.DeleteFunc(st.Instances, func(i v1alpha1.Instance) bool { return i.Name == name })
 		if !slices.Contains(st.FailedVersions, rel.Version) {
-			st.FailedVersions = append(st.FailedVersions, rel.Version)
+			st.FailedVersions = remember(st.FailedVersions, rel.Version)
 			r.Event(corev1.EventTypeWarning, "VersionFailed", fmt.Sprintf("version %s failed its health check and will not be applied again", rel.Version))
 		}
 	}
-	st.Target, st.HealthFailures = nil, 0
+	st.Target, st.HealthFailures = v1alpha1.Release{}, 0
 	for i := range st.Instances {
-		st.Instances[i].Phase = PhaseProcessed
+		st.Instances[i].State = v1alpha1.InstanceProcessed
 	}
 	if st.Version == "" {
 		return fsm.Next(Start)
@@ -230,13 +256,20 @@ func (o *Operator) remove(ctx context.Context, r *request) fsm.Result {
 			return fsm.Fail(err)
 		}
 	}
-	if st.Target != nil {
+	if st.Target.Version != "" {
 		if err := o.Host.Remove(ctx, instanceName(r.Object.Name, st.Target.Version)); err != nil {
 			return fsm.Fail(err)
 		}
 	}
 	st.Instances = nil
 	return fsm.Done()
+}
+
+// remember adds version to the failed versions, forgetting the oldest
+// beyond what the status holds.
+func remember(failed []string, version string) []string {
+	failed = append(failed, version)
+	return failed[max(len(failed)-v1alpha1.MaxFailedVersions, 0):]
 }
 
 func setInstance(st *v1alpha1.ManagedClientStatus, in v1alpha1.Instance) {

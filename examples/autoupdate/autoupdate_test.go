@@ -199,7 +199,7 @@ func TestAReleaseThatNeverStartsTimesOut(t *testing.T) {
 	if diff := cmp.Diff([]string{"1.0.0"}, mc.Status.FailedVersions); diff != "" {
 		t.Errorf("failed versions (-want +got):\n%s", diff)
 	}
-	if mc.Status.Version != "" || mc.Status.Target != nil || len(mc.Status.Instances) != 0 {
+	if mc.Status.Version != "" || mc.Status.Target.Version != "" || len(mc.Status.Instances) != 0 {
 		t.Errorf("version %q, target %+v, instances %+v; want none", mc.Status.Version, mc.Status.Target, mc.Status.Instances)
 	}
 	if got := w.running(); len(got) != 0 {
@@ -305,7 +305,7 @@ func (w *world) holds(e *fsmtest.Env, mc *v1alpha1.ManagedClient, s step) string
 	if diff := cmp.Diff(s.failed, mc.Status.FailedVersions); diff != "" {
 		why = append(why, fmt.Sprintf("failed versions (-want +got):\n%s", diff))
 	}
-	if len(mc.Status.Instances) != 1 || mc.Status.Instances[0].Phase != autoupdate.PhaseProcessed {
+	if len(mc.Status.Instances) != 1 || mc.Status.Instances[0].State != v1alpha1.InstanceProcessed {
 		return strings.Join(append(why, fmt.Sprintf("status.instances = %+v, want the one processed instance", mc.Status.Instances)), "; ")
 	}
 	// The instance that runs really serves.

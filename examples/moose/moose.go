@@ -185,7 +185,7 @@ func (h *Herd) load(ctx context.Context, c client.Client) error {
 			continue
 		}
 		for _, f := range m.Status.Friends {
-			if friend := (client.ObjectKey{Namespace: key.Namespace, Name: f}); h.members[friend] {
+			if friend := (client.ObjectKey{Namespace: key.Namespace, Name: f}); h.members[friend] && h.canBefriend(key, friend) {
 				h.befriend(key, friend)
 			}
 		}
@@ -196,7 +196,7 @@ func (h *Herd) load(ctx context.Context, c client.Client) error {
 
 // maybeBefriend lets a roaming moose that has not looked around for a
 // while make a friend, by chance, among the members of its namespace that
-// are not its friends yet.
+// are not its friends yet. Neither moose may have its fill of friends.
 func (h *Herd) maybeBefriend(m *v1alpha1.Moose, now time.Time) {
 	key := client.ObjectKeyFromObject(m)
 	h.mu.Lock()
@@ -210,7 +210,7 @@ func (h *Herd) maybeBefriend(m *v1alpha1.Moose, now time.Time) {
 	}
 	var strangers []client.ObjectKey
 	for other := range h.members {
-		if other.Namespace == key.Namespace && other != key && !h.friends[key][other.Name] {
+		if other.Namespace == key.Namespace && other != key && h.canBefriend(key, other) {
 			strangers = append(strangers, other)
 		}
 	}
@@ -219,6 +219,12 @@ func (h *Herd) maybeBefriend(m *v1alpha1.Moose, now time.Time) {
 	}
 	slices.SortFunc(strangers, func(a, b client.ObjectKey) int { return strings.Compare(a.Name, b.Name) })
 	h.befriend(key, strangers[h.rand.IntN(len(strangers))])
+}
+
+// canBefriend reports whether a and b are not friends yet and both have
+// room for a friend in their status.
+func (h *Herd) canBefriend(a, b client.ObjectKey) bool {
+	return !h.friends[a][b.Name] && len(h.friends[a]) < v1alpha1.MaxFriends && len(h.friends[b]) < v1alpha1.MaxFriends
 }
 
 func (h *Herd) befriend(a, b client.ObjectKey) {

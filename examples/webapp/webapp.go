@@ -115,7 +115,7 @@ func (o *Operator) deploy(ctx context.Context, r *request) fsm.Result {
 // expose applies the Service only when asked; an un-exposed app's Service
 // is pruned once the pass reaches Serving.
 func (o *Operator) expose(ctx context.Context, r *request) fsm.Result {
-	if !r.Object.Spec.Expose {
+	if !ptr.Deref(r.Object.Spec.Expose, false) {
 		return fsm.Next(Registered)
 	}
 	svc := &corev1.Service{

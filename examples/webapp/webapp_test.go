@@ -74,7 +74,7 @@ func shop() *v1alpha1.WebApp {
 	return &v1alpha1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "shop"},
 		Spec: v1alpha1.WebAppSpec{
-			Image: "registry.example/shop:1.0", Replicas: ptr.To[int32](2), Expose: true,
+			Image: "registry.example/shop:1.0", Replicas: ptr.To[int32](2), Expose: ptr.To(true),
 			Config: map[string]string{"GREETING": "hello"}, DNSName: "shop.example.com",
 		},
 	}
@@ -113,12 +113,12 @@ func TestWebAppLifecycle(t *testing.T) {
 
 	// Un-exposed: the Service is pruned once the pass is Ready, and the
 	// rest stays; exposed again: it is back.
-	e.Update(app, func() { app.Spec.Expose = false })
+	e.Update(app, func() { app.Spec.Expose = ptr.To(false) })
 	e.AwaitReady(app)
 	if diff := cmp.Diff(children[:2], e.Children(app)); diff != "" {
 		t.Fatalf("children once un-exposed (-want +got):\n%s", diff)
 	}
-	e.Update(app, func() { app.Spec.Expose = true })
+	e.Update(app, func() { app.Spec.Expose = ptr.To(true) })
 	e.AwaitReady(app)
 	if diff := cmp.Diff(children, e.Children(app)); diff != "" {
 		t.Fatalf("children once exposed again (-want +got):\n%s", diff)
@@ -221,7 +221,7 @@ func TestWebAppSurvivesFaults(t *testing.T) {
 		e.AwaitReady(app)
 		target := "shop." + e.Namespace + ".svc.cluster.local"
 		e.Await("the DNS record", func() bool { return record(e, "shop.example.com") == target })
-		e.Update(app, func() { app.Spec.Expose = false })
+		e.Update(app, func() { app.Spec.Expose = ptr.To(false) })
 		e.AwaitReady(app)
 		e.Update(app, func() { app.Spec.Config["GREETING"] = "hi" })
 		e.AwaitReady(app)

@@ -31,45 +31,86 @@ type ManagedClientSpec struct {
 	Channel string `json:"channel,omitempty"`
 }
 
+// The bounds of the status, as the markers below put them in the CRD. The
+// operator refuses a release that does not fit them.
+const (
+	// MaxVersionLength is the longest version that the status records.
+	MaxVersionLength = 64
+	// MaxConfigLength is the longest configuration of a release.
+	MaxConfigLength = 32768
+	// MaxFailedVersions is how many failed versions the status remembers.
+	MaxFailedVersions = 32
+	// MaxServerErrorLength is the longest serverError; a longer message
+	// is cut.
+	MaxServerErrorLength = 1024
+)
+
 // Release is a version of the client as the version server offered it.
 type Release struct {
 	// version is the release's version.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`
-	// configYAML is the configuration that the release runs with.
+	// configYAML is the configuration that the release runs with, as YAML
+	// of at most 32 KiB.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32768
 	ConfigYAML string `json:"configYAML,omitempty"`
 	// startupMillis is how long the release takes to start, in
-	// milliseconds.
+	// milliseconds; absent for a release that starts at once.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	StartupMillis int32 `json:"startupMillis,omitempty"`
-	// broken is true for a release that fails its health check.
+	// broken is true for a release that the version server marks as a
+	// broken build: its instances never pass their health check.
 	// +optional
-	Broken bool `json:"broken,omitempty"`
+	Broken *bool `json:"broken,omitempty"`
 }
 
-// Instance is a running instance of the client, in the phases of the
-// auto-update talk: start, updating, processed, condemned or failed.
+// InstanceState is where an instance is in an update, in the words of
+// the auto-update talk.
+//
+// +kubebuilder:validation:Enum=updating;processed;condemned
+type InstanceState string
+
+// The states of an instance.
+const (
+	// InstanceUpdating: a new release is being health-checked; both its
+	// instance and the one that still serves are updating.
+	InstanceUpdating InstanceState = "updating"
+	// InstanceProcessed: the instance serves.
+	InstanceProcessed InstanceState = "processed"
+	// InstanceCondemned: a newer instance is healthy, and this one is on
+	// its way out.
+	InstanceCondemned InstanceState = "condemned"
+)
+
+// Instance is a running instance of the client.
 type Instance struct {
-	// name is the instance's name on its host.
+	// name is the instance's name on its host: the client's name, a dash
+	// and the version, with dots and plus signs as dashes.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=318
 	Name string `json:"name,omitempty"`
 	// version is the version the instance runs.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`
-	// address is where the instance serves, once it does.
+	// address is where the instance serves, as host:port, with an IPv6
+	// host in brackets.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=261
 	Address string `json:"address,omitempty"`
-	// phase is where the instance is in its update: start, updating,
-	// processed, condemned or failed.
+	// state is where the instance is in an update: updating while a new
+	// release is health-checked, processed once it serves, condemned when
+	// a newer instance has replaced it.
 	// +required
-	// +kubebuilder:validation:Enum=start;updating;processed;condemned;failed
-	Phase string `json:"phase,omitempty"`
+	State InstanceState `json:"state,omitempty"`
 }
 
 // ManagedClientStatus is what runs and what was refused.
@@ -80,35 +121,44 @@ type ManagedClientStatus struct {
 	// version is the version the client runs.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`
 	// target is the release being installed, while one is.
 	// +optional
-	Target *Release `json:"target,omitempty"`
+	Target Release `json:"target,omitzero"`
 	// offered is the version the server offered last.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	Offered string `json:"offered,omitempty"`
-	// instances are the client's running instances.
+	// instances are the client's running instances: the one that serves
+	// and, during an update, the one being health-checked.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
 	Instances []Instance `json:"instances,omitempty"`
-	// failedVersions failed their health check; they are never applied
-	// again.
+	// failedVersions are the versions, oldest first, whose instance failed
+	// its health check: they are not applied again. The status remembers
+	// the latest 32.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=64
 	FailedVersions []string `json:"failedVersions,omitempty"`
 	// healthFailures counts the failed health checks of the target in a
 	// row.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	HealthFailures int32 `json:"healthFailures,omitempty"`
-	// serverError says why the version server could not be asked, when
-	// it could not.
+	// serverError says why the version server could not be asked, or why
+	// its answer was refused, when it was. A message of more than 1024
+	// bytes is cut.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	ServerError string `json:"serverError,omitempty"`
 }
 

@@ -22,25 +22,39 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
+// MaxFriends is the most friends a moose makes, as many as
+// status.friends holds.
+const MaxFriends = 100
+
 // MooseSpec is what a moose is.
 type MooseSpec struct {
-	// Weight is the moose's body weight in kilograms. Heavier moose get
-	// hungry sooner.
+	// weight is the moose's body weight in kilograms, from 50 to 1000.
+	// Heavier moose get hungry sooner.
+	// +required
 	// +kubebuilder:validation:Minimum=50
 	// +kubebuilder:validation:Maximum=1000
-	Weight int32 `json:"weight"`
+	Weight int32 `json:"weight,omitempty"`
 }
 
 // MooseStatus is where the moose is and who its friends are.
+//
+// +kubebuilder:validation:MinProperties=1
 type MooseStatus struct {
 	fsm.Status `json:",inline"`
-	// Friends are the moose of the same namespace this one has met while
-	// roaming, sorted.
+	// friends are the names of the moose of the same namespace that this
+	// one has met while roaming, sorted. A moose makes at most 100
+	// friends.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
 	Friends []string `json:"friends,omitempty"`
-	// Meals counts the times the moose has eaten.
+	// meals counts the times the moose has eaten; absent until it first
+	// eats.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	Meals int32 `json:"meals,omitempty"`
 }
 
@@ -57,11 +71,17 @@ type MooseStatus struct {
 // +kubebuilder:printcolumn:name="Friends",type=string,JSONPath=`.status.friends`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Moose struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the moose's object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   MooseSpec   `json:"spec,omitempty"`
-	Status MooseStatus `json:"status,omitempty"`
+	// spec is what the moose is.
+	// +required
+	Spec MooseSpec `json:"spec,omitzero"`
+	// status is where the moose is in its day and who its friends are.
+	// +optional
+	Status MooseStatus `json:"status,omitzero"`
 }
 
 // FSMStatus returns the part of the status that kfsm keeps.

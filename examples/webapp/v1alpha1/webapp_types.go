@@ -40,9 +40,10 @@ type WebAppSpec struct {
 	// +optional
 	// +kubebuilder:validation:MinProperties=1
 	Config map[string]string `json:"config,omitempty"`
-	// expose puts a Service in front of the app.
+	// expose puts a Service in front of the app when true; when false or
+	// absent, the app has none.
 	// +optional
-	Expose bool `json:"expose,omitempty"`
+	Expose *bool `json:"expose,omitempty"`
 	// dnsName is registered in the DNS registry while the app exists.
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}$`
 	// +kubebuilder:validation:MinLength=1
