@@ -38,15 +38,19 @@ screenshot:
 assets:
 	$(GO) run ./cmd/kfsm assets --workloads >/dev/null
 
-## generate: regenerate deepcopy code, CRDs, protobuf code (buf with protoc-gen-go and
+## generate: regenerate deepcopy code, CRDs, the examples' roles, protobuf code (buf with protoc-gen-go and
 ## protoc-gen-go-grpc, all built from the module proxy) and the embedded Kubernetes module
 generate: $(BIN)/controller-gen $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	$(BIN)/controller-gen object paths=./fsm/ paths=./internal/testapi/... paths=./examples/...
 	$(BIN)/controller-gen crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
 	$(BIN)/controller-gen crd paths=./examples/moose/... output:crd:artifacts:config=examples/moose/crd
+	$(BIN)/controller-gen rbac:roleName=moose-operator paths=./examples/moose/... output:rbac:artifacts:config=examples/moose/rbac
 	$(BIN)/controller-gen crd paths=./examples/webapp/... output:crd:artifacts:config=examples/webapp/crd
+	$(BIN)/controller-gen rbac:roleName=webapp-operator paths=./examples/webapp/... output:rbac:artifacts:config=examples/webapp/rbac
 	$(BIN)/controller-gen crd paths=./examples/autoupdate/... output:crd:artifacts:config=examples/autoupdate/crd
+	$(BIN)/controller-gen rbac:roleName=autoupdate-operator paths=./examples/autoupdate/... output:rbac:artifacts:config=examples/autoupdate/rbac
 	$(BIN)/controller-gen crd paths=./examples/database/... output:crd:artifacts:config=examples/database/crd
+	$(BIN)/controller-gen rbac:roleName=database-operator paths=./examples/database/... output:rbac:artifacts:config=examples/database/rbac
 	$(BIN)/buf generate --template tools/proto/buf.gen.yaml
 	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
 	cp tools/k8s/go.sum cluster/internal/k8smod/go.sum.txt

@@ -30,6 +30,7 @@ import (
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
 		CRDs:        []fs.FS{autoupdate.CRDs},
+		Roles:       []fs.FS{autoupdate.Role},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 		MinCoverage: 100,
 	})

@@ -22,6 +22,7 @@ import (
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
 		CRDs:        []fs.FS{moose.CRDs},
+		Roles:       []fs.FS{moose.Role},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 		MinCoverage: 100,
 	})

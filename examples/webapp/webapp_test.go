@@ -24,6 +24,7 @@ import (
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
 		CRDs:        []fs.FS{webapp.CRDs},
+		Roles:       []fs.FS{webapp.Role},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 		// The workloads tier makes Deployments Available for real.
 		Workloads:   true,
