@@ -75,7 +75,7 @@ so that the web apps' Deployments become Available and the apps Ready.`,
 			dashboardCtx, stopDashboard := context.WithCancel(ctx)
 			served := make(chan error, 1)
 			go func() { served <- serve(dashboardCtx) }()
-			runErr := runOperators(ctx, c.Config, printer)
+			runErr := runOperators(ctx, c, printer)
 			stopDashboard()
 			runErr = errors.Join(runErr, <-served)
 			fmt.Fprintln(out, "stopping the cluster")

@@ -16,10 +16,15 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/cluster"
+	databasev1 "github.com/kfsm/kfsm/examples/database/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
 )
 
@@ -113,9 +118,12 @@ func TestDemoWithWorkloadsRunsBothOperators(t *testing.T) {
 	want := map[string]bool{"webapp/shop": false, "webapp/blog": false, "moose eating": false,
 		"autoupdate/agent": false, "database/orders": false, "cloudevent": false}
 	sc := bufio.NewScanner(pr)
+	var kubeconfig string
 	for sc.Scan() && slices.Contains(slices.Collect(maps.Values(want)), false) {
 		line := sc.Text()
 		switch {
+		case strings.HasPrefix(line, "kubeconfig: "):
+			kubeconfig = strings.TrimPrefix(line, "kubeconfig: ")
 		case strings.Contains(line, "webapp/") && strings.Contains(line, "→ Serving"),
 			strings.Contains(line, "autoupdate/agent") && strings.Contains(line, "→ Processed"),
 			strings.Contains(line, "database/orders") && strings.Contains(line, "→ Running"):
@@ -130,6 +138,27 @@ func TestDemoWithWorkloadsRunsBothOperators(t *testing.T) {
 		if !seen {
 			t.Errorf("the demo never showed %s reaching its state", what)
 		}
+	}
+
+	// The operators run as their own ServiceAccount, with their webhooks:
+	// the cluster's admin may not move a database by hand.
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := databasev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &databasev1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "orders"}}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"state":"End"}}`))
+	err = admin.Status().Patch(ctx, db, patch)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "written by the operator of machine database only (system:serviceaccount:kfsm-demo:operator)") {
+		t.Errorf("a hand edit of the database's status.state: got %v, want it refused by the database's webhook", err)
 	}
 	interrupt()
 	go func() { _, _ = io.Copy(io.Discard, pr) }()

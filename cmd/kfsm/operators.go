@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,14 +25,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kfsm/kfsm/cesink"
+	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/examples/autoupdate"
 	"github.com/kfsm/kfsm/examples/autoupdate/host"
 	versionpb "github.com/kfsm/kfsm/examples/autoupdate/proto"
@@ -45,6 +48,7 @@ import (
 	"github.com/kfsm/kfsm/examples/webapp"
 	"github.com/kfsm/kfsm/examples/webapp/dns"
 	webappv1 "github.com/kfsm/kfsm/examples/webapp/v1alpha1"
+	"github.com/kfsm/kfsm/fsm"
 )
 
 // herdSize is how many moose the demo creates.
@@ -70,24 +74,39 @@ func writeCRDs(dir string) error {
 	return nil
 }
 
-// runOperators runs the four example operators in one manager, with the
-// servers they talk to on loopback, creates their objects and plays the
-// demo's story. It prints every transition with printer, and returns when
+// runOperators runs the four example operators in one manager, as the
+// ServiceAccount kfsm-demo/operator with the examples' generated roles and
+// with their admission webhooks, and the servers they talk to on
+// loopback. It creates their objects and plays the demo's story as the
+// cluster's admin, prints every transition with printer, and returns when
 // ctx ends.
-func runOperators(ctx context.Context, cfg *rest.Config, printer *transitionPrinter) error {
+func runOperators(ctx context.Context, c *cluster.Cluster, printer *transitionPrinter) error {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, moosev1.AddToScheme, webappv1.AddToScheme, autoupdatev1.AddToScheme, databasev1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
 	}
+	cfg, err := c.ServiceAccount(ctx, "kfsm-demo", "operator", moose.Role, webapp.Role, autoupdate.Role, database.Role)
+	if err != nil {
+		return err
+	}
+	admin, err := client.New(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	serving, err := cluster.NewWebhookServing()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = serving.Close() }()
 	// The herd is created at once and then reconciled in bursts; the
 	// default client rate limit would make it trickle in.
-	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 200, 400
 	log := logr.New(printer)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme, Logger: log, Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(serving.ServerOptions()),
 		// A process may run the demo more than once, as its tests do.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -99,15 +118,18 @@ func runOperators(ctx context.Context, cfg *rest.Config, printer *transitionPrin
 		return err
 	}
 	defer w.close()
-	for _, setup := range []func(ctrl.Manager) error{
-		moose.NewHerd(uint64(time.Now().UnixNano())).Machine().SetupWithManager,
-		(&webapp.Operator{DNS: &dns.Client{URL: w.registry.URL()}}).Machine().SetupWithManager,
-		w.autoupdate.Machine().SetupWithManager,
-		w.database.Machine().SetupWithManager,
+	var webhooks []client.Object
+	for _, setup := range []func(ctrl.Manager) ([]client.Object, error){
+		serve(moose.NewHerd(uint64(time.Now().UnixNano())).Machine(), serving),
+		serve((&webapp.Operator{DNS: &dns.Client{URL: w.registry.URL()}}).Machine(), serving),
+		serve(w.autoupdate.Machine(), serving),
+		serve(w.database.Machine(), serving),
 	} {
-		if err := setup(mgr); err != nil {
+		configs, err := setup(mgr)
+		if err != nil {
 			return err
 		}
+		webhooks = append(webhooks, configs...)
 	}
 
 	printer.print(fmt.Sprintf("dns registry: %s/records", w.registry.URL()))
@@ -115,11 +137,60 @@ func runOperators(ctx context.Context, cfg *rest.Config, printer *transitionPrin
 		w.versions.Addr(), w.host.URL(), w.agent.URL()))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	if err := createDemoObjects(ctx, mgr.GetClient()); err != nil && ctx.Err() == nil {
+	if err := installWebhooks(ctx, admin, mgr, webhooks); err != nil && ctx.Err() == nil {
 		return errors.Join(err, <-done)
 	}
-	go playStory(ctx, mgr.GetClient(), w.versions, printer)
+	if err := createDemoObjects(ctx, admin); err != nil && ctx.Err() == nil {
+		return errors.Join(err, <-done)
+	}
+	go playStory(ctx, admin, w.versions, printer)
 	return <-done
+}
+
+// serve sets m up with the manager, its webhooks too, and returns the
+// configurations that make the API server call them at serving.
+func serve[T fsm.Object](m *fsm.Machine[T], serving *cluster.WebhookServing) func(ctrl.Manager) ([]client.Object, error) {
+	return func(mgr ctrl.Manager) ([]client.Object, error) {
+		if err := m.SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+		if err := m.SetupWebhookWithManager(mgr); err != nil {
+			return nil, err
+		}
+		gvk, err := apiutil.GVKForObject(reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T), mgr.GetScheme())
+		if err != nil {
+			return nil, err
+		}
+		mapping, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, err
+		}
+		validating, mutating := m.WebhookConfigurations(mapping.Resource, serving.ClientConfig())
+		if mutating != nil {
+			return []client.Object{validating, mutating}, nil
+		}
+		return []client.Object{validating}, nil
+	}
+}
+
+// installWebhooks creates the webhook configurations once the manager's
+// webhook server serves: they fail closed, so that until then the
+// operators' own writes would be refused.
+func installWebhooks(ctx context.Context, admin client.Client, mgr ctrl.Manager, configs []client.Object) error {
+	started := mgr.GetWebhookServer().StartedChecker()
+	for started(nil) != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for _, obj := range configs {
+		if err := admin.Create(ctx, obj); err != nil {
+			return fmt.Errorf("installing the webhooks: %w", err)
+		}
+	}
+	return nil
 }
 
 // servers are what the demo's operators talk to, all on loopback.
