@@ -54,10 +54,11 @@
 // client-go's leader election does not stop a leader that has lost its
 // Lease from writing: the leader learns of the loss only when a renewal
 // fails, up to RenewDeadline after it tries again, and meanwhile its
-// controllers go on. The operator therefore runs behind a fence (see
-// internal/operator): it writes only within RenewDeadline of its last
-// successful renewal, which a standby cannot overtake before LeaseDuration
-// has passed, and it refuses to release a Lease it may no longer hold. The
+// controllers go on. The operator therefore runs behind kfsm's fence
+// (fsm.FenceLeaderElection): it writes only within RenewDeadline of its
+// last successful renewal, which a standby cannot overtake before
+// LeaseDuration has passed, and it refuses to release a Lease it may no
+// longer hold. The
 // SIGSTOP scenario runs once more without the fence and asserts that the
 // recorder does see the woken leader's writes: there the two leaders
 // answer each other's writes until the old one's elector gives up.

@@ -454,7 +454,8 @@
 //     partition) writes until its next renewal fails, up to RenewDeadline
 //     after it wakes, while the new leader already runs; the two then
 //     answer each other's writes. Package failover measures it (59 to 166
-//     writes after the handover) and shows a fence in its test operator
-//     that writes only within RenewDeadline of the last renewal; kfsm does
-//     not fence by itself yet.
+//     writes after the handover). [FenceLeaderElection] closes the gap: the
+//     process writes only within RenewDeadline of its last renewal, and
+//     package failover's test finds no write of the old leader after the
+//     handover with it. Its own limits are in its documentation.
 package fsm

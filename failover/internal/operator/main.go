@@ -17,7 +17,7 @@
 // Lease.
 //
 // With -fence (the default) the process writes to the API server only
-// while it knows it holds the Lease; see fence.
+// while it knows it holds the Lease: fsm.FenceLeaderElection.
 package main
 
 import (
@@ -96,28 +96,6 @@ func run(ctx context.Context, o options) error {
 	}
 	cfg.UserAgent = "failover-operator/" + o.identity
 
-	// The lock is built here rather than by controller-runtime, so that
-	// the Lease's holder is the identity and the fence sees every renewal.
-	// Its client writes without the fence: the Lease protects itself with
-	// its resourceVersion, and the fence learns from it. It records no
-	// events.
-	leaseCfg := rest.CopyConfig(cfg)
-	leaseCfg.Timeout = max(o.renewDeadline/2, time.Second) // as controller-runtime sets it
-	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
-	if err != nil {
-		return err
-	}
-	var lock resourcelock.Interface = &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.lease},
-		Client:     leaseClient.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: o.identity},
-	}
-	if o.fence {
-		f := &fence{window: o.renewDeadline}
-		lock = &fencedLock{lock: lock, fence: f}
-		cfg.Wrap(f.transport)
-	}
-
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -125,20 +103,38 @@ func run(ctx context.Context, o options) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                              scheme,
-		Logger:                              log,
-		Cache:                               cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
-		Metrics:                             metricsserver.Options{BindAddress: "0"},
-		LeaderElection:                      true,
-		LeaderElectionID:                    o.lease,
-		LeaderElectionNamespace:             o.namespace,
-		LeaderElectionResourceLockInterface: lock,
-		LeaseDuration:                       &o.leaseDuration,
-		RenewDeadline:                       &o.renewDeadline,
-		RetryPeriod:                         &o.retryPeriod,
-		LeaderElectionReleaseOnCancel:       true,
-	})
+	opts := manager.Options{
+		Scheme:                        scheme,
+		Logger:                        log,
+		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		LeaderElection:                true,
+		LeaderElectionID:              o.lease,
+		LeaderElectionNamespace:       o.namespace,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if o.fence {
+		if err := fsm.FenceLeaderElection(cfg, &opts, o.identity); err != nil {
+			return err
+		}
+	} else {
+		// The same Lease lock, named by the identity, without the fence.
+		leaseCfg := rest.CopyConfig(cfg)
+		leaseCfg.Timeout = max(o.renewDeadline/2, time.Second) // as controller-runtime sets it
+		leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+		if err != nil {
+			return err
+		}
+		opts.LeaderElectionResourceLockInterface = &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.lease},
+			Client:     leaseClient.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: o.identity},
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return err
 	}

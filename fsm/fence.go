@@ -1,0 +1,181 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// FenceLeaderElection makes a manager's leader election fence its
+// writes: the process writes to the API server only while it knows that
+// it holds the Lease, so that a leader frozen past its Lease (a paused
+// VM, a long garbage collection, a partition) writes nothing once it
+// wakes, while another process leads.
+//
+// controller-runtime's leader election (client-go's) does not fence: a
+// leader learns that it lost the Lease only when a renewal fails, up to
+// RenewDeadline after it tries, and meanwhile its controllers go on
+// writing. The fence closes that gap with time alone. A standby takes the
+// Lease only once LeaseDuration has passed since it saw the Lease change,
+// and it cannot see a renewal before the leader sent it, so the leader
+// holds the Lease for at least LeaseDuration after it sent its last
+// successful renewal. The fence lets writes through for RenewDeadline
+// after that moment, the time the elector itself allows, and refuses them
+// after; a write has the rest, LeaseDuration minus RenewDeadline, to reach
+// the API server. It also refuses to release a Lease that may have moved,
+// which client-go would otherwise empty under its new holder.
+//
+// Call it before manager.New with the configuration and the options that
+// the manager gets: it changes both. identity names the process in the
+// Lease; empty means the host name and a UUID, as controller-runtime
+// names it. opts must ask for leader election
+// with a LeaderElectionID and a LeaderElectionNamespace, and the Lease
+// resource lock (the default). Reads are never refused; a refused write
+// fails with an error that says why, and the reconcile is retried once
+// the process leads again. The fence assumes that the clocks of leader
+// and standby advance at the same rate, and a write it lets through may
+// still be delayed past LeaseDuration by a freeze between the check and
+// the API server: only a precondition checked by the API server could
+// exclude that.
+func FenceLeaderElection(cfg *rest.Config, opts *manager.Options, identity string) error {
+	switch {
+	case !opts.LeaderElection:
+		return errors.New("fsm: fencing leader election: the options do not ask for leader election")
+	case opts.LeaderElectionID == "" || opts.LeaderElectionNamespace == "":
+		return errors.New("fsm: fencing leader election: LeaderElectionID and LeaderElectionNamespace must be set")
+	case opts.LeaderElectionResourceLockInterface != nil:
+		return errors.New("fsm: fencing leader election: the options have a resource lock already")
+	case opts.LeaderElectionResourceLock != "" && opts.LeaderElectionResourceLock != resourcelock.LeasesResourceLock:
+		return fmt.Errorf("fsm: fencing leader election: resource lock %q; only %q is fenced", opts.LeaderElectionResourceLock, resourcelock.LeasesResourceLock)
+	}
+	leaseDuration, renewDeadline := 15*time.Second, 10*time.Second // controller-runtime's defaults
+	if opts.LeaseDuration != nil {
+		leaseDuration = *opts.LeaseDuration
+	}
+	if opts.RenewDeadline != nil {
+		renewDeadline = *opts.RenewDeadline
+	}
+	if renewDeadline >= leaseDuration {
+		return fmt.Errorf("fsm: fencing leader election: RenewDeadline %v must be shorter than LeaseDuration %v", renewDeadline, leaseDuration)
+	}
+	if identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("fsm: fencing leader election: %w", err)
+		}
+		identity = host + "_" + string(uuid.NewUUID())
+	}
+	// The lock's client writes without the fence: the Lease protects
+	// itself with its resourceVersion, and the fence learns from it.
+	leaseCfg := rest.CopyConfig(cfg)
+	leaseCfg.Timeout = max(renewDeadline/2, time.Second) // as controller-runtime sets it
+	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+	if err != nil {
+		return fmt.Errorf("fsm: fencing leader election: %w", err)
+	}
+	f := &fence{window: renewDeadline}
+	opts.LeaderElectionResourceLockInterface = &fencedLock{fence: f, lock: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.LeaderElectionNamespace, Name: opts.LeaderElectionID},
+		Client:     leaseClient.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}}
+	cfg.Wrap(f.transport)
+	return nil
+}
+
+// fence tells whether the process may write: for window after it sent
+// its latest successful acquisition or renewal of the Lease.
+type fence struct {
+	window time.Duration
+
+	mu      sync.Mutex
+	renewed time.Time // zero when the Lease is not held
+}
+
+func (f *fence) open() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.renewed.IsZero() && time.Since(f.renewed) < f.window
+}
+
+func (f *fence) hold(sent time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renewed = sent
+}
+
+// transport refuses writes while the fence is closed.
+func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if !f.open() {
+				if req.Body != nil {
+					_ = req.Body.Close()
+				}
+				return nil, fmt.Errorf("%s %s refused: this process may no longer hold the leader election Lease", req.Method, req.URL.Path)
+			}
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// fencedLock is the Lease lock that tells the fence when the Lease was
+// acquired, renewed and released.
+type fencedLock struct {
+	lock  resourcelock.Interface
+	fence *fence
+}
+
+var _ resourcelock.Interface = (*fencedLock)(nil)
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return l.lock.Get(ctx)
+}
+
+func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(r, func() error { return l.lock.Create(ctx, r) })
+}
+
+func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	if r.HolderIdentity == "" && !l.fence.open() {
+		// client-go releases with the resourceVersion it has just read.
+		return errors.New("not releasing the Lease: it may have moved to another process")
+	}
+	return l.write(r, func() error { return l.lock.Update(ctx, r) })
+}
+
+// write writes the Lease record r and tells the fence.
+func (l *fencedLock) write(r resourcelock.LeaderElectionRecord, do func() error) error {
+	sent := time.Now()
+	if err := do(); err != nil {
+		return err
+	}
+	switch r.HolderIdentity {
+	case l.Identity():
+		l.fence.hold(sent)
+	case "":
+		l.fence.hold(time.Time{})
+	}
+	return nil
+}
+
+func (l *fencedLock) RecordEvent(s string) { l.lock.RecordEvent(s) }
+func (l *fencedLock) Identity() string     { return l.lock.Identity() }
+func (l *fencedLock) Describe() string     { return l.lock.Describe() }
