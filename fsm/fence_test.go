@@ -69,7 +69,10 @@ func TestFenceRefusesWritesUntilTheLeaseIsHeld(t *testing.T) {
 	} else {
 		_ = resp.Body.Close()
 	}
-	_, err = c.Post(srv.URL+"/api/v1/namespaces/ops/configmaps", "application/json", strings.NewReader(`{}`))
+	resp, err := c.Post(srv.URL+"/api/v1/namespaces/ops/configmaps", "application/json", strings.NewReader(`{}`))
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil || !strings.Contains(err.Error(), "may no longer hold the leader election Lease") {
 		t.Errorf("a write without the Lease: got %v, want it refused", err)
 	}
