@@ -164,16 +164,38 @@ func (o *Operator) start() error {
 	o.mu.Lock()
 	o.stop = sync.OnceFunc(func() {
 		cancel()
-		if err := <-done; err != nil && !l.crashed.Load() {
-			o.e.T.Errorf("fsmtest: the manager stopped: %v", err)
+		select {
+		case err := <-done:
+			if err != nil && !l.crashed.Load() {
+				o.e.T.Errorf("fsmtest: the manager stopped: %v%s", err, o.e.api.refused())
+			}
+		case <-time.After(stopWithin):
+			// controller-runtime waits forever for a cache that never
+			// syncs, even once stopped.
+			o.e.T.Errorf("fsmtest: the manager did not stop within %v%s", stopWithin, o.e.api.refused())
 		}
 	})
 	o.mu.Unlock()
+	// The caches of the kinds the machine owns exist already (kfsm
+	// indexes them); one that cannot sync, such as one the operator's role
+	// may not list, fails here rather than in the first Await.
+	syncCtx, cancelSync := context.WithTimeout(ctx, o.e.Timeout)
+	defer cancelSync()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) && ctx.Err() == nil {
+		// Such a manager never stops: leave it, cancelled.
+		o.mu.Lock()
+		o.stop = cancel
+		o.mu.Unlock()
+		return fmt.Errorf("fsmtest: the operator's cache did not sync within %v%s", o.e.Timeout, o.e.api.refused())
+	}
 	if o.install != nil {
 		return o.install()
 	}
 	return nil
 }
+
+// stopWithin bounds how long stopping a manager may take.
+const stopWithin = 30 * time.Second
 
 // Stop stops the operator for good, as when its process ends: running
 // reconciles finish and running actions are cancelled.

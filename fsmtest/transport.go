@@ -13,6 +13,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 type httpRoundTripper = http.RoundTripper
@@ -240,13 +244,24 @@ func refusal(resp *http.Response) string {
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
-	var status struct {
-		Message string `json:"message"`
+	if err != nil {
+		return resp.Status
 	}
-	if err != nil || json.Unmarshal(body, &status) != nil || status.Message == "" {
+	// JSON or protobuf, as the request asked.
+	status, ok := runtimeDecode(body).(*metav1.Status)
+	if !ok || status.Message == "" {
 		return resp.Status
 	}
 	return status.Message
+}
+
+// runtimeDecode decodes an answer of the API server, or returns nil.
+func runtimeDecode(body []byte) runtime.Object {
+	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		return nil
+	}
+	return obj
 }
 
 // forbid notes a request that the API server refused for want of a

@@ -4,11 +4,13 @@ package roletest
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -79,4 +81,44 @@ func TestTheOperatorHasItsRoleAndNothingMore(t *testing.T) {
 	if e.State(refused) != "Applying" {
 		t.Errorf("the refused gadget is in state %s, want Applying", e.State(refused))
 	}
+}
+
+// An operator that may not list a kind it owns never syncs its cache:
+// Run fails at once, saying what the API server refused, and the
+// operator still stops.
+func TestAnOperatorThatMayNotListFailsAtOnce(t *testing.T) {
+	var failure string
+	stopped := make(chan struct{})
+	t.Run("run", func(t *testing.T) {
+		ft := &fatalRecorder{T: t}
+		e := fsmtest.New(ft)
+		e.Timeout = 5 * time.Second
+		m := fsm.New[*v1alpha1.Gadget]("unlisted", fsm.Lifecycle).
+			Initial("Applying").
+			State("Applying", func(context.Context, *fsm.Request[*v1alpha1.Gadget]) fsm.Result { return fsm.Next("Applied") }, fsm.To("Applied")).
+			State("Applied", nil, fsm.Final()).
+			Owns(&corev1.ServiceAccount{})
+		func() {
+			defer func() { failure = ft.failure; _ = recover() }()
+			fsmtest.Run(e, m)
+		}()
+		close(stopped)
+	})
+	<-stopped
+	for _, want := range []string{"the operator's cache did not sync within 5s", `cannot list resource "serviceaccounts"`, fsmtest.OperatorUser} {
+		if !strings.Contains(failure, want) {
+			t.Errorf("Run failed with %q, which does not say %q", failure, want)
+		}
+	}
+}
+
+// fatalRecorder keeps the message of a Fatal instead of failing the test.
+type fatalRecorder struct {
+	*testing.T
+	failure string
+}
+
+func (f *fatalRecorder) Fatal(args ...any) {
+	f.failure = fmt.Sprint(args...)
+	panic(f)
 }
