@@ -275,6 +275,15 @@ func kubectlFsmOnTheDemo(t *testing.T, kubeconfig string) {
 		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		return cmd
 	}
+	// The demo creates the herd, then the web apps; shop waits in
+	// Available for a Deployment that no controller runs here.
+	var state []byte
+	for deadline := time.Now().Add(time.Minute); string(state) != "Available"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("web app shop is in state %q a minute after the demo started, want Available", state)
+		}
+		state, _ = kubectl("get", "webapp", "shop", "-o", "jsonpath={.status.state}").Output()
+	}
 	for _, c := range []struct {
 		args []string
 		want []string
