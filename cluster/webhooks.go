@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -37,6 +40,28 @@ func (w *WebhookServing) ServerOptions() webhook.Options {
 func (w *WebhookServing) ClientConfig() admissionregistrationv1.WebhookClientConfig {
 	url := "https://" + net.JoinHostPort(w.certs.LocalServingHost, strconv.Itoa(w.certs.LocalServingPort))
 	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.certs.LocalServingCAData}
+}
+
+// Install creates webhook configurations, such as fsm's
+// Machine.WebhookConfigurations for ClientConfig, once srv serves: the
+// configurations of kfsm fail closed, so that until then every write
+// they cover, the operator's own too, would be refused. It returns when
+// they are created, or when ctx ends.
+func (w *WebhookServing) Install(ctx context.Context, c client.Client, srv webhook.Server, configs ...client.Object) error {
+	started := srv.StartedChecker()
+	for started(nil) != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for _, obj := range configs {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("installing the webhook configuration %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // Close removes the certificate's files.

@@ -137,7 +137,7 @@ func runOperators(ctx context.Context, c *cluster.Cluster, printer *transitionPr
 		w.versions.Addr(), w.host.URL(), w.agent.URL()))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	if err := installWebhooks(ctx, admin, mgr, webhooks); err != nil && ctx.Err() == nil {
+	if err := serving.Install(ctx, admin, mgr.GetWebhookServer(), webhooks...); err != nil && ctx.Err() == nil {
 		return errors.Join(err, <-done)
 	}
 	if err := createDemoObjects(ctx, admin); err != nil && ctx.Err() == nil {
@@ -171,26 +171,6 @@ func serve[T fsm.Object](m *fsm.Machine[T], serving *cluster.WebhookServing) fun
 		}
 		return []client.Object{validating}, nil
 	}
-}
-
-// installWebhooks creates the webhook configurations once the manager's
-// webhook server serves: they fail closed, so that until then the
-// operators' own writes would be refused.
-func installWebhooks(ctx context.Context, admin client.Client, mgr ctrl.Manager, configs []client.Object) error {
-	started := mgr.GetWebhookServer().StartedChecker()
-	for started(nil) != nil {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	for _, obj := range configs {
-		if err := admin.Create(ctx, obj); err != nil {
-			return fmt.Errorf("installing the webhooks: %w", err)
-		}
-	}
-	return nil
 }
 
 // servers are what the demo's operators talk to, all on loopback.
