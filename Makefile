@@ -13,11 +13,20 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
-.PHONY: test demo bench generate verify-generated lint assets screenshot
+.PHONY: test demo bench generate verify-generated lint assets screenshot scaffold-test
 
 ## test: run every test, with the race detector, against a real API server
 test: assets
 	$(GO) test -race -count=1 -timeout 30m $(PACKAGES)
+
+## scaffold-test: build kfsm, have it init a project into a temporary directory with this
+## checkout as its kfsm, then run the project's make verify and make test
+scaffold-test:
+	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/kfsm-scaffold.XXXXXX") && trap 'rm -rf "$$dir"' EXIT && \
+	$(GO) build -o "$$dir/kfsm" ./cmd/kfsm && \
+	"$$dir/kfsm" init "$$dir/widget" --module example.com/widget --kind Widget --group example.com --kfsm-path "$(CURDIR)" && \
+	GOWORK=off $(MAKE) -C "$$dir/widget" verify && \
+	GOWORK=off $(MAKE) -C "$$dir/widget" test
 
 ## demo: run the demo (the example operators on an embedded Kubernetes) until Ctrl-C
 demo:

@@ -40,7 +40,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newAssetsCommand(), newCoverCommand(), newDashboardCommand(), newDemoCommand(), newVersionCommand())
+	root.AddCommand(newAssetsCommand(), newCoverCommand(), newDashboardCommand(), newDemoCommand(), newInitCommand(), newVersionCommand())
 	// kubectl fsm's commands, with kubectl's connection flags.
 	opts := &kubectlfsm.Options{}
 	for _, cmd := range kubectlfsm.Commands(opts) {

@@ -1,0 +1,353 @@
+package scaffold
+
+import (
+	"bytes"
+	"errors"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// kfsmCheckout is the checkout this test runs in: three levels up.
+func kfsmCheckout(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func widget(t *testing.T) Project {
+	return Project{Module: "example.com/widget", Kind: "Widget", Group: "example.com", KFSMPath: kfsmCheckout(t)}
+}
+
+// tree lists the files under dir, as slash-separated paths.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		out = append(out, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestWriteWritesTheProject(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "widget")
+	if err := widget(t).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"Makefile",
+		"README.md",
+		"api/v1alpha1/groupversion_info.go",
+		"api/v1alpha1/widget_types.go",
+		"api/v1alpha1/zz_generated.deepcopy.go",
+		"config/manager/manager.yaml",
+		"config/samples/widget.yaml",
+		"config/webhook/configuration.yaml",
+		"config/webhook/service.yaml",
+		"go.mod",
+		"internal/controller/widget.go",
+		"internal/controller/widget_test.go",
+		"main.go",
+	}
+	if diff := cmp.Diff(want, tree(t, dir)); diff != "" {
+		t.Fatalf("files (-want +got):\n%s", diff)
+	}
+
+	for _, name := range want {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(src, []byte("{{")) || bytes.Contains(src, []byte("<no value>")) {
+			t.Errorf("%s holds template text", name)
+		}
+		switch {
+		case strings.HasSuffix(name, ".go"):
+			if _, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ParseComments); err != nil {
+				t.Errorf("%s does not parse: %v", name, err)
+			}
+			if formatted, err := format.Source(src); err == nil && !bytes.Equal(formatted, src) {
+				t.Errorf("%s is not gofmt'ed", name)
+			}
+		case strings.HasSuffix(name, ".yaml"):
+			checkYAML(t, name, src)
+		}
+	}
+
+	// The names that the kind, group and version make, where they matter.
+	for name, wants := range map[string][]string{
+		"go.mod": {
+			"module example.com/widget\n",
+			"require github.com/kfsm/kfsm v0.0.0-00010101000000-000000000000\n",
+			"replace github.com/kfsm/kfsm => " + kfsmCheckout(t) + "\n",
+		},
+		"api/v1alpha1/groupversion_info.go": {
+			"package v1alpha1\n",
+			"+groupName=example.com\n",
+			`schema.GroupVersion{Group: "example.com", Version: "v1alpha1"}`,
+			"&Widget{}, &WidgetList{}",
+		},
+		"api/v1alpha1/widget_types.go": {
+			"+kubebuilder:resource:path=widgets\n",
+			"type WidgetStatus struct {\n\tfsm.Status `json:\",inline\"`",
+			`+kubebuilder:printcolumn:name="State",type=string,JSONPath=` + "`.status.state`",
+			"func (w *Widget) FSMStatus() *fsm.Status { return &w.Status.Status }",
+		},
+		"internal/controller/widget.go": {
+			`fsm.New[*v1alpha1.Widget]("widget", fsm.Lifecycle)`,
+			"\"example.com/widget/api/v1alpha1\"\n",
+			"resources=widgets/status,verbs=patch\n",
+			"resourceNames=widgets.example.com,verbs=get;patch\n",
+		},
+		"internal/controller/widget_test.go": {
+			"MinCoverage: 100,",
+			`CRDPaths:    []string{"../../config/crd"}`,
+			`Roles:       []fs.FS{os.DirFS("../../config/rbac")}`,
+			`e.Kubectl("get", "widgets")`,
+		},
+		"main.go": {
+			"m.SetupWebhookWithManager(mgr)",
+			"serving.Install(ctx, c, mgr.GetWebhookServer(), configs...)",
+			`c.ServiceAccount(ctx, "widget-operator-system", "widget-operator", os.DirFS("config/rbac"))`,
+			"LeaderElectionReleaseOnCancel: true",
+			`LeaderElectionID: "widget-operator.example.com"`,
+			"fsm.FenceLeaderElection(cfg, &opts",
+			`"metrics-bind-address"`, `"health-probe-bind-address"`, `"leader-elect"`,
+			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"embedded"`,
+		},
+		"Makefile": {
+			"$(CONTROLLER_GEN) rbac:roleName=widget-operator ",
+			"\n## verify:",
+		},
+		"config/samples/widget.yaml": {
+			"apiVersion: example.com/v1alpha1\nkind: Widget\n",
+		},
+		"config/manager/manager.yaml": {
+			"name: widget-operator-system\n",
+			"--leader-elect\n",
+			"--webhook-cert-dir=",
+		},
+	} {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wants {
+			if !strings.Contains(string(src), w) {
+				t.Errorf("%s lacks %q", name, w)
+			}
+		}
+	}
+}
+
+// checkYAML checks that every document of a manifest decodes and names
+// its kind.
+func checkYAML(t *testing.T, name string, src []byte) {
+	t.Helper()
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(src), 4096)
+	docs := 0
+	for {
+		var u unstructured.Unstructured
+		err := d.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			return
+		}
+		if u.Object == nil {
+			continue
+		}
+		docs++
+		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
+			t.Errorf("%s: document %d has no kind, apiVersion or name", name, docs)
+		}
+	}
+	if docs == 0 {
+		t.Errorf("%s holds no object", name)
+	}
+}
+
+func TestWriteNamesAreTheKinds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		kind, version, plural, file string
+	}{
+		"Proxy":   {"Proxy", "v1", "proxies", "internal/controller/proxy.go"},
+		"Gateway": {"Gateway", "v2beta1", "gateways", "api/v2beta1/gateway_types.go"},
+		"Cache":   {"CacheEntry", "v1alpha1", "cacheentries", "internal/controller/cacheentry_test.go"},
+		"Class":   {"Class", "v1", "classes", "api/v1/class_types.go"},
+		"Keyword": {"Type", "v1", "types", "internal/controller/type.go"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := widget(t)
+			p.Kind, p.Version = tc.kind, tc.version
+			files, err := p.Files()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := files[tc.file]; !ok {
+				t.Errorf("no file %s among %v", tc.file, slices.Sorted(maps.Keys(files)))
+			}
+			if !bytes.Contains(files["api/"+tc.version+"/"+strings.ToLower(tc.kind)+"_types.go"], []byte("path="+tc.plural+"\n")) {
+				t.Errorf("the resource of %s is not %s", tc.kind, tc.plural)
+			}
+			for name, src := range files {
+				if strings.HasSuffix(name, ".go") {
+					if _, err := parser.ParseFile(token.NewFileSet(), name, src, 0); err != nil {
+						t.Errorf("%s does not parse: %v", name, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestWriteRefusesBadInputAndWritesNothing(t *testing.T) {
+	for name, tc := range map[string]struct {
+		reason string
+		change func(p *Project, dir string)
+		want   []string // in the error
+	}{
+		"KindLowerCase": {
+			reason: "A kind is a Go identifier that starts upper-case.",
+			change: func(p *Project, _ string) { p.Kind = "widget" },
+			want:   []string{`kind "widget"`, "upper-case"},
+		},
+		"KindNotAnIdentifier": {
+			reason: "A kind is a Go identifier.",
+			change: func(p *Project, _ string) { p.Kind = "Wid-get" },
+			want:   []string{`kind "Wid-get"`, "Go identifier"},
+		},
+		"KindEmpty": {
+			reason: "A kind is needed.",
+			change: func(p *Project, _ string) { p.Kind = "" },
+			want:   []string{"kind is empty"},
+		},
+		"KindTaken": {
+			reason: "A kind must not collide with what the API package declares.",
+			change: func(p *Project, _ string) { p.Kind = "GroupVersion" },
+			want:   []string{`kind "GroupVersion" is taken`},
+		},
+		"GroupWithoutDot": {
+			reason: "A CRD's group has a dot.",
+			change: func(p *Project, _ string) { p.Group = "example" },
+			want:   []string{`group "example" has no dot`},
+		},
+		"GroupNotDNS": {
+			reason: "A group is a DNS subdomain.",
+			change: func(p *Project, _ string) { p.Group = "Example_Com.io" },
+			want:   []string{`group "Example_Com.io" is not a DNS subdomain`},
+		},
+		"BadVersion": {
+			reason: "A version is a Kubernetes API version.",
+			change: func(p *Project, _ string) { p.Version = "1.0" },
+			want:   []string{`version "1.0"`},
+		},
+		"BadModule": {
+			reason: "A module path has no empty elements.",
+			change: func(p *Project, _ string) { p.Module = "example.com//widget" },
+			want:   []string{`module "example.com//widget" is not a Go module path`},
+		},
+		"NotAKFSMCheckout": {
+			reason: "--kfsm-path must be a kfsm checkout.",
+			change: func(p *Project, _ string) { p.KFSMPath = os.TempDir() },
+			want:   []string{"is not a kfsm checkout"},
+		},
+		"NoRelease": {
+			reason: "Without a checkout, the command's own version must be a release.",
+			change: func(p *Project, _ string) { p.KFSMPath, p.KFSMVersion = "", "(devel)" },
+			want:   []string{"kfsm (devel) is not a release", "--kfsm-path"},
+		},
+		"PseudoVersion": {
+			reason: "A pseudo-version is not a release.",
+			change: func(p *Project, _ string) { p.KFSMPath, p.KFSMVersion = "", "v0.0.0-20260101000000-abcdefabcdef" },
+			want:   []string{"is not a release", "--kfsm-path"},
+		},
+		"DirNotEmpty": {
+			reason: "The project goes into a new or empty directory.",
+			change: func(_ *Project, dir string) {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					panic(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o600); err != nil {
+					panic(err)
+				}
+			},
+			want: []string{"is not empty", "notes.txt"},
+		},
+		"Several": {
+			reason: "Every problem is listed at once.",
+			change: func(p *Project, _ string) { p.Kind, p.Group = "widget", "example" },
+			want:   []string{`kind "widget"`, `group "example"`},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "widget")
+			p := widget(t)
+			tc.change(&p, dir)
+			before := []string(nil)
+			if _, err := os.Stat(dir); err == nil {
+				before = tree(t, dir)
+			}
+			err := p.Write(dir)
+			if err == nil {
+				t.Fatalf("%s\nWrite succeeded", tc.reason)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s\nerror %q does not say %q", tc.reason, err, w)
+				}
+			}
+			if before == nil {
+				if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s\nWrite made %s: %v", tc.reason, dir, err)
+				}
+			} else if diff := cmp.Diff(before, tree(t, dir)); diff != "" {
+				t.Errorf("%s\nWrite changed %s (-before +after):\n%s", tc.reason, dir, diff)
+			}
+		})
+	}
+}
+
+func TestWriteAcceptsAnEmptyDirectoryAndARelease(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := widget(t)
+	p.KFSMPath, p.KFSMVersion = "", "v0.3.0"
+	if err := p.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mod), "require github.com/kfsm/kfsm v0.3.0\n") || strings.Contains(string(mod), "replace") {
+		t.Errorf("go.mod requires no release of kfsm, or replaces it:\n%s", mod)
+	}
+}
