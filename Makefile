@@ -72,12 +72,13 @@ verify-generated: generate
 		git status --porcelain -- $(GENERATED); git diff -- $(GENERATED) | head -50; exit 1; \
 	fi
 
-## lint: go vet, golangci-lint, and kube-api-linter on the status that every kfsm CRD embeds
-## and on the examples' API types
+## lint: go vet, golangci-lint, kube-api-linter on the status that every kfsm CRD embeds
+## and on the examples' API types, and kfsm vet on the examples' state machines
 lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	$(GO) vet $(PACKAGES)
 	$(BIN)/golangci-lint run $(PACKAGES)
 	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/ ./examples/.../v1alpha1
+	$(GO) run ./cmd/kfsm vet ./examples/...
 
 # Tools are pinned in their own modules under tools/ (their dependencies do
 # not mix) and built from the module proxy.

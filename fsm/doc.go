@@ -344,6 +344,28 @@
 // watch on the machine's kind, get on customresourcedefinitions, and list
 // on events.k8s.io events for an object's recent events.
 //
+// # Where mistakes are caught
+//
+// Each kind of mistake in a machine is caught as early as its kind allows:
+//
+//   - At compile time, by Go's types: a handler whose signature is not a
+//     [Handler]'s, or that takes the [Request] of another object type.
+//   - By kfsm vet, before the code runs (package fsmvet; also go vet
+//     -vettool and golangci-lint): a Next with constant states that
+//     leaves a state by an exit it does not declare, or moves to a state
+//     that the machine does not declare, in the words of the run-time
+//     refusal; and, as warnings, states that nothing moves to and exits
+//     that no handler takes.
+//   - By [Machine.Build] and SetupWithManager, when the machine is built:
+//     the graph, with every problem listed (unknown targets, unreachable
+//     states, states without an exit, a cycle in a pipeline...).
+//   - At run time, everything else: a Next whose state is computed is
+//     refused with IllegalTransition (guarantee 1 below), a goal that no
+//     path reaches is GoalUnreachable, a persisted state that the graph no
+//     longer declares is UnknownState.
+//   - By fsmtest's edge coverage (kfsm cover): the declared edges that no
+//     test took, whose code has never run.
+//
 // # Guarantees
 //
 //  1. Only declared exits are taken. A Next to any other state is refused:

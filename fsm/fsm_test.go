@@ -127,6 +127,43 @@ func TestUndeclaredNextIsRefused(t *testing.T) {
 	}
 }
 
+// The refusal says why the transition is illegal: the target is declared
+// but is not an exit, or no state of its name is declared at all, with the
+// closest name for a typo. kfsm vet says the same before the code runs.
+func TestRefusalSaysWhyTheTransitionIsIllegal(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("refusals", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", func(_ context.Context, r *request) fsm.Result {
+			switch r.Object.Spec.Mode {
+			case "undeclared":
+				return fsm.Next("Nowhere")
+			case "typo":
+				return fsm.Next("Midle")
+			case "events":
+				return fsm.Next("Middle", "Nowhere")
+			}
+			return fsm.Next("Elsewhere")
+		}, fsm.To("Middle")).
+		State("Middle", next("Elsewhere"), fsm.To("Elsewhere")).
+		State("Elsewhere", done, fsm.Final())
+	r := e.reconciler(m)
+	for mode, want := range map[string]string{
+		"declared":   "state Start asked to move to Elsewhere, which is not among its exits [Middle]; the transition was refused",
+		"undeclared": "state Start asked to move to Nowhere, but no state Nowhere is declared; its exits are [Middle]; the transition was refused",
+		"typo":       "state Start asked to move to Midle, but no state Midle is declared (did you mean Middle?); its exits are [Middle]; the transition was refused",
+		"events":     "state Start raised events [Middle, Nowhere]; no state Nowhere is declared; its exits are [Middle]; the transition was refused",
+	} {
+		e.gadget(mode, v1alpha1.GadgetSpec{Mode: mode})
+		e.reconcile(r, mode)
+		g := e.get(mode)
+		wantCondition(t, g, fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonIllegalTransition)
+		if msg := condition(g, fsm.ConditionStalled).Message; msg != want {
+			t.Errorf("%s: Stalled message %q, want %q", mode, msg, want)
+		}
+	}
+}
+
 // A refused transition discards the work of the handler that asked for
 // it, and only that: the handler before it in the same walk moved on
 // legitimately, and what it recorded stays.

@@ -174,7 +174,7 @@ func TestPrioritizedEvents(t *testing.T) {
 	}
 	g := e.get("bogus")
 	wantCondition(t, g, fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonIllegalTransition)
-	want := "state Running raised events [Servicing, Bogus]; Bogus is not among its exits [Servicing, Stopping]; the transition was refused"
+	want := "state Running raised events [Servicing, Bogus]; no state Bogus is declared; its exits are [Servicing, Stopping]; the transition was refused"
 	if msg := condition(g, fsm.ConditionStalled).Message; msg != want {
 		t.Errorf("Stalled message %q, want %q", msg, want)
 	}

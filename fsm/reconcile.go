@@ -1111,13 +1111,8 @@ func (w *walker[T]) illegal(cur State, res Result) {
 	def := w.r.b.states[cur]
 	events := append([]State{res.next}, res.also...)
 	bad := events[slices.IndexFunc(events, func(e State) bool { return def.exitIndex(e) < 0 })]
-	var msg string
-	switch {
-	case len(res.also) > 0:
-		msg = fmt.Sprintf("state %s raised events [%s]; %s is not among its exits [%s]; the transition was refused", cur, joinStates(events), bad, joinStates(def.exits))
-	default:
-		msg = fmt.Sprintf("state %s asked to move to %s, which is not among its exits [%s]; the transition was refused", cur, res.next, joinStates(def.exits))
-	}
+	_, declared := w.r.b.states[bad]
+	msg := refusal(cur, events, bad, def.exits, !declared && bad != Default, w.r.m.stateNames()) + "; the transition was refused"
 	if !w.isStalled(ReasonIllegalTransition, msg) {
 		w.later(func() {
 			w.log.Error(errors.New(msg), "illegal transition", "machine", w.r.m.name, "from", cur, "to", res.next)
@@ -1125,6 +1120,71 @@ func (w *walker[T]) illegal(cur State, res Result) {
 	}
 	w.rest(cur, ReasonIllegalTransition)
 	w.stall(cur, ReasonIllegalTransition, msg)
+}
+
+// refusal says why a Next from state with the given events is refused,
+// bad being the first that names no exit: it is not among the exits, or
+// no state of that name is declared (with the declared name closest to
+// it, for a typo). kfsm vet (package fsmvet) says the same words, in the
+// present tense, before the code runs.
+func refusal(state State, events []State, bad State, exits []State, undeclared bool, states []State) string {
+	var b strings.Builder
+	if len(events) > 1 {
+		fmt.Fprintf(&b, "state %s raised events [%s]; ", state, joinStates(events))
+	} else {
+		fmt.Fprintf(&b, "state %s asked to move to %s, ", state, bad)
+	}
+	switch {
+	case undeclared && len(events) > 1:
+		fmt.Fprintf(&b, "no state %s is declared", bad)
+	case undeclared:
+		fmt.Fprintf(&b, "but no state %s is declared", bad)
+	case len(events) > 1:
+		fmt.Fprintf(&b, "%s is not among its exits [%s]", bad, joinStates(exits))
+		return b.String()
+	default:
+		fmt.Fprintf(&b, "which is not among its exits [%s]", joinStates(exits))
+		return b.String()
+	}
+	if near := closestState(bad, states); near != "" {
+		fmt.Fprintf(&b, " (did you mean %s?)", near)
+	}
+	fmt.Fprintf(&b, "; its exits are [%s]", joinStates(exits))
+	return b.String()
+}
+
+// closestState returns the state nearest to s when it is near enough to
+// be a typo of it: at most a third of s's length apart (in edits of a
+// character), case aside. Ties go to the state declared first.
+func closestState(s State, states []State) State {
+	best, bestDist := State(""), (len(s)+2)/3+1
+	for _, n := range states {
+		if d := editDistance(strings.ToLower(string(s)), strings.ToLower(string(n))); d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }
 
 // unreachableGoal reports a goal that the object cannot walk to. No

@@ -41,6 +41,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newAssetsCommand(), newCoverCommand(), newDashboardCommand(), newDemoCommand(), newInitCommand(), newVersionCommand())
+	root.AddCommand(newVetCommand())
 	// kubectl fsm's commands, with kubectl's connection flags.
 	opts := &kubectlfsm.Options{}
 	for _, cmd := range kubectlfsm.Commands(opts) {

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestVetFindsNothingInTheExamples(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), &out, "vet", "../../examples/..."); err != nil {
+		t.Fatalf("kfsm vet on the examples: %v\n%s", err, &out)
+	}
+	if out.Len() > 0 {
+		t.Errorf("kfsm vet reports on the examples:\n%s", &out)
+	}
+}
+
+// With an exit taken out of the auto-updater's graph, kfsm vet, and go vet
+// with kfsm as its vet tool, report the one handler line whose Next has
+// become illegal, and fail.
+func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "kfsm")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir, line := brokenAutoupdate(t)
+	want := fmt.Sprintf("autoupdate.go:%d:11: state Updating asks to move to Failed, which is not among its exits [Processed, Condemned]; "+
+		"kfsm refuses the transition at run time: to allow it, declare fsm.To(Processed, Condemned, Failed) at autoupdate.go:75", line)
+	command := func(name string, args ...string) (stdout, stderr string, code int) {
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+
+	t.Run("KfsmVet", func(t *testing.T) {
+		stdout, stderr, code := command(bin, "vet", "./...")
+		if code == 0 {
+			t.Errorf("kfsm vet exited with 0; stderr:\n%s", stderr)
+		}
+		if got := strings.TrimSuffix(stdout, "\n"); got != filepath.Join("autoupdate", want) {
+			t.Errorf("kfsm vet printed\n%s\nwant exactly\n%s\nstderr:\n%s", got, filepath.Join("autoupdate", want), stderr)
+		}
+	})
+	t.Run("GoVet", func(t *testing.T) {
+		_, stderr, code := command("go", "vet", "-vettool="+bin, "./...")
+		if code == 0 {
+			t.Errorf("go vet exited with 0; stderr:\n%s", stderr)
+		}
+		var reports []string
+		for _, l := range strings.Split(stderr, "\n") {
+			if strings.Contains(l, " asks to move to ") || strings.Contains(l, " raises events ") {
+				reports = append(reports, l)
+			}
+		}
+		if len(reports) != 1 || !strings.HasSuffix(reports[0], want) {
+			t.Errorf("go vet reported\n%s\nwant one line ending in\n%s", stderr, want)
+		}
+	})
+}
+
+// brokenAutoupdate copies the auto-updater example into a module of its
+// own, with Failed taken out of the exits of Updating, and returns its
+// directory and the line of the handler's Next(Failed), now illegal.
+func brokenAutoupdate(t *testing.T) (string, int) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	goMod, err := os.ReadFile(filepath.Join(root, "examples", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replacements point into the repository, as they did from examples/.
+	goMod = bytes.ReplaceAll(goMod, []byte("=> .."), []byte("=> "+root))
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), goMod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goSum, err := os.ReadFile(filepath.Join(root, "examples", "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), goSum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "autoupdate"), os.DirFS(filepath.Join(root, "examples", "autoupdate"))); err != nil {
+		t.Fatal(err)
+	}
+
+	source := filepath.Join(dir, "autoupdate", "autoupdate.go")
+	code, err := os.ReadFile(source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const declared = "fsm.To(Processed, Condemned, Failed), fsm.Timeout("
+	if bytes.Count(code, []byte(declared)) != 1 {
+		t.Fatalf("autoupdate.go does not declare %q once; the test needs a new edit", declared)
+	}
+	code = bytes.Replace(code, []byte(declared), []byte("fsm.To(Processed, Condemned), fsm.Timeout("), 1)
+	if err := os.WriteFile(source, code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	line := 0
+	for i, l := range strings.Split(string(code), "\n") {
+		if strings.TrimSpace(l) == "return fsm.Next(Failed)" {
+			if line != 0 {
+				t.Fatal("autoupdate.go returns Next(Failed) more than once; the test needs a new edit")
+			}
+			line = i + 1
+		}
+	}
+	if line == 0 {
+		t.Fatal("autoupdate.go no longer returns Next(Failed); the test needs a new edit")
+	}
+	return dir, line
+}
+
+func TestVetToolArgumentsAreGoVets(t *testing.T) {
+	for args, want := range map[string]bool{
+		"-V=full":                           true,
+		"-flags":                            true,
+		"/tmp/go-build1/b001/vet.cfg":       true,
+		"-kfsm.warnings=false /tmp/vet.cfg": true,
+		"":                                  false,
+		"vet ./...":                         false,
+		"cover a.cfg":                       false,
+		"-test.run=TestX":                   false,
+	} {
+		if got := isVetTool(strings.Fields(args)); got != want {
+			t.Errorf("isVetTool(%q) = %v, want %v", args, got, want)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+// Package fsmvet finds, before the code runs, the transitions that kfsm
+// would refuse at run time.
+//
+// Go's types cannot check the edges between states that are names, but
+// the edges are in the code for an analyzer to read: a machine is
+// declared in one expression,
+//
+//	fsm.New[*v1.Moose]("moose", fsm.Lifecycle).
+//		Initial(Tagged).
+//		State(Tagged, h.tag, fsm.To(Roaming)).
+//		State(Roaming, h.roam, fsm.To(Eating), fsm.Timeout(30*time.Minute, Lost)).
+//		...
+//
+// and handlers return fsm.Next with constant states. [Analyzer] reads
+// both and reports, at the line of the Next:
+//
+//   - a Next to a state that is not among the exits of the state whose
+//     handler returns it, with the fsm.To to declare:
+//
+//     moose.go:119:9: state Eating asks to move to Roaming, which is not
+//     among its exits [Sleeping]; kfsm refuses the transition at run time:
+//     to allow it, declare fsm.To(Sleeping, Roaming) at moose.go:80
+//
+//   - a Next to a state that the machine does not declare at all, with the
+//     closest declared name:
+//
+//     moose.go:95:9: state Tagged asks to move to Roamin, but no state
+//     Roamin is declared (did you mean Roaming?); its exits are [Roaming]
+//
+//   - a Next in a handler that serves several states, legal from one and
+//     not from another (a Next under a test of r.State counts only for the
+//     states that the test lets through):
+//
+//     build.go:37:10: state Fetch asks to move to Done, which is not among
+//     its exits [Compile]; its handler o.step also serves state Compile,
+//     where the move is legal: branch on r.State, or to allow it, declare
+//     fsm.To(Compile, Done) at build.go:30
+//
+// and warns about code that can never run:
+//
+//   - a state that nothing moves to: no handler returns a Next that takes
+//     it, and it is not the initial state, the deletion state or the
+//     target of a timeout or retries edge;
+//   - an exit that the state's handler never takes.
+//
+// Several events in one Next take the exit declared first among them, and
+// Default the last exit, as at run time: with fsm.To(Eating, Sleeping),
+// Next(Sleeping, Eating) takes Eating and never Sleeping. The run-time
+// refusal (a Stalled condition with reason IllegalTransition) gives the
+// same reason in the same words.
+//
+// # Running it
+//
+// kfsm vet runs the analyzer on packages, test files included:
+//
+//	kfsm vet ./...
+//
+// It prints one line per finding, warnings marked as such, and exits with
+// status 1 when it finds an error; warnings alone do not fail it, and
+// --warnings=false leaves them out.
+//
+// The same binary is a vet tool, so that go vet runs the analyzer along
+// with its own, or alone:
+//
+//	go vet -vettool=$(which kfsm) ./...
+//	go vet -vettool=$(which kfsm) -kfsm.warnings=false ./...
+//
+// Under go vet every finding fails the run, warnings included.
+//
+// # golangci-lint
+//
+// Package [github.com/kfsm/kfsm/fsmvet/golangci] makes the analyzer a
+// module plugin of golangci-lint v2, named kfsm. Build a golangci-lint
+// binary that has it with golangci-lint custom and a .custom-gcl.yml (the
+// version is golangci-lint's, and kfsm's is the one your operator uses):
+//
+//	version: v2.15.0
+//	plugins:
+//	  - module: github.com/kfsm/kfsm
+//	    import: github.com/kfsm/kfsm/fsmvet/golangci
+//	    version: v0.1.0
+//
+// then enable it in .golangci.yml and run the binary that custom made
+// (./custom-gcl run ./... by default):
+//
+//	version: "2"
+//	linters:
+//	  enable:
+//	    - kfsm
+//	  settings:
+//	    custom:
+//	      kfsm:
+//	        type: module
+//	        description: Transitions that kfsm would refuse, found before the code runs.
+//	        settings:
+//	          warnings: true
+//
+// golangci-lint reports warnings like errors; set warnings to false to
+// leave them out. A checkout of kfsm works as well: path: /path/to/kfsm
+// instead of version.
+//
+// # Guarantees
+//
+//   - No false report: whatever the analyzer cannot resolve, it skips. A
+//     Next whose state is computed at run time (Next(r.NextHop), a
+//     variable, events collected in a slice) is not checked, and it makes
+//     the analyzer assume that every exit of its state may be taken.
+//   - Handlers are found as functions, method values (h.roam), function
+//     literals, variables and parameters that hold one, and functions that
+//     make one; results as they flow through the handler's variables and
+//     through the package's functions that return them.
+//   - A machine is followed through variables, fields, parameters and
+//     results across the package's functions, so that a machine built by
+//     helpers is checked as a whole.
+//
+// # Assumptions
+//
+//   - A machine's states are declared in the package that calls fsm.New,
+//     or in kfsm's own packages. A machine passed to a function outside
+//     both may gain states there: the analyzer then no longer says that a
+//     state is not declared, nor that one is dead.
+//   - Every branch of a handler may run, except where a test of r.State
+//     (==, !=, a switch, an early return) rules out the state.
+//
+// # Caveats
+//
+//   - Only constant targets are checked; the others are caught at run time
+//     ([github.com/kfsm/kfsm/fsm] refuses them with IllegalTransition), and
+//     fsmtest's edge coverage shows the edges that no test took.
+//   - The graph itself (unknown targets of fsm.To, unreachable states, a
+//     cycle in a pipeline) is Build's to check, when the machine is built.
+//   - A handler that tests r.State in a way the analyzer does not follow
+//     (through a variable, a function) is checked for what is illegal from
+//     every state it serves.
+package fsmvet
