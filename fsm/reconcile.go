@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/graph"
+	"github.com/kfsm/kfsm/internal/typo"
 )
 
 const (
@@ -1146,45 +1147,11 @@ func refusal(state State, events []State, bad State, exits []State, undeclared b
 		fmt.Fprintf(&b, "which is not among its exits [%s]", joinStates(exits))
 		return b.String()
 	}
-	if near := closestState(bad, states); near != "" {
+	if near := typo.Closest(bad, states); near != "" {
 		fmt.Fprintf(&b, " (did you mean %s?)", near)
 	}
 	fmt.Fprintf(&b, "; its exits are [%s]", joinStates(exits))
 	return b.String()
-}
-
-// closestState returns the state nearest to s when it is near enough to
-// be a typo of it: at most a third of s's length apart (in edits of a
-// character), case aside. Ties go to the state declared first.
-func closestState(s State, states []State) State {
-	best, bestDist := State(""), (len(s)+2)/3+1
-	for _, n := range states {
-		if d := editDistance(strings.ToLower(string(s)), strings.ToLower(string(n))); d < bestDist {
-			best, bestDist = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // unreachableGoal reports a goal that the object cannot walk to. No

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
+
+	"github.com/kfsm/kfsm/internal/typo"
 )
 
 // Analyzer finds the transitions that kfsm would refuse at run time, and
@@ -134,7 +136,7 @@ func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, b
 	}
 	category := IllegalNext
 	undeclared := len(others) == 0 && c.undeclared(d, bad)
-	msg := refusal(d.name, n.events, bad, d.exits, undeclared, closest(bad, c.declared(d)))
+	msg := refusal(d.name, n.events, bad, d.exits, undeclared, typo.Closest(bad, c.declared(d)))
 	switch {
 	case len(others) > 0:
 		category = SharedHandler
