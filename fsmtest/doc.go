@@ -38,8 +38,9 @@
 // (the manager by waiting, the step driver by running the reconciles that
 // are due); Transitions ("A→B"), Runs (handler runs per state), Writes
 // (the operator's API writes to objects by verb, counted in its HTTP
-// transport, not the cache; events and the graph a machine publishes on
-// its CRD are neither counted nor faulted), Events, Children and KStatus read what happened, and
+// transport, not the cache; events, the graph a machine publishes on its
+// CRD and a webhook's question of who the operator is are neither
+// counted nor faulted), Events, Children and KStatus read what happened, and
 // Kubectl shows what a user sees. They
 // return plain values, for cmp.Diff. At its end, every test also fails
 // if a handler ran on a copy of an object older than one the operator had
