@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +32,11 @@ type Options struct {
 	Workloads bool
 	// Nodes is the number of fake nodes with Workloads; zero means one.
 	Nodes int
+
+	// FeatureGates turns kube-apiserver's feature gates on or off, such as
+	// {"ShardedListAndWatch": true} for the alpha sharded list and watch.
+	// An unknown gate fails Start with kube-apiserver's message.
+	FeatureGates map[string]bool
 
 	// Progress receives build progress and notices; nil means standard error.
 	Progress io.Writer
@@ -101,6 +109,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	if gates := featureGates(opts.FeatureGates); gates != "" {
+		c.env.ControlPlane.APIServer.Configure().Set("feature-gates", gates)
+	}
 	if _, err := c.env.Start(); err != nil {
 		// envtest's error names the process that failed; its output says why.
 		logs := apiLog.section("kube-apiserver")
@@ -126,6 +137,16 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return c.startWorkloads(ctx, max(opts.Nodes, 1))
 	}
 	return nil
+}
+
+// featureGates is the value of kube-apiserver's --feature-gates, in the
+// order of the gates' names.
+func featureGates(gates map[string]bool) string {
+	names := slices.Sorted(maps.Keys(gates))
+	for i, n := range names {
+		names[i] = n + "=" + strconv.FormatBool(gates[n])
+	}
+	return strings.Join(names, ",")
 }
 
 // Stop stops every component of the cluster, waits for the processes to
