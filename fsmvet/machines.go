@@ -5,6 +5,7 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"slices"
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
@@ -120,20 +121,11 @@ type machineSet struct {
 
 func (s *machineSet) add(o machineSet) {
 	for _, m := range o.ms {
-		if !containsMachine(s.ms, m) {
+		if !slices.Contains(s.ms, m) {
 			s.ms = append(s.ms, m)
 		}
 	}
 	s.open = s.open || o.open
-}
-
-func containsMachine(ms []*machine, m *machine) bool {
-	for _, x := range ms {
-		if x == m {
-			return true
-		}
-	}
-	return false
 }
 
 func newChecker(pass *analysis.Pass) *checker {

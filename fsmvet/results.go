@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"slices"
 )
 
 // funcRef is a function whose body the analysis reads: a handler, or a
@@ -23,20 +24,11 @@ type handlerSet struct {
 
 func (s *handlerSet) add(o handlerSet) {
 	for _, r := range o.refs {
-		if !containsRef(s.refs, r) {
+		if !slices.Contains(s.refs, r) {
 			s.refs = append(s.refs, r)
 		}
 	}
 	s.open = s.open || o.open
-}
-
-func containsRef(refs []*funcRef, r *funcRef) bool {
-	for _, x := range refs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 // handlersOf returns the functions that handler expression e may be: a
