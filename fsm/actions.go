@@ -56,8 +56,9 @@ type actionRun struct {
 	state    ActionState
 	err      error
 	cancel   context.CancelFunc
-	deleting bool // started on the deletion path
-	seen     bool // reported to a handler in the current reconcile
+	deleting bool          // started on the deletion path
+	seen     bool          // reported to a handler in the current reconcile
+	done     chan struct{} // closed when the action has returned
 }
 
 // actions runs a machine's asynchronous actions in a bounded pool and wakes
@@ -121,13 +122,14 @@ func (a *actions) get(obj types.NamespacedName, uid types.UID, name string, dele
 		delete(a.runs, key)
 	}
 	ctx, cancel := context.WithCancel(a.base)
-	r := &actionRun{uid: uid, state: ActionPending, cancel: cancel, deleting: deleting}
+	r := &actionRun{uid: uid, state: ActionPending, cancel: cancel, deleting: deleting, done: make(chan struct{})}
 	a.runs[key] = r
 	go a.run(ctx, key, r, run)
 	return Action{State: ActionPending}
 }
 
 func (a *actions) run(ctx context.Context, key actionKey, r *actionRun, run func(context.Context) error) {
+	defer close(r.done)
 	select {
 	case a.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -217,4 +219,21 @@ func (a *actions) cancel(obj types.NamespacedName, keepDeletion bool) {
 			delete(a.runs, key)
 		}
 	}
+}
+
+// cancelSlots stops the actions of the objects in the hash slots, for a
+// replica that gives them up, and returns channels that close once they
+// have returned.
+func (a *actions) cancelSlots(lost slots) []<-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var done []<-chan struct{}
+	for key, r := range a.runs {
+		if lost.has(slotOf(r.uid)) {
+			r.cancel()
+			delete(a.runs, key)
+			done = append(done, r.done)
+		}
+	}
+	return done
 }

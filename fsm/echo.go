@@ -217,6 +217,19 @@ func (e *echoes) stale(key echoKey, obj client.Object) bool {
 	return m != nil && rv < m.last
 }
 
+// atLeast makes the stale-cache guard wait until the cache has seen
+// version rv of the object.
+func (e *echoes) atLeast(key echoKey, rv uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.marks[key]
+	if m == nil {
+		m = &echoMark{}
+		e.marks[key] = m
+	}
+	m.last = max(m.last, rv)
+}
+
 func (e *echoes) forget(key echoKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

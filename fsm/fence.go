@@ -84,7 +84,7 @@ func FenceLeaderElection(cfg *rest.Config, opts *manager.Options, identity strin
 	if err != nil {
 		return fmt.Errorf("fsm: fencing leader election: %w", err)
 	}
-	f := &fence{window: renewDeadline}
+	f := &fence{window: renewDeadline, lease: "the leader election Lease"}
 	opts.LeaderElectionResourceLockInterface = &fencedLock{fence: f, lock: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.LeaderElectionNamespace, Name: opts.LeaderElectionID},
 		Client:     leaseClient.CoordinationV1(),
@@ -98,6 +98,7 @@ func FenceLeaderElection(cfg *rest.Config, opts *manager.Options, identity strin
 // its latest successful acquisition or renewal of the Lease.
 type fence struct {
 	window time.Duration
+	lease  string // which Lease, for the refusal
 
 	mu      sync.Mutex
 	renewed time.Time // zero when the Lease is not held
@@ -125,7 +126,7 @@ func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
 				if req.Body != nil {
 					_ = req.Body.Close()
 				}
-				return nil, fmt.Errorf("%s %s refused: this process may no longer hold the leader election Lease", req.Method, req.URL.Path)
+				return nil, fmt.Errorf("%s %s refused: this process may no longer hold %s", req.Method, req.URL.Path, f.lease)
 			}
 		}
 		return next.RoundTrip(req)

@@ -107,6 +107,7 @@ type Machine[T Object] struct {
 	redact        func(string) string
 	noPublish     bool
 	admission     Admission[T]
+	shards        *Shards
 
 	built *built[T]
 }
@@ -579,12 +580,21 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 		return fmt.Errorf("machine %s: %w", m.name, err)
 	}
 	r.indexed = true
+	opts := m.options
+	if m.shards != nil {
+		if ptr.Deref(opts.NeedLeaderElection, false) {
+			return fmt.Errorf("machine %s: a sharded machine runs on every replica; WithOptions asks for leader election", m.name)
+		}
+		opts.NeedLeaderElection = ptr.To(false)
+		if err := r.shard(mgr, m.shards); err != nil {
+			return fmt.Errorf("machine %s: %w", m.name, err)
+		}
+	}
 	if !m.noPublish {
 		if err := m.publishWith(mgr); err != nil {
 			return err
 		}
 	}
-	opts := m.options
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers
 	}

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd")},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 		Workloads:   true,
+		// The sharded machines' caches list and watch with a shard
+		// selector, an alpha feature of Kubernetes 1.36.
+		FeatureGates: map[string]bool{"ShardedListAndWatch": true},
 	})
 }
 

@@ -909,6 +909,19 @@ func (r *reconciler[T]) vanished(ctx context.Context, key types.NamespacedName) 
 	if len(strays) == 0 {
 		return nil
 	}
+	if r.shards != nil {
+		// A sharded cache holds only this replica's objects: one missing
+		// from it may live on in another's slot.
+		switch err := r.reader.Get(ctx, key, newObject[T]()); {
+		case err == nil:
+			return nil
+		case !apierrors.IsNotFound(err):
+			r.mu.Lock()
+			r.strays[key] = strays // ask again
+			r.mu.Unlock()
+			return err
+		}
+	}
 	var deleted []string
 	var errs []error
 	for _, ref := range strays {

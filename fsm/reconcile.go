@@ -79,15 +79,20 @@ type reconciler[T Object] struct {
 	actions   *actions
 	echoes    *echoes
 	limiter   *backoffLimiter // set under a manager
+	shards    *Shards         // set when the machine is sharded
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	tracked map[types.NamespacedName]tracked
 	strays  map[types.NamespacedName][]OutputRef // children that garbage collection cannot reach
+	// handed is, for a sharded machine, the epoch of the object's slot
+	// when this replica last checked its cache against the API server.
+	handed map[types.NamespacedName]uint64
 }
 
 // tracked is what the gauges count for one object.
 type tracked struct {
+	uid                  types.UID
 	state                State
 	stalled, reconciling bool
 }
@@ -99,6 +104,7 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 		echoes:  newEchoes(),
 		tracked: map[types.NamespacedName]tracked{},
 		strays:  map[types.NamespacedName][]OutputRef{},
+		handed:  map[types.NamespacedName]uint64{},
 	}
 	if c == nil {
 		return r, nil // benchmarks of the walk alone
@@ -223,6 +229,16 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 			return reconcile.Result{}, r.vanished(ctx, req.NamespacedName)
 		}
 		return reconcile.Result{}, err
+	}
+	if r.shards != nil {
+		slot, epoch, ok := r.shards.enter(obj.GetUID())
+		if !ok {
+			return reconcile.Result{}, nil // another replica's
+		}
+		defer r.shards.exit(slot)
+		if err := r.handedOver(ctx, obj, epoch); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if r.echoes.stale(echoKey{gk: r.gk, NamespacedName: req.NamespacedName}, obj) {
 		// The cache has not seen kfsm's own last write yet; acting on it
@@ -1190,6 +1206,7 @@ func (r *reconciler[T]) track(obj T) {
 	key := client.ObjectKeyFromObject(obj)
 	st := obj.FSMStatus()
 	now := tracked{
+		uid:         obj.GetUID(),
 		state:       st.State,
 		stalled:     meta.IsStatusConditionTrue(st.Conditions, ConditionStalled),
 		reconciling: meta.IsStatusConditionTrue(st.Conditions, ConditionReconciling),
@@ -1228,6 +1245,7 @@ func (r *reconciler[T]) untrack(key types.NamespacedName) []OutputRef {
 	defer r.mu.Unlock()
 	strays := r.strays[key]
 	delete(r.strays, key)
+	delete(r.handed, key)
 	was, known := r.tracked[key]
 	if !known {
 		return strays

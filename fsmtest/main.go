@@ -50,6 +50,9 @@ type Options struct {
 	// Deployment controller, the scheduler and fake nodes); see
 	// cluster.Options.
 	Workloads bool
+	// FeatureGates turns kube-apiserver's feature gates on or off; see
+	// cluster.Options.
+	FeatureGates map[string]bool
 	// MinCoverage fails the package when a machine's edge coverage, in
 	// percent, is below it, unless -run or -skip chose the tests. The
 	// -kfsm.covermin flag overrides it.
@@ -110,7 +113,7 @@ func runMain(m *testing.M, opts Options) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: opts.CRDPaths, Workloads: opts.Workloads})
+	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: opts.CRDPaths, Workloads: opts.Workloads, FeatureGates: opts.FeatureGates})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fsmtest:", err)
 		return 1

@@ -1,0 +1,75 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The rule gives every slot to exactly one member, each member its share
+// rounded up or down, and a member joining takes about its share from
+// the others and moves little else.
+func TestAssignIsBalancedAndMovesLittle(t *testing.T) {
+	var members []string
+	before := map[string]slots{}
+	for n := 1; n <= 8; n++ {
+		members = append(members, fmt.Sprintf("replica-%d", n))
+		got := assign(members)
+		var all slots
+		for _, m := range members {
+			s := got[m]
+			if all&s != 0 {
+				t.Fatalf("%d members: %s's slots %s overlap another's", n, m, s)
+			}
+			all |= s
+			if c := s.count(); c < NumSlots/n || c > (NumSlots+n-1)/n {
+				t.Errorf("%d members: %s has %d slots, want %d or %d", n, m, c, NumSlots/n, (NumSlots+n-1)/n)
+			}
+		}
+		if all != ^slots(0) {
+			t.Errorf("%d members: slots %s have no member", n, (^all).String())
+		}
+		moved := 0
+		for _, m := range members[:n-1] {
+			moved += (before[m] &^ got[m]).count()
+		}
+		// The newcomer's share must move; allow as much again for the
+		// bound that keeps the shares even.
+		if share := got[members[n-1]].count(); moved > 2*share {
+			t.Errorf("%d members: %d slots moved for a newcomer's share of %d", n, moved, share)
+		}
+		t.Logf("%d members: %d slots moved", n, moved)
+		before = got
+	}
+}
+
+func TestSlotsReadAsTheyAreWritten(t *testing.T) {
+	for _, s := range []slots{0, 1, 1 << 63, ^slots(0), 0b1011_0111, 1<<5 | 1<<6 | 1<<40} {
+		text := s.String()
+		back, err := parseSlots(text)
+		if err != nil || back != s {
+			t.Errorf("parseSlots(%q) = %v, %v; want %v", text, back, err, uint64(s))
+		}
+	}
+	if got := slots(0b1011_0111).String(); got != "0-2,4-5,7" {
+		t.Errorf("String() = %q, want 0-2,4-5,7", got)
+	}
+	for _, bad := range []string{"x", "3-1", "64", "-1", "1,,2"} {
+		if _, err := parseSlots(bad); err == nil {
+			t.Errorf("parseSlots(%q) took it", bad)
+		}
+	}
+}
+
+func TestSelectorsNameTheSlotsHashRanges(t *testing.T) {
+	for s, want := range map[slots]string{
+		0:         "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')",
+		1:         "shardRange(object.metadata.uid, '0x0000000000000000', '0x0400000000000000')",
+		^slots(0): "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')",
+		1<<2 | 1<<63: "shardRange(object.metadata.uid, '0x0800000000000000', '0x0c00000000000000') || " +
+			"shardRange(object.metadata.uid, '0xfc00000000000000', '0x10000000000000000')",
+	} {
+		if got := selectorOf(s); got != want {
+			t.Errorf("selectorOf(%s) = %s, want %s", s, got, want)
+		}
+	}
+}

@@ -1,0 +1,248 @@
+package fsm_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// handlings records which replica ran a handler for which object, and
+// whether two ever ran for one object at once.
+type handlings struct {
+	mu       sync.Mutex
+	running  map[types.UID]string
+	by       map[types.UID]string // the replica that ran the latest handler
+	overlaps []string
+}
+
+func newHandlings() *handlings {
+	return &handlings{running: map[types.UID]string{}, by: map[types.UID]string{}}
+}
+
+func (h *handlings) handler(replica string) fsm.Handler[*gadget] {
+	return func(_ context.Context, r *request) fsm.Result {
+		uid := r.Object.UID
+		h.mu.Lock()
+		if other, ok := h.running[uid]; ok {
+			h.overlaps = append(h.overlaps, fmt.Sprintf("%s ran %s while %s did", replica, r.Object.Name, other))
+		}
+		h.running[uid] = replica
+		h.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		r.Object.Status.Count = r.Object.Spec.Target
+		r.Object.Status.Note = replica
+		h.mu.Lock()
+		delete(h.running, uid)
+		h.by[uid] = replica
+		h.mu.Unlock()
+		return fsm.Done()
+	}
+}
+
+// share counts the objects whose latest handler each replica ran.
+func (h *handlings) share() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range h.by {
+		out[r]++
+	}
+	return out
+}
+
+// replica is one replica of a sharded machine in this process.
+type replica struct {
+	name    string
+	stop    context.CancelFunc
+	stopped chan struct{}
+	mu      sync.Mutex
+	decoded map[types.UID]bool // the gadgets its cache decoded
+}
+
+func (r *replica) seen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.decoded)
+}
+
+// startReplica runs a manager with a sharded machine, as a replica of
+// group "gadgets" would in its own process.
+func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *replica {
+	t.Helper()
+	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}}
+	cfg := fe.Config()
+	opts := manager.Options{
+		Scheme:  fe.Client.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{fe.Namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{&gadget{}: {Transform: func(o any) (any, error) {
+				if g, ok := o.(*gadget); ok {
+					rep.mu.Lock()
+					rep.decoded[g.UID] = true
+					rep.mu.Unlock()
+				}
+				return o, nil
+			}}},
+		},
+		// Replicas in one process: each names its controller alike.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	shards, err := fsm.NewShards(cfg, &opts, fsm.ShardOptions{
+		Name: "gadgets", Namespace: fe.Namespace, Identity: name,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := manager.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fsm.New[*gadget]("sharded", fsm.Pipeline).
+		Initial("Counted").
+		State("Counted", h.handler(name), fsm.To("Done")).
+		State("Done", nil, fsm.Final()).
+		PublishGraph(false).
+		Sharded(shards)
+	if err := m.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rep.stop = func() {
+		cancel()
+		<-rep.stopped
+	}
+	go func() {
+		defer close(rep.stopped)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("replica %s: %v", name, err)
+		}
+	}()
+	t.Cleanup(rep.stop)
+	return rep
+}
+
+// Replicas of a sharded machine share its objects: each reconciles a
+// disjoint part, never two the same object at once, and each caches only
+// its part. When one leaves, the others take its objects; when one
+// joins, it takes a share.
+func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
+	fe := fsmtest.New(t)
+	h := newHandlings()
+	a := startReplica(t, fe, h, "a")
+	b := startReplica(t, fe, h, "b")
+	const n = 60
+	for i := range n {
+		fe.Create(&gadget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g-%02d", i)}, Spec: v1alpha1.GadgetSpec{Target: 1}})
+	}
+	converged := func(target int32) func() bool {
+		return func() bool {
+			var list v1alpha1.GadgetList
+			if err := fe.Client.List(t.Context(), &list, client.InNamespace(fe.Namespace)); err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range list.Items {
+				if g.Status.Count != target || !meta.IsStatusConditionTrue(g.Status.Conditions, fsm.ConditionReady) {
+					return false
+				}
+			}
+			return len(list.Items) == n
+		}
+	}
+	await(t, "every gadget to converge on two replicas", converged(1))
+	share := h.share()
+	t.Logf("a ran the latest handler of %d gadgets, b of %d; a's cache decoded %d gadgets, b's %d", share["a"], share["b"], a.seen(), b.seen())
+	if share["a"] == 0 || share["b"] == 0 || share["a"]+share["b"] != n {
+		t.Errorf("the replicas handled %v of %d gadgets, want a part each", share, n)
+	}
+	for _, r := range []*replica{a, b} {
+		if seen := r.seen(); seen > n*3/4 {
+			t.Errorf("replica %s decoded %d of %d gadgets; the shard selector should have kept it to about its part, %d", r.name, seen, n, share[r.name])
+		}
+	}
+
+	bump := func(target int32) {
+		var list v1alpha1.GadgetList
+		if err := fe.Client.List(t.Context(), &list, client.InNamespace(fe.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range list.Items {
+			fe.Update(&g, func() { g.Spec.Target = target })
+		}
+	}
+	b.stop()
+	var leases coordinationv1.LeaseList
+	if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Items) != 1 || ptr.Deref(leases.Items[0].Spec.HolderIdentity, "") != "a" {
+		t.Errorf("after b stopped, the Leases are %v, want a's alone", leaseHolders(leases))
+	}
+	bump(2)
+	await(t, "every gadget to converge on a alone", converged(2))
+	if share := h.share(); share["a"] != n {
+		t.Errorf("after b left, a handled the latest of %d gadgets, want all %d (%v)", share["a"], n, share)
+	}
+
+	startReplica(t, fe, h, "c")
+	await(t, "c to hold slots", func() bool {
+		if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases.Items {
+			if ptr.Deref(l.Spec.HolderIdentity, "") == "c" && l.Annotations[fsm.AnnotationSlots] != "" {
+				return true
+			}
+		}
+		return false
+	})
+	bump(3)
+	await(t, "every gadget to converge on a and c", converged(3))
+	if share := h.share(); share["c"] == 0 || share["a"]+share["c"] != n {
+		t.Errorf("after c joined, the replicas handled %v of %d gadgets, want a part each", share, n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.overlaps) > 0 {
+		t.Errorf("two replicas reconciled one gadget at once:\n%s", slices.Sorted(slices.Values(h.overlaps)))
+	}
+}
+
+func leaseHolders(l coordinationv1.LeaseList) []string {
+	holders := map[string]bool{}
+	for _, x := range l.Items {
+		holders[ptr.Deref(x.Spec.HolderIdentity, "")] = true
+	}
+	return slices.Sorted(maps.Keys(holders))
+}
+
+// await polls cond until it holds, for at most 30 s.
+func await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,287 @@
+package fsm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// shardedResource is a resource of a sharded machine, as the cache's
+// transport sees it.
+type shardedResource struct {
+	prefix   string // "/apis/<group>/<version>/", or "/api/v1/"
+	resource string // the plural
+
+	// Under the Shards' mutex:
+	support   support
+	probe     *http.Request     // a list of the resource, to ask with
+	next      http.RoundTripper // where to ask
+	listedGen uint64            // the selector of the latest list
+	watches   map[*cutBody]struct{}
+}
+
+// support says whether the API server honours shard selectors for a
+// resource.
+type support int
+
+const (
+	unknown  support = iota // not asked, or no object to tell by
+	honoured                // it selects
+	ignored                 // it sends everything: the fallback
+)
+
+func newShardedResource(group, version, resource string) *shardedResource {
+	prefix := "/apis/" + group + "/" + version + "/"
+	if group == "" {
+		prefix = "/api/" + version + "/"
+	}
+	return &shardedResource{prefix: prefix, resource: resource, watches: map[*cutBody]struct{}{}}
+}
+
+// collection reports whether path names the whole resource, in a
+// namespace or across them.
+func (r *shardedResource) collection(path string) bool {
+	i := strings.Index(path, r.prefix)
+	if i < 0 {
+		return false
+	}
+	rest := path[i+len(r.prefix):]
+	if ns, ok := strings.CutPrefix(rest, "namespaces/"); ok {
+		_, rest, _ = strings.Cut(ns, "/")
+	}
+	return rest == r.resource
+}
+
+// selecting is the transport of the cache's HTTP client: it adds the
+// replica's shard selector to the lists and watches of sharded machines'
+// resources. When the selector changes, it cuts the open watches and
+// answers the next watch that would continue an older list with 410
+// Gone, so that the informer lists again with the new selector.
+func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet || req.URL.Query().Has("shardSelector") {
+			return next.RoundTrip(req)
+		}
+		r := s.resourceOf(req.URL.Path)
+		if r == nil {
+			return next.RoundTrip(req)
+		}
+		q := req.URL.Query()
+		watching := q.Get("watch") == "true" || q.Get("watch") == "1"
+		listing := !watching || q.Get("sendInitialEvents") == "true"
+		s.mu.Lock()
+		if r.probe == nil && listing {
+			r.probe, r.next = req.Clone(context.Background()), next
+		}
+		s.mu.Unlock()
+		if listing {
+			if err := s.ask(req.Context(), r); err != nil {
+				return nil, err
+			}
+		}
+		s.mu.Lock()
+		// Until the server is known to ignore selectors, it is sent them:
+		// a server that ignores them sends everything, which the replica
+		// needs then anyway.
+		gen, selector, ignoring := s.gen, s.selector, r.support == ignored
+		if ignoring {
+			s.mu.Unlock()
+			return next.RoundTrip(req)
+		}
+		if !listing && r.listedGen != gen {
+			s.mu.Unlock()
+			return gone(req), nil
+		}
+		if listing {
+			r.listedGen = gen
+		}
+		s.mu.Unlock()
+		q.Set("shardSelector", selector)
+		req = req.Clone(req.Context())
+		req.URL.RawQuery = q.Encode()
+		resp, err := next.RoundTrip(req)
+		if err != nil || !watching || resp.StatusCode != http.StatusOK {
+			return resp, err
+		}
+		b := &cutBody{ReadCloser: resp.Body}
+		b.closed = func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(r.watches, b)
+		}
+		s.mu.Lock()
+		current := s.gen == gen
+		if current {
+			r.watches[b] = struct{}{}
+		}
+		s.mu.Unlock()
+		if !current {
+			b.cut()
+		}
+		resp.Body = b
+		return resp, nil
+	})
+}
+
+func (s *Shards) resourceOf(path string) *shardedResource {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.resources {
+		if r.collection(path) {
+			return r
+		}
+	}
+	return nil
+}
+
+// ask finds out, until it knows, whether the API server honours shard
+// selectors for r. If it learns that it does, the informer lists again
+// with the selector.
+//
+// A server that honours them echoes the selector in the list's shardInfo;
+// but Kubernetes 1.36 echoes it for built-in types only, not for custom
+// resources, which it filters all the same. So ask lists one object with
+// a selector of every hash: an echo says yes. Without one, it lists that
+// object again, by name, with a selector of every hash but the object's:
+// if the object comes back, the server ignores selectors. With no object
+// to tell by, it asks again later.
+func (s *Shards) ask(ctx context.Context, r *shardedResource) error {
+	s.mu.Lock()
+	template, next, known := r.probe, r.next, r.support != unknown
+	s.mu.Unlock()
+	if known || template == nil {
+		return nil
+	}
+	list := func(query url.Values) (*metav1.PartialObjectMetadataList, error) {
+		req := template.Clone(ctx)
+		req.URL.RawQuery = query.Encode()
+		req.Header.Set("Accept", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json")
+		resp, err := next.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("asking the API server whether it shards %s: %s: %s", r.resource, resp.Status, body)
+		}
+		var out metav1.PartialObjectMetadataList
+		if err := json.Unmarshal(body, &out); err != nil {
+			return nil, fmt.Errorf("asking the API server whether it shards %s: %w", r.resource, err)
+		}
+		return &out, nil
+	}
+	one, err := list(url.Values{"limit": {"1"}, "shardSelector": {selectorOf(^slots(0))}})
+	if err != nil {
+		return err
+	}
+	answer := unknown
+	switch {
+	case one.ShardInfo != nil:
+		answer = honoured
+	case len(one.Items) == 1:
+		x := one.Items[0]
+		again, err := list(url.Values{
+			"fieldSelector": {"metadata.name=" + x.Name},
+			"shardSelector": {selectorOf(^slots(0) &^ (1 << slotOf(x.UID)))},
+		})
+		if err != nil {
+			return err
+		}
+		answer = honoured
+		if slices.ContainsFunc(again.Items, func(o metav1.PartialObjectMetadata) bool { return o.UID == x.UID }) {
+			answer = ignored
+		}
+	}
+	if answer == unknown {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.support != unknown {
+		return nil
+	}
+	r.support = answer
+	if answer == ignored {
+		shardFallback.WithLabelValues(s.o.Name, r.resource).Set(1)
+		s.log.Info("the API server does not honour shard selectors (Kubernetes 1.36 with the ShardedListAndWatch feature gate does): every replica caches every object of the resource and reconciles only its own", "resource", r.resource)
+	} else {
+		shardFallback.WithLabelValues(s.o.Name, r.resource).Set(0)
+	}
+	return nil
+}
+
+// askAgain asks about the resources still unknown; the membership calls
+// it on every look.
+func (s *Shards) askAgain(ctx context.Context) {
+	s.mu.Lock()
+	resources := slices.Clone(s.resources)
+	s.mu.Unlock()
+	for _, r := range resources {
+		if err := s.ask(ctx, r); err != nil && ctx.Err() == nil {
+			s.log.Error(err, "asking whether the API server shards", "resource", r.resource)
+		}
+	}
+}
+
+// gone is the 410 that makes an informer list again.
+func gone(req *http.Request) *http.Response {
+	body, _ := json.Marshal(metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
+		Message: "the replica's shard changed: list again",
+	})
+	return &http.Response{
+		Status: "410 Gone", StatusCode: http.StatusGone, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": []string{"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(string(body))),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
+
+// cutBody is a watch's body that the transport can end: once cut, it
+// reads as the end of the stream.
+type cutBody struct {
+	io.ReadCloser
+	isCut  atomic.Bool
+	once   sync.Once
+	closed func()
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	if b.isCut.Load() {
+		return 0, io.EOF
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.isCut.Load() {
+		return 0, io.EOF
+	}
+	return n, err
+}
+
+func (b *cutBody) cut() {
+	b.isCut.Store(true)
+	_ = b.ReadCloser.Close()
+}
+
+func (b *cutBody) Close() error {
+	b.once.Do(func() {
+		if b.closed != nil {
+			b.closed()
+		}
+	})
+	return b.ReadCloser.Close()
+}
