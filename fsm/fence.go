@@ -99,9 +99,14 @@ func FenceLeaderElection(cfg *rest.Config, opts *manager.Options, identity strin
 type fence struct {
 	window time.Duration
 	lease  string // which Lease, for the refusal
+	// first, when set, is closed once the Lease was first held: a write
+	// made before waits for it, up to window, rather than being refused
+	// while the process starts.
+	first chan struct{}
 
 	mu      sync.Mutex
 	renewed time.Time // zero when the Lease is not held
+	held    bool      // it has been, once
 }
 
 func (f *fence) open() bool {
@@ -114,6 +119,25 @@ func (f *fence) hold(sent time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.renewed = sent
+	if !sent.IsZero() && !f.held {
+		f.held = true
+		if f.first != nil {
+			close(f.first)
+		}
+	}
+}
+
+// started waits, if the fence waits for the first hold, until then, the
+// request's end or window.
+func (f *fence) started(req *http.Request) {
+	if f.first == nil {
+		return
+	}
+	select {
+	case <-f.first:
+	case <-req.Context().Done():
+	case <-time.After(f.window):
+	}
 }
 
 // transport refuses writes while the fence is closed.
@@ -122,6 +146,7 @@ func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
 		switch req.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 		default:
+			f.started(req)
 			if !f.open() {
 				if req.Body != nil {
 					_ = req.Body.Close()

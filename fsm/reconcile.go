@@ -231,9 +231,10 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 		return reconcile.Result{}, err
 	}
 	if r.shards != nil {
-		slot, epoch, ok := r.shards.enter(obj.GetUID())
+		slot, epoch, retry, ok := r.shards.enter(obj.GetUID())
 		if !ok {
-			return reconcile.Result{}, nil // another replica's
+			// Another replica's, or this one's when it may write again.
+			return reconcile.Result{RequeueAfter: retry}, nil
 		}
 		defer r.shards.exit(slot)
 		if err := r.handedOver(ctx, obj, epoch); err != nil {

@@ -197,7 +197,7 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 	s := &Shards{
 		o:      o,
 		leases: cs.CoordinationV1().Leases(o.Namespace),
-		fence:  &fence{window: o.RenewDeadline, lease: "its shard Lease " + o.Namespace + "/" + o.Name},
+		fence:  &fence{window: o.RenewDeadline, lease: "its shard Lease " + o.Namespace + "/" + o.Name, first: make(chan struct{})},
 		lease:  fmt.Sprintf("%s-%08x", o.Name, h.Sum32()),
 		log:    logf.Log.WithName("kfsm").WithValues("shards", o.Name, "replica", o.Identity),
 		m:      newShardMetrics(o.Name),
@@ -285,9 +285,9 @@ func (s *Shards) look(ctx context.Context) error {
 		s.log.Info("released slots", "slots", done.String())
 	}
 	claims := s.assigned & s.previous &^ s.held &^ s.others
-	sent := time.Now()
+	sent, renewing := time.Now(), s.version != ""
 	if err := s.renew(ctx, s.held|claims); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if renewing && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
 			// Another replica deleted the Lease, taking it for gone: its
 			// slots may be another's already.
 			s.log.Info("the shard Lease was taken away; giving up every slot", "reason", err.Error())
@@ -365,11 +365,19 @@ func (s *Shards) look(ctx context.Context) error {
 	// Stop starting reconciles of what is no longer this replica's; the
 	// next look lets the slots go once their reconciles have ended.
 	s.stop(s.held &^ s.assigned)
+	// A slot given up but still held, that the rule gives back, is still
+	// this replica's alone.
+	s.mu.Lock()
+	back := s.held & s.assigned &^ s.active
+	s.mu.Unlock()
+	if back != 0 {
+		s.take(ctx, back)
+	}
 	// The cache selects what this replica holds and what it will take:
 	// what the rule gave it twice in a row, not what a passing view gave.
 	s.setSelector(s.assigned&s.previous | s.held)
 	s.m.members.Set(float64(len(members)))
-	s.m.slots.Set(float64(s.held.count()))
+	s.m.held(s.held)
 	return nil
 }
 
@@ -526,16 +534,21 @@ func closed(c <-chan struct{}) bool {
 }
 
 // enter starts a reconcile of an object with uid, if this replica holds
-// its slot; it returns the slot, for leave, and the slot's epoch.
-func (s *Shards) enter(uid types.UID) (slot int, epoch uint64, ok bool) {
+// its slot; it returns the slot, for exit, and the slot's epoch. When the
+// slot is this replica's but its Lease has gone unrenewed too long to
+// write, it returns a time to try again after.
+func (s *Shards) enter(uid types.UID) (slot int, epoch uint64, retry time.Duration, ok bool) {
 	slot = slotOf(uid)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.active.has(slot) || !s.fence.open() {
-		return slot, 0, false
+	switch {
+	case !s.active.has(slot):
+		return slot, 0, 0, false
+	case !s.fence.open():
+		return slot, 0, s.o.RetryPeriod, false
 	}
 	s.inflight[slot]++
-	return slot, s.epoch[slot], true
+	return slot, s.epoch[slot], 0, true
 }
 
 // exit ends a reconcile that enter started.
@@ -741,8 +754,20 @@ func score(slot int, member string) uint64 {
 
 // shardMetrics are a group's series.
 type shardMetrics struct {
+	name           string
 	members, slots prometheus.Gauge
 	handovers      *prometheus.CounterVec
+	ranges         string // the slots of the range series
+}
+
+// held shows the slots that the replica holds.
+func (m *shardMetrics) held(s slots) {
+	m.slots.Set(float64(s.count()))
+	if text := s.String(); text != m.ranges {
+		shardRanges.DeleteLabelValues(m.name, m.ranges)
+		shardRanges.WithLabelValues(m.name, text).Set(1)
+		m.ranges = text
+	}
 }
 
 var (
@@ -754,6 +779,10 @@ var (
 		Name: "kfsm_shard_slots",
 		Help: "Hash slots, of 64, whose objects this replica reconciles.",
 	}, []string{"shards"})
+	shardRanges = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kfsm_shard_range",
+		Help: "1 for the slots that this replica holds, such as \"0-20,42\"; the hash range of slot i is [i, i+1) times 2^58.",
+	}, []string{"shards", "slots"})
 	shardHandovers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kfsm_shard_handovers_total",
 		Help: "Hash slots that this replica gained or released.",
@@ -765,11 +794,13 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(shardMembers, shardSlots, shardHandovers, shardFallback)
+	metrics.Registry.MustRegister(shardMembers, shardSlots, shardRanges, shardHandovers, shardFallback)
 }
 
 func newShardMetrics(name string) *shardMetrics {
 	return &shardMetrics{
+		name:      name,
+		ranges:    "-",
 		members:   shardMembers.WithLabelValues(name),
 		slots:     shardSlots.WithLabelValues(name),
 		handovers: shardHandovers,
