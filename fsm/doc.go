@@ -302,6 +302,70 @@
 // configurations for the test's namespace, and the API server calls the
 // webhooks over TLS.
 //
+// # One machine on several replicas
+//
+// A machine runs on one active replica unless it is sharded: with
+// [NewShards] and [Machine.Sharded], every replica of the operator runs
+// the machine, each on the objects of its own slice, so that a fleet too
+// large for one process is shared by several:
+//
+//	opts := manager.Options{...} // no leader election for the machine
+//	shards, err := fsm.NewShards(cfg, &opts, fsm.ShardOptions{Name: "moose", Namespace: podNamespace})
+//	mgr, err := manager.New(cfg, opts)
+//	m.Sharded(shards)
+//	err = m.SetupWithManager(mgr)
+//
+// The number of replicas is not configured: each replica keeps a Lease
+// in Namespace, labelled with [LabelShards], and the replicas derive
+// their slices from the live Leases. The objects are divided by the
+// FNV-1a hash of their UID into 64 slots; a Lease's [AnnotationSlots]
+// lists the slots its replica holds. A replica joining or leaving moves
+// about one replica's share of the slots.
+//
+// What it guarantees:
+//
+//   - No object is reconciled by two replicas at once. A replica gives a
+//     slot up only once the reconciles and actions of its objects have
+//     ended; another takes it only once no Lease lists it.
+//   - A replica that dies without a word (SIGKILL, a lost node) has its
+//     slots taken once its Lease has gone unrenewed for LeaseDuration. A
+//     replica that stops cleanly hands its slots over at once.
+//   - A replica frozen past its Lease (a paused VM, a partition) writes
+//     nothing once it wakes: its writes are fenced by its own renewals,
+//     as [FenceLeaderElection] fences a leader's, and the others delete
+//     its Lease before they take its slots, so that its next renewal
+//     fails.
+//   - The first reconcile of an object after a handover waits until the
+//     replica's cache has the version the API server has (the stale-cache
+//     guard, guarantee 5 below), so the new owner does not act on what
+//     the old one had already changed.
+//
+// What it does not: objects are reconciled in no particular order across
+// replicas, as across workers; a handover costs a relist of the slots
+// that moved and about two RetryPeriods; and what a handler does outside
+// the API server is not fenced.
+//
+// Each replica's cache lists and watches only its slice of the machine's
+// objects, with the API server's shard selector (Kubernetes 1.36, alpha,
+// feature gate ShardedListAndWatch on kube-apiserver), so that a replica
+// receives and decodes about 1/N of them; when its slots change, its
+// cache lists them again. On a server without the gate, every replica
+// caches every object and reconciles only its own: the work is still
+// disjoint, and kfsm logs it once and sets kfsm_shard_fallback to 1.
+// Children are cached in full on every replica: the API server cannot
+// select them by their parent's UID. A child's event whose parent is in
+// another slice costs a read of this replica's cache, which does not
+// have the parent, and nothing more. Other controllers and watched kinds
+// are not sharded.
+//
+// Metrics of each replica: kfsm_shard_members (live replicas it sees),
+// kfsm_shard_slots and kfsm_shard_range (how many slots it holds, and
+// which), kfsm_shard_handovers_total (slots gained and released) and
+// kfsm_shard_fallback; kfsm_objects counts the objects it holds, by
+// state. A sharded replica also needs get, list, create, update and
+// delete on coordination.k8s.io leases in Namespace. The capacity model
+// is in docs/scale-out.md.
+//
 // # Controller options
 //
 // The machine's controller takes controller-runtime's options as they
@@ -443,7 +507,8 @@
 //     events.
 //   - The metrics kfsm_objects, kfsm_stalled_objects and
 //     kfsm_reconciling_objects count the objects this process reconciled
-//     since it started.
+//     since it started (on a sharded replica, those of the slots it
+//     holds).
 //   - Typed children are applied with every field their JSON has, so a
 //     field without omitempty is applied even at its zero value; pass an
 //     *unstructured.Unstructured to apply exactly the fields you set.
