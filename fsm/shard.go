@@ -65,7 +65,33 @@ const (
 	// AnnotationSlots lists the hash slots that a replica holds, such as
 	// "0-20,42".
 	AnnotationSlots = "kfsm.dev/slots"
+	// AnnotationMachines lists the machines that a replica shards, such as
+	// "moose,webapp".
+	AnnotationMachines = "kfsm.dev/machines"
 )
+
+// ShardHolders reads the Leases of sharded replicas (those labelled with
+// LabelShards) and returns who holds an object of machine, by its UID:
+// the identity of the replica that holds its slot, or "" if none does
+// (the slot is moving, or the machine is not sharded). ok says whether
+// any of the Leases shards the machine.
+func ShardHolders(leases []coordinationv1.Lease, machine string) (holder func(types.UID) string, ok bool) {
+	var holders [NumSlots]string
+	for _, l := range leases {
+		if l.Labels[LabelShards] == "" || !slices.Contains(strings.Split(l.Annotations[AnnotationMachines], ","), machine) {
+			continue
+		}
+		ok = true
+		held, err := parseSlots(l.Annotations[AnnotationSlots])
+		if err != nil {
+			continue
+		}
+		for i := range held.each() {
+			holders[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+		}
+	}
+	return func(uid types.UID) string { return holders[slotOf(uid)] }, ok
+}
 
 // NumSlots is the number of hash slots that sharded machines divide their
 // objects into. An object's slot is the top six bits of the 64-bit FNV-1a
@@ -122,6 +148,7 @@ type Shards struct {
 	// machine can tell the first reconcile of an object after a handover.
 	epoch    [NumSlots]uint64
 	machines []shardedMachine
+	names    []string // of the machines, for the Lease
 	mgr      manager.Manager
 	// What the cache's transport selects.
 	gen       uint64 // bumped whenever selector changes
@@ -235,7 +262,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 func (s *Shards) Identity() string { return s.o.Identity }
 
 // join registers a machine with the Shards and the Shards with mgr.
-func (s *Shards) join(mgr manager.Manager, res *shardedResource, m shardedMachine) error {
+func (s *Shards) join(mgr manager.Manager, name string, res *shardedResource, m shardedMachine) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -248,6 +275,7 @@ func (s *Shards) join(mgr manager.Manager, res *shardedResource, m shardedMachin
 		return errors.New("the Shards serve another manager: make one Shards per manager")
 	}
 	s.machines = append(s.machines, m)
+	s.names = append(s.names, name)
 	s.resources = append(s.resources, res)
 	return nil
 }
@@ -388,7 +416,7 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 		l := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: s.lease, Namespace: s.o.Namespace,
 				Labels:      map[string]string{LabelShards: s.o.Name},
-				Annotations: map[string]string{AnnotationSlots: held.String()}},
+				Annotations: s.annotations(held)},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       &s.o.Identity,
 				LeaseDurationSeconds: ptr.To(int32((s.o.LeaseDuration + time.Second - 1) / time.Second)),
@@ -415,7 +443,7 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: s.lease, Namespace: s.o.Namespace, ResourceVersion: s.version,
 			Labels:      map[string]string{LabelShards: s.o.Name},
-			Annotations: map[string]string{AnnotationSlots: held.String()}},
+			Annotations: s.annotations(held)},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       &s.o.Identity,
 			LeaseDurationSeconds: ptr.To(int32((s.o.LeaseDuration + time.Second - 1) / time.Second)),
@@ -428,6 +456,13 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 	}
 	s.version = updated.ResourceVersion
 	return nil
+}
+
+// annotations are those of the Lease: the slots held, the machines.
+func (s *Shards) annotations(held slots) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return map[string]string{AnnotationSlots: held.String(), AnnotationMachines: strings.Join(s.names, ",")}
 }
 
 // lost gives up every slot at once, after the Lease was taken away.
@@ -654,8 +689,11 @@ func parseSlots(text string) (slots, error) {
 	return s, nil
 }
 
-// slotOf returns the slot of an object's UID: the top bits of the hash
-// that shardRange(object.metadata.uid, …) compares.
+// SlotOf returns the hash slot of an object's UID, from 0 to NumSlots-1:
+// the top bits of the hash that the API server's
+// shardRange(object.metadata.uid, …) compares.
+func SlotOf(uid types.UID) int { return slotOf(uid) }
+
 func slotOf(uid types.UID) int {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(uid))
@@ -822,7 +860,7 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *Shards) error {
 	if err != nil {
 		return err
 	}
-	if err := s.join(mgr, newShardedResource(r.gvk.Group, r.gvk.Version, mapping.Resource.Resource), r); err != nil {
+	if err := s.join(mgr, r.m.name, newShardedResource(r.gvk.Group, r.gvk.Version, mapping.Resource.Resource), r); err != nil {
 		return err
 	}
 	r.shards = s

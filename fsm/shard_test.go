@@ -175,6 +175,22 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 	if share["a"] == 0 || share["b"] == 0 || share["a"]+share["b"] != n {
 		t.Errorf("the replicas handled %v of %d gadgets, want a part each", share, n)
 	}
+	// The Leases say who holds what, as kubectl fsm get shows it.
+	var leases coordinationv1.LeaseList
+	if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+		t.Fatal(err)
+	}
+	holder, ok := fsm.ShardHolders(leases.Items, "sharded")
+	if !ok {
+		t.Fatalf("the Leases %v do not name machine sharded", leases.Items)
+	}
+	h.mu.Lock()
+	for uid, by := range h.by {
+		if held := holder(uid); held != by {
+			t.Errorf("the Leases say %s holds gadget %s, but %s ran its handler", held, uid, by)
+		}
+	}
+	h.mu.Unlock()
 	for _, r := range []*replica{a, b} {
 		if seen := r.seen(); seen > n*3/4 {
 			t.Errorf("replica %s decoded %d of %d gadgets; the shard selector should have kept it to about its part, %d", r.name, seen, n, share[r.name])
@@ -191,7 +207,6 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 		}
 	}
 	b.stop()
-	var leases coordinationv1.LeaseList
 	if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
 		t.Fatal(err)
 	}

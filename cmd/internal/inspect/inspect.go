@@ -13,12 +13,14 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
@@ -206,6 +208,25 @@ func (c Cluster) Objects(ctx context.Context, m *Machine, namespace string) ([]O
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+var leases = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+// ShardHolders tells which replica holds each object of a sharded machine
+// (see fsm.Shards), from the replicas' Leases in every namespace; ok is
+// false when the machine is not sharded or the Leases cannot be read.
+func (c Cluster) ShardHolders(ctx context.Context, m *Machine) (holder func(types.UID) string, ok bool) {
+	list, err := c.Dynamic.Resource(leases).List(ctx, metav1.ListOptions{LabelSelector: fsm.LabelShards})
+	if err != nil {
+		return nil, false
+	}
+	typed := make([]coordinationv1.Lease, len(list.Items))
+	for i := range list.Items {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &typed[i]); err != nil {
+			return nil, false
+		}
+	}
+	return fsm.ShardHolders(typed, m.Machine)
 }
 
 // Object reads one of the machine's objects.

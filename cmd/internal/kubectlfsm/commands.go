@@ -1,6 +1,7 @@
 package kubectlfsm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -115,7 +116,13 @@ func newGetCommand(opts *Options) *cobra.Command {
 				}
 				fmt.Fprintln(out, string(data))
 			default:
-				writeGet(out, m, objs, opts.AllNamespaces, opts.Now())
+				// A sharded machine's objects show the replica that holds
+				// them, if the Leases can be read.
+				holder, sharded := c.ShardHolders(cmd.Context(), m)
+				if !sharded {
+					holder = nil
+				}
+				writeGet(out, m, objs, opts.AllNamespaces, holder, opts.Now())
 			}
 			return nil
 		},
@@ -124,7 +131,7 @@ func newGetCommand(opts *Options) *cobra.Command {
 	return cmd
 }
 
-func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamespace bool, now time.Time) {
+func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamespace bool, holder func(types.UID) string, now time.Time) {
 	if len(objs) == 0 {
 		fmt.Fprintf(w, "no %s\n", m.GVR.Resource)
 		return
@@ -133,6 +140,9 @@ func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamesp
 	if withNamespace {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
+	if holder != nil {
+		header = append(header, "REPLICA")
+	}
 	rows := [][]string{header}
 	perState := map[fsm.State]int{}
 	for _, o := range objs {
@@ -140,6 +150,9 @@ func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamesp
 		row := []string{o.Name, string(o.Status.State), since(o.Status.StateSince, now), status, reason}
 		if withNamespace {
 			row = append([]string{o.Namespace}, row...)
+		}
+		if holder != nil {
+			row = append(row, cmp.Or(holder(types.UID(o.UID)), "(moving)"))
 		}
 		rows = append(rows, row)
 		perState[o.Status.State]++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -513,4 +515,41 @@ func indentLines(s, by string) string {
 		b.WriteString(line)
 	}
 	return b.String()
+}
+
+// kubectl fsm get shows, for a sharded machine, the replica whose Lease
+// holds each object's slot.
+func TestGetShowsTheReplicaOfASharedObject(t *testing.T) {
+	h := newHerd(t)
+	holders := map[string]string{}
+	for i, half := range []string{"0-31", "32-63"} {
+		name := fmt.Sprintf("replica-%d", i)
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "moose-" + name,
+				Labels:      map[string]string{fsm.LabelShards: "moose"},
+				Annotations: map[string]string{fsm.AnnotationSlots: half, fsm.AnnotationMachines: "moose"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &name},
+		}
+		h.env.Create(l)
+		// Leases are read in every namespace: they must not outlive the
+		// test, whose namespace goes slowly.
+		t.Cleanup(func() { _ = h.env.Client.Delete(context.Background(), l) })
+		holders[half] = name
+	}
+	out, err := h.run(t, "get", "moose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "NAME ") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "REPLICA") {
+		t.Fatalf("get has no REPLICA column:\n%s", out)
+	}
+	for _, name := range []string{"moose-01", "moose-02", "moose-03", "moose-04"} {
+		holder := holders["0-31"]
+		if fsm.SlotOf(types.UID(h.uid(t, name))) >= 32 {
+			holder = holders["32-63"]
+		}
+		if row := regexp.MustCompile(`(?m)^` + name + ` .* ` + holder + `$`); !row.MatchString(out) {
+			t.Errorf("%s's row does not end with %s:\n%s", name, holder, out)
+		}
+	}
 }
