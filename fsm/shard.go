@@ -141,8 +141,7 @@ type Shards struct {
 	m      *shardMetrics
 
 	mu       sync.Mutex
-	drained  *sync.Cond // signalled when a reconcile of a slot ends
-	active   slots      // the slots whose objects this replica reconciles now
+	active   slots // the slots whose objects this replica reconciles now
 	inflight [NumSlots]int
 	// epoch counts how often this replica took each slot, so that a
 	// machine can tell the first reconcile of an object after a handover.
@@ -230,7 +229,6 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 		m:      newShardMetrics(o.Name),
 		seen:   map[string]seen{},
 	}
-	s.drained = sync.NewCond(&s.mu)
 	s.selector = selectorOf(0)
 	cfg.Wrap(s.fence.transport)
 	newCache := opts.NewCache
@@ -305,7 +303,6 @@ func (s *Shards) Start(ctx context.Context) error {
 // look renews this replica's Lease, reads the others' and acts on what
 // changed: the heart of the membership.
 func (s *Shards) look(ctx context.Context) error {
-	now := time.Now()
 	// Slots that another replica should have, whose work has ended.
 	if done := s.drainedOf(s.held &^ s.assigned); done != 0 {
 		s.held &^= done
@@ -329,6 +326,9 @@ func (s *Shards) look(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A change is seen now, after the list: never before its writer sent
+	// it, which its fence counts from.
+	now := time.Now()
 	members := []string{s.o.Identity}
 	for _, l := range list.Items {
 		if l.Name == s.lease {
