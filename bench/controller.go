@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -44,11 +45,14 @@ var setups = map[string]func(mgr ctrl.Manager, workers int) error{
 type controllerArgs struct {
 	impl, namespace, kubeconfig, cpuprofile string
 	workers                                 int
+	// shard is the process's identity among the replicas of a sharded
+	// kfsm machine; empty runs the machine unsharded.
+	shard string
 }
 
 func (a controllerArgs) list() []string {
 	return []string{controllerFlag, a.impl, "-namespace", a.namespace, "-kubeconfig", a.kubeconfig,
-		"-workers", fmt.Sprint(a.workers), "-cpuprofile", a.cpuprofile}
+		"-workers", fmt.Sprint(a.workers), "-cpuprofile", a.cpuprofile, "-shard", a.shard}
 }
 
 func parseControllerArgs(args []string) (controllerArgs, error) {
@@ -59,11 +63,15 @@ func parseControllerArgs(args []string) (controllerArgs, error) {
 	fs.StringVar(&a.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig")
 	fs.StringVar(&a.cpuprofile, "cpuprofile", "", "a file for the CPU profile; the heap profile goes beside it")
 	fs.IntVar(&a.workers, "workers", 1, "concurrent reconciles")
+	fs.StringVar(&a.shard, "shard", "", "this replica's identity, to run the kfsm machine sharded")
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}
 	if _, ok := setups[a.impl]; !ok {
 		return a, fmt.Errorf("unknown implementation %q", a.impl)
+	}
+	if a.shard != "" && a.impl != "kfsm" {
+		return a, fmt.Errorf("only kfsm runs sharded, not %s", a.impl)
 	}
 	if a.namespace == "" || a.kubeconfig == "" {
 		return a, errors.New("-namespace and -kubeconfig are required")
@@ -72,9 +80,9 @@ func parseControllerArgs(args []string) (controllerArgs, error) {
 }
 
 // controllerMain is the controller process: a manager that runs one
-// implementation of the workload over one namespace and answers the
-// driver's commands, one a line on standard input, each with a JSON
-// report on a line of standard output:
+// implementation of the workload over one namespace, or one replica of the
+// sharded kfsm machine, and answers the driver's commands, one a line on
+// standard input, each with a JSON report on a line of standard output:
 //
 //   - report: the process's counters;
 //   - resync: every cached Gadget is sent to the controller again as a
@@ -95,45 +103,79 @@ func controllerMain(args []string) (err error) {
 		}
 		defer func() { err = errors.Join(err, stopProfiles()) }()
 	}
-	requests := newRequestCounter()
+	c := &counters{requests: newRequestCounter(), decodes: newDecodeCounter()}
 	cfg, err := clientcmd.BuildConfigFromFlags("", a.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("reading the kubeconfig: %w", err)
 	}
 	unthrottled(cfg)
-	cfg.Wrap(requests.wrap)
+	cfg.Wrap(c.requests.wrap)
 	resync := &resyncer{}
-	mgr, err := newManager(cfg, a.namespace, resync, log)
+	opts, err := managerOptions(a.namespace, resync, c.decodes, log)
 	if err != nil {
 		return err
 	}
-	if err := setups[a.impl](mgr, a.workers); err != nil {
-		return fmt.Errorf("setting up %s: %w", a.impl, err)
+	if a.shard == "" {
+		mgr, err := ctrl.NewManager(cfg, opts)
+		if err != nil {
+			return fmt.Errorf("creating the manager: %w", err)
+		}
+		if err := setups[a.impl](mgr, a.workers); err != nil {
+			return fmt.Errorf("setting up %s: %w", a.impl, err)
+		}
+		return serve(mgr, resync, c)
 	}
-	return serve(mgr, resync, requests)
+	shards, err := fsm.NewShards(cfg, &opts, shardOptions(a))
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := gadgetMachine(a.workers).Sharded(shards).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up sharded kfsm: %w", err)
+	}
+	return serve(mgr, resync, c)
 }
 
-func newManager(cfg *rest.Config, namespace string, resync *resyncer, log logr.Logger) (ctrl.Manager, error) {
+// managerOptions are the manager's options, before NewShards changes them
+// for a sharded replica: a cache of one namespace whose Gadget informer
+// counts what it decodes.
+func managerOptions(namespace string, resync *resyncer, decodes *decodeCounter, log logr.Logger) (ctrl.Options, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
+		return ctrl.Options{}, err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
+		return ctrl.Options{}, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 log,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+	return ctrl.Options{
+		Scheme: scheme,
+		Logger: log,
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{namespace: {}},
+			ByObject:          map[client.Object]cache.ByObject{&v1alpha1.Gadget{}: {Transform: decodes.transform}},
+		},
 		NewCache:               resync.newCache,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the manager: %w", err)
+	}, nil
+}
+
+// shardOptions make the replicas of a run one group, with Leases in the
+// run's namespace, timed for a benchmark: they find each other and divide
+// the slots within a few RetryPeriods of starting.
+func shardOptions(a controllerArgs) fsm.ShardOptions {
+	return fsm.ShardOptions{
+		Name:          "bench",
+		Namespace:     a.namespace,
+		Identity:      a.shard,
+		LeaseDuration: 4 * time.Second,
+		RenewDeadline: 3 * time.Second,
+		RetryPeriod:   500 * time.Millisecond,
 	}
-	return mgr, nil
 }
 
 // unthrottled lifts client-go's client-side rate limit.
@@ -141,8 +183,14 @@ func unthrottled(cfg *rest.Config) {
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 }
 
+// counters are what a controller process counts of itself.
+type counters struct {
+	requests *requestCounter
+	decodes  *decodeCounter
+}
+
 // serve runs the manager and answers the driver until standard input ends.
-func serve(mgr ctrl.Manager, resync *resyncer, requests *requestCounter) error {
+func serve(mgr ctrl.Manager, resync *resyncer, c *counters) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -168,7 +216,7 @@ func serve(mgr ctrl.Manager, resync *resyncer, requests *requestCounter) error {
 				cancel()
 				return <-done
 			}
-			rep, err := answer(ctx, line, resync, requests)
+			rep, err := answer(ctx, line, resync, c)
 			if err != nil {
 				return err
 			}
@@ -179,16 +227,16 @@ func serve(mgr ctrl.Manager, resync *resyncer, requests *requestCounter) error {
 	}
 }
 
-func answer(ctx context.Context, command string, resync *resyncer, requests *requestCounter) (report, error) {
+func answer(ctx context.Context, command string, resync *resyncer, c *counters) (report, error) {
 	switch command {
 	case "report":
-		return snapshot(requests), nil
+		return snapshot(c), nil
 	case "resync":
 		n, err := resync.replay(ctx)
 		if err != nil {
 			return report{}, err
 		}
-		rep := snapshot(requests)
+		rep := snapshot(c)
 		rep.Resynced = n
 		return rep, nil
 	}
@@ -211,12 +259,17 @@ type report struct {
 	MaxRSS int64   `json:"maxrss"`
 	// Resynced is how many Gadgets a resync sent again.
 	Resynced int `json:"resynced,omitempty"`
+	// Decodes counts the Gadgets that the cache decoded, from lists and
+	// watch events, and Gadgets the distinct ones among them.
+	Decodes int `json:"decodes"`
+	Gadgets int `json:"gadgets"`
 }
 
-func snapshot(requests *requestCounter) report {
-	counts, idle := requests.snapshot()
+func snapshot(c *counters) report {
+	counts, idle := c.requests.snapshot()
 	cpu, rss := resourceUsage()
 	rep := report{Requests: counts, Idle: idle.Seconds(), CPU: cpu, MaxRSS: rss}
+	rep.Decodes, rep.Gadgets = c.decodes.snapshot()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		rep.Reconciles, rep.Errors = -1, -1

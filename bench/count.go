@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // requestCounter counts a process's API requests by "verb resource", as
@@ -58,6 +61,40 @@ func (c *requestCounter) snapshot() (map[string]int, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.counts), time.Since(c.last)
+}
+
+// decodeCounter counts the Gadgets that a process's cache decodes, from
+// lists and watch events, and the distinct ones: a sharded replica's
+// cache should decode its slice of them only.
+type decodeCounter struct {
+	mu      sync.Mutex
+	decodes int
+	seen    map[types.UID]struct{}
+}
+
+func newDecodeCounter() *decodeCounter {
+	return &decodeCounter{seen: map[types.UID]struct{}{}}
+}
+
+// transform is the Gadget informer's cache transform: it counts each
+// object that the informer receives and changes nothing.
+func (c *decodeCounter) transform(obj any) (any, error) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return obj, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.decodes++
+	c.seen[o.GetUID()] = struct{}{}
+	return obj, nil
+}
+
+// snapshot returns the decodes and the distinct objects decoded.
+func (c *decodeCounter) snapshot() (decodes, distinct int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decodes, len(c.seen)
 }
 
 // requestKey names a request "verb resource". The verb is get, list,

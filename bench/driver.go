@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,10 +40,16 @@ const (
 type run struct {
 	impl              string
 	n, workers, round int
+	// replicas is the number of sharded kfsm processes, in the sharded
+	// mode; 0 otherwise.
+	replicas int
 }
 
 // name names the run's namespace and profiles.
 func (r run) name() string {
+	if r.replicas > 0 {
+		return fmt.Sprintf("%s-x%d-n%d-w%d-r%d", r.impl, r.replicas, r.n, r.workers, r.round)
+	}
 	return fmt.Sprintf("%s-n%d-w%d-r%d", r.impl, r.n, r.workers, r.round)
 }
 
@@ -81,7 +88,11 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 			return fmt.Errorf("the profiles' directory: %w", err)
 		}
 	}
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: []string{p.crds}})
+	opts := cluster.Options{CRDPaths: []string{p.crds}}
+	if p.sharded() {
+		opts.FeatureGates = map[string]bool{"ShardedListAndWatch": true}
+	}
+	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
@@ -92,6 +103,9 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 	}
 	if err := d.describeMachine(); err != nil {
 		return err
+	}
+	if p.sharded() {
+		return d.runSharded(ctx)
 	}
 	var results []result
 	for _, n := range p.sizes {
@@ -144,39 +158,47 @@ func (d *driver) order(round int) []string {
 }
 
 // measure runs an implementation over n new gadgets in a namespace of its
-// own: convergence, a resync and a restart. The namespace's objects are
-// removed afterwards.
+// own: convergence, a resync and a restart.
 func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 	res.run = r
 	ns := r.name()
+	err = d.withGadgets(ctx, ns, r.n, func() error {
+		p, err := d.converge(ctx, r, ns, &res)
+		if p != nil {
+			defer p.kill()
+		}
+		if err != nil {
+			return fmt.Errorf("converging: %w", err)
+		}
+		if err := d.resync(ctx, p, r.n, &res); err != nil {
+			return fmt.Errorf("resync: %w", err)
+		}
+		if err := p.stop(); err != nil {
+			return err
+		}
+		if err := d.restart(ctx, r, ns, &res); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		return nil
+	})
+	return res, err
+}
+
+// withGadgets creates the namespace ns with n new gadgets, calls measure,
+// and removes the namespace's objects afterwards.
+func (d *driver) withGadgets(ctx context.Context, ns string, n int, measure func() error) (err error) {
 	if err := d.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return res, fmt.Errorf("creating the namespace: %w", err)
+		return fmt.Errorf("creating the namespace: %w", err)
 	}
 	defer func() {
 		if ctx.Err() == nil {
 			err = errors.Join(err, d.cleanup(ctx, ns))
 		}
 	}()
-	if err := d.createGadgets(ctx, ns, r.n); err != nil {
-		return res, err
+	if err := d.createGadgets(ctx, ns, n); err != nil {
+		return err
 	}
-	p, err := d.converge(ctx, r, ns, &res)
-	if p != nil {
-		defer p.kill()
-	}
-	if err != nil {
-		return res, fmt.Errorf("converging: %w", err)
-	}
-	if err := d.resync(ctx, p, r.n, &res); err != nil {
-		return res, fmt.Errorf("resync: %w", err)
-	}
-	if err := p.stop(); err != nil {
-		return res, err
-	}
-	if err := d.restart(ctx, r, ns, &res); err != nil {
-		return res, fmt.Errorf("restart: %w", err)
-	}
-	return res, nil
+	return measure()
 }
 
 // converge starts the controller over the new gadgets and waits until all
@@ -195,7 +217,7 @@ func (d *driver) converge(ctx context.Context, r run, ns string, res *result) (*
 		return nil, err
 	}
 	start := time.Now()
-	p, err := d.startController(ctx, r, ns, d.profile(r, ""))
+	p, err := d.startController(ctx, d.controllerArgs(r, ns, d.profile(r, "")))
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +268,7 @@ func (d *driver) resync(ctx context.Context, p *process, n int, res *result) err
 // restart starts a new controller over the converged gadgets and counts
 // its requests until it has reconciled them all and is quiet.
 func (d *driver) restart(ctx context.Context, r run, ns string, res *result) error {
-	p, err := d.startController(ctx, r, ns, d.profile(r, "-restart"))
+	p, err := d.startController(ctx, d.controllerArgs(r, ns, d.profile(r, "-restart")))
 	if err != nil {
 		return err
 	}
@@ -390,6 +412,7 @@ func (d *driver) cleanup(ctx context.Context, ns string) error {
 		{"configmaps", &corev1.ConfigMap{}},
 		{"services", &corev1.Service{}},
 		{"events", &corev1.Event{}},
+		{"leases", &coordinationv1.Lease{}}, // of sharded replicas that did not leave
 	} {
 		if err := d.client.DeleteAllOf(ctx, kind.obj, client.InNamespace(ns)); err != nil {
 			return fmt.Errorf("cleaning up: deleting the %s: %w", kind.name, err)

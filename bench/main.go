@@ -21,6 +21,24 @@
 // Then it prints medians, spreads and the kfsm/hand ratios. With
 // -cpuprofile DIR the controller processes write CPU and heap profiles
 // there, named by implementation, N, workers and round.
+//
+// With -replicas it measures kfsm's sharded machines instead, and kfsm
+// only: R replicas of the kfsm controller share one machine's Gadgets,
+// each reconciling the hash slots it holds (see fsm.NewShards).
+//
+//	go run ./bench -replicas 1,2,3 -n 3000 -rounds 3
+//
+// The API server runs with the feature gate ShardedListAndWatch, so that
+// each replica's cache lists and watches only its slice. In each round,
+// for each R in turn, a run creates N Gadgets in a fresh namespace and
+// starts R controller processes at once, each with an identity of its own
+// and no leader election. It measures the time until every Gadget is
+// Ready and, at that moment, the CPU time of all the processes together
+// and of the busiest one, the largest peak RSS, and how many distinct
+// Gadgets each process's cache decoded, as a cache transform counts them.
+// Then it prints medians, spreads and the ratios to R=1. On a machine of
+// few CPUs, shared with the API server and etcd, more replicas than CPUs
+// cannot add throughput.
 package main
 
 import (
@@ -30,6 +48,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,6 +88,7 @@ func main() {
 type plan struct {
 	sizes, workers []int
 	impls          []string
+	replicas       []int // of the sharded mode; none otherwise
 	rounds         int
 	crds           string
 	profiles       string        // a directory, or empty
@@ -80,6 +100,7 @@ func parsePlan(args []string) (*plan, error) {
 	sizes := fs.String("n", "1000", "numbers of objects, comma-separated")
 	workers := fs.String("workers", "1,8", "worker counts, comma-separated")
 	impls := fs.String("impl", "kfsm,hand", "implementations, comma-separated: kfsm, hand")
+	replicas := fs.String("replicas", "", "numbers of sharded kfsm replicas, comma-separated: measures kfsm's sharded machines instead of kfsm against hand")
 	p := &plan{}
 	fs.IntVar(&p.rounds, "rounds", 3, "interleaved rounds per setting")
 	fs.StringVar(&p.crds, "crds", "internal/testapi/crd", "the directory of the test API's CRDs")
@@ -101,6 +122,15 @@ func parsePlan(args []string) (*plan, error) {
 	if p.impls, err = implementations(*impls); err != nil {
 		return nil, err
 	}
+	if *replicas != "" {
+		if p.replicas, err = positiveInts("-replicas", *replicas); err != nil {
+			return nil, err
+		}
+		if !slices.Equal(p.impls, []string{"kfsm"}) && flagSet(fs, "impl") {
+			return nil, errors.New("-replicas measures kfsm alone: leave -impl out")
+		}
+		p.impls = []string{"kfsm"}
+	}
 	if p.rounds < 1 {
 		return nil, fmt.Errorf("-rounds must be at least 1, not %d", p.rounds)
 	}
@@ -108,6 +138,13 @@ func parsePlan(args []string) (*plan, error) {
 		return nil, fmt.Errorf("-timeout must be positive, not %s", p.timeout)
 	}
 	return p, nil
+}
+
+// flagSet says whether the command line set a flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func positiveInts(name, s string) ([]int, error) {

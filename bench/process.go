@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 )
 
@@ -34,15 +35,19 @@ type process struct {
 	err   error
 }
 
-// startController starts a controller process of the run's
+// controllerArgs are the flags of a controller process of the run's
 // implementation over ns, writing a CPU profile to profile if not empty.
-// It dies with ctx and with the driver.
-func (d *driver) startController(ctx context.Context, r run, ns, profile string) (*process, error) {
+func (d *driver) controllerArgs(r run, ns, profile string) controllerArgs {
+	return controllerArgs{impl: r.impl, namespace: ns, kubeconfig: d.cluster.Kubeconfig, workers: r.workers, cpuprofile: profile}
+}
+
+// startController starts a controller process with args. It dies with
+// ctx and with the driver.
+func (d *driver) startController(ctx context.Context, args controllerArgs) (*process, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding the program to start the controller: %w", err)
 	}
-	args := controllerArgs{impl: r.impl, namespace: ns, kubeconfig: d.cluster.Kubeconfig, workers: r.workers, cpuprofile: profile}
 	cmd := exec.CommandContext(ctx, self, args.list()...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = processAttr()
@@ -127,11 +132,33 @@ func exitError(err error) error {
 
 // await waits for ready, while watching the controller.
 func (p *process) await(ctx context.Context, ready <-chan error, timeout time.Duration) error {
+	return awaitAll(ctx, []*process{p}, ready, timeout)
+}
+
+// awaitAll waits for ready, while watching the controllers: one exiting
+// ends the wait.
+func awaitAll(ctx context.Context, ps []*process, ready <-chan error, timeout time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	exited := make(chan error, len(ps))
+	for i, p := range ps {
+		name := "the controller"
+		if len(ps) > 1 {
+			name = fmt.Sprintf("controller %d of %d", i+1, len(ps))
+		}
+		go func() {
+			select {
+			case <-p.done:
+				exited <- fmt.Errorf("%s exited: %w", name, exitError(p.err))
+			case <-ctx.Done():
+			}
+		}()
+	}
 	select {
 	case err := <-ready:
 		return err
-	case <-p.done:
-		return fmt.Errorf("the controller exited: %w", exitError(p.err))
+	case err := <-exited:
+		return err
 	case <-time.After(timeout):
 		return fmt.Errorf("not all were Ready after %s", timeout)
 	case <-ctx.Done():
@@ -185,6 +212,18 @@ func (p *process) stop() error {
 		return fmt.Errorf("the controller: %w", p.err)
 	}
 	return nil
+}
+
+// stopAll stops the controllers at once, so that none takes over the
+// slots of another that is leaving.
+func stopAll(ps []*process) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { errs[i] = p.stop() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // kill kills the controller unless it has exited, and waits.

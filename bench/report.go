@@ -23,6 +23,11 @@ func (d *driver) describeMachine() error {
 	fmt.Fprintf(d.out, "machine: %s, %d CPUs, GOMAXPROCS %d, %s memory; %s; kube-apiserver %s, built from k8s.io/kubernetes %s\n",
 		procField("/proc/cpuinfo", "model name"), runtime.NumCPU(), runtime.GOMAXPROCS(0),
 		memory(procField("/proc/meminfo", "MemTotal")), runtime.Version(), v.GitVersion, cluster.KubernetesVersion())
+	if d.plan.sharded() {
+		cpus := runtime.NumCPU()
+		fmt.Fprintf(d.out, "caveat: the replicas, the API server and etcd share these %d CPUs: with %d cores, throughput cannot scale beyond %d processes\n\n", cpus, cpus, cpus)
+		return nil
+	}
 	fmt.Fprintf(d.out, "requests are per object unless said; converge counts until all are Ready and the controller is quiet for %s\n\n", quiet)
 	return nil
 }

@@ -23,9 +23,14 @@ const (
 
 type gadgetRequest = fsm.Request[*v1alpha1.Gadget]
 
-// setupKfsm registers the workload as a kfsm pipeline: the ConfigMap, then
-// the Service, then done.
+// setupKfsm registers the workload as a kfsm pipeline.
 func setupKfsm(mgr ctrl.Manager, workers int) error {
+	return gadgetMachine(workers).SetupWithManager(mgr)
+}
+
+// gadgetMachine is the workload as a kfsm pipeline: the ConfigMap, then
+// the Service, then done.
+func gadgetMachine(workers int) *fsm.Machine[*v1alpha1.Gadget] {
 	return fsm.New[*v1alpha1.Gadget]("gadget", fsm.Pipeline).
 		Initial(Configured).
 		State(Configured, configure, fsm.To(Exposed)).
@@ -33,8 +38,7 @@ func setupKfsm(mgr ctrl.Manager, workers int) error {
 		State(Done, nil, fsm.Final()).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
-		Workers(workers).
-		SetupWithManager(mgr)
+		Workers(workers)
 }
 
 func configure(ctx context.Context, r *gadgetRequest) fsm.Result {
