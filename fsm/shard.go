@@ -158,6 +158,7 @@ type Shards struct {
 	held     slots           // listed in this replica's Lease
 	assigned slots           // what the rule gives this replica
 	previous slots           // what it gave at the look before
+	freed    slots           // what expired Leases held, at the last look
 	others   slots           // what the other Leases hold
 	version  string          // of this replica's Lease, as last written
 	seen     map[string]seen // the other Leases, by name
@@ -309,7 +310,10 @@ func (s *Shards) look(ctx context.Context) error {
 		s.m.handovers.WithLabelValues(s.o.Name, "released").Add(float64(done.count()))
 		s.log.Info("released slots", "slots", done.String())
 	}
-	claims := s.assigned & s.previous &^ s.held &^ s.others
+	// A slot is claimed once the rule has given it twice in a row, so that
+	// a replica that starts and sees no other yet claims nothing; or at
+	// once, if an expired Lease held it.
+	claims := s.assigned & (s.previous | s.freed) &^ s.held &^ s.others
 	sent, renewing := time.Now(), s.version != ""
 	if err := s.renew(ctx, s.held|claims); err != nil {
 		if renewing && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
@@ -347,7 +351,7 @@ func (s *Shards) look(ctx context.Context) error {
 		}
 		s.seen[l.Name] = was
 	}
-	var others slots
+	var others, freed slots
 	for name, l := range s.seen {
 		if !slices.ContainsFunc(list.Items, func(x coordinationv1.Lease) bool { return x.Name == name }) {
 			l.gone = true
@@ -363,6 +367,7 @@ func (s *Shards) look(ctx context.Context) error {
 			case err == nil || apierrors.IsNotFound(err):
 				s.log.Info("a replica's Lease expired; deleted it", "lease", name, "holder", l.holder, "slots", l.slots.String())
 				delete(s.seen, name)
+				freed |= l.slots
 			case apierrors.IsConflict(err):
 				// It changed after all: look again next time.
 				others |= l.slots
@@ -372,6 +377,7 @@ func (s *Shards) look(ctx context.Context) error {
 			}
 		case l.gone && expired:
 			delete(s.seen, name)
+			freed |= l.slots
 		case l.gone:
 			// Deleted by someone while it was live: its slots count until
 			// its holder can no longer write.
@@ -383,7 +389,7 @@ func (s *Shards) look(ctx context.Context) error {
 			}
 		}
 	}
-	s.others = others
+	s.others, s.freed = others, freed
 	s.askAgain(ctx)
 	if won := claims &^ others; won != 0 {
 		s.held |= won
@@ -402,8 +408,8 @@ func (s *Shards) look(ctx context.Context) error {
 		s.take(ctx, back)
 	}
 	// The cache selects what this replica holds and what it will take:
-	// what the rule gave it twice in a row, not what a passing view gave.
-	s.setSelector(s.assigned&s.previous | s.held)
+	// what it will claim at the next look, not what a passing view gave.
+	s.setSelector(s.assigned&(s.previous|s.freed) | s.held)
 	s.m.members.Set(float64(len(members)))
 	s.m.held(s.held)
 	return nil
@@ -451,6 +457,16 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 		},
 	}
 	updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		// A renewal whose answer was lost (a timeout, a cancel) may have
+		// been written all the same. The Lease is still this replica's if
+		// it names it: the others never change a Lease, they delete an
+		// expired one.
+		if current, getErr := s.leases.Get(ctx, s.lease, metav1.GetOptions{}); getErr == nil && ptr.Deref(current.Spec.HolderIdentity, "") == s.o.Identity {
+			l.ResourceVersion = current.ResourceVersion
+			updated, err = s.leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+	}
 	if err != nil {
 		return err
 	}
