@@ -352,11 +352,14 @@
 // cache lists them again. On a server without the gate, every replica
 // caches every object and reconciles only its own: the work is still
 // disjoint, and kfsm logs it once and sets kfsm_shard_fallback to 1.
-// Children are cached in full on every replica: the API server cannot
-// select them by their parent's UID. A child's event whose parent is in
-// another slice costs a read of this replica's cache, which does not
-// have the parent, and nothing more. Other controllers and watched kinds
-// are not sharded.
+// Children are selected too, on any API server: a sharded machine's
+// children carry their parent's slot in the label [LabelSlot], and each
+// replica's cache lists and watches them with a label selector that
+// leaves out the other slots' (objects without the label stay in). So a
+// replica's memory for the machine falls with the number of replicas.
+// Other kinds, and children applied before the machine was sharded (until
+// it applies them again), are cached in full; kinds from Watches are not
+// sharded.
 //
 // Metrics of each replica: kfsm_shard_members (live replicas it sees),
 // kfsm_shard_slots and kfsm_shard_range (how many slots it holds, and

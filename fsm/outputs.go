@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -335,6 +336,9 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	labels[LabelManagedBy] = managedBy
 	labels[LabelMachine] = w.r.m.name
 	labels[LabelOwnerUID] = string(parent.GetUID())
+	if w.r.shards != nil {
+		labels[LabelSlot] = strconv.Itoa(slotOf(parent.GetUID()))
+	}
 	content.SetLabels(labels)
 	annotations := content.GetAnnotations()
 	if annotations == nil {
@@ -861,7 +865,7 @@ func (r *reconciler[T]) release(ctx context.Context, ref OutputRef, t ownedType)
 	obj.SetNamespace(ref.Namespace)
 	obj.SetName(ref.Name)
 	patch := map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{LabelManagedBy: nil, LabelMachine: nil, LabelOwnerUID: nil},
+		"labels":      map[string]any{LabelManagedBy: nil, LabelMachine: nil, LabelOwnerUID: nil, LabelSlot: nil},
 		"annotations": map[string]any{AnnotationOwner: nil, AnnotationState: nil, AnnotationAdopted: nil},
 	}}
 	if ref.UID != "" {

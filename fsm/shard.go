@@ -68,6 +68,9 @@ const (
 	// AnnotationMachines lists the machines that a replica shards, such as
 	// "moose,webapp".
 	AnnotationMachines = "kfsm.dev/machines"
+	// LabelSlot is the hash slot of a sharded machine's child's parent, so
+	// that each replica's cache holds only the children of its slice.
+	LabelSlot = "kfsm.dev/slot"
 )
 
 // ShardHolders reads the Leases of sharded replicas (those labelled with
@@ -130,8 +133,9 @@ const NumSlots = 64
 // change, the cache lists them again. If the API server does not honour
 // the selector (the gate is off, or it is older), every replica caches
 // every object and reconciles only its own: the work is still disjoint;
-// kfsm logs it once and sets kfsm_shard_fallback. Children are cached in
-// full: the API server cannot select them by their parent's UID.
+// kfsm logs it once and sets kfsm_shard_fallback. The machine's children
+// are labelled with their parent's slot ([LabelSlot]) and cached by a
+// label selector of the replica's slots, which every API server honours.
 type Shards struct {
 	o      ShardOptions
 	leases coordinationclient.LeaseInterface
@@ -150,8 +154,8 @@ type Shards struct {
 	names    []string // of the machines, for the Lease
 	mgr      manager.Manager
 	// What the cache's transport selects.
-	gen       uint64 // bumped whenever selector changes
-	selector  string
+	gen       uint64 // bumped whenever selected changes
+	selected  slots  // what the cache lists and watches
 	resources []*shardedResource
 
 	// The membership's own state, touched by its loop only.
@@ -230,7 +234,6 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 		m:      newShardMetrics(o.Name),
 		seen:   map[string]seen{},
 	}
-	s.selector = selectorOf(0)
 	cfg.Wrap(s.fence.transport)
 	newCache := opts.NewCache
 	if newCache == nil {
@@ -261,7 +264,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 func (s *Shards) Identity() string { return s.o.Identity }
 
 // join registers a machine with the Shards and the Shards with mgr.
-func (s *Shards) join(mgr manager.Manager, name string, res *shardedResource, m shardedMachine) error {
+func (s *Shards) join(mgr manager.Manager, name string, resources []*shardedResource, m shardedMachine) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -275,7 +278,11 @@ func (s *Shards) join(mgr manager.Manager, name string, res *shardedResource, m 
 	}
 	s.machines = append(s.machines, m)
 	s.names = append(s.names, name)
-	s.resources = append(s.resources, res)
+	for _, r := range resources {
+		if !slices.ContainsFunc(s.resources, func(x *shardedResource) bool { return x.prefix == r.prefix && x.resource == r.resource }) {
+			s.resources = append(s.resources, r)
+		}
+	}
 	return nil
 }
 
@@ -612,13 +619,12 @@ func (s *Shards) exit(slot int) {
 // setSelector makes the cache select the slots, listing again if they
 // changed.
 func (s *Shards) setSelector(want slots) {
-	sel := selectorOf(want)
 	s.mu.Lock()
-	if sel == s.selector {
+	if want == s.selected {
 		s.mu.Unlock()
 		return
 	}
-	s.selector = sel
+	s.selected = want
 	s.gen++
 	var cut []*cutBody
 	for _, r := range s.resources {
@@ -728,6 +734,20 @@ func selectorOf(s slots) string {
 		parts[i] = shardRange(uint64(r[0])<<58, uint64(r[1]+1)<<58)
 	}
 	return strings.Join(parts, " || ")
+}
+
+// childSelector returns the label selector of the children of the
+// objects in the slots: those labelled with another slot are left out,
+// objects without the label are not. All slots need none.
+func childSelector(s slots) string {
+	if s == ^slots(0) {
+		return ""
+	}
+	others := make([]string, 0, NumSlots-s.count())
+	for i := range (^s).each() {
+		others = append(others, strconv.Itoa(i))
+	}
+	return LabelSlot + " notin (" + strings.Join(others, ",") + ")"
 }
 
 // shardRange selects the UIDs that hash into [from, to); to 0 stands for
@@ -876,7 +896,15 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *Shards) error {
 	if err != nil {
 		return err
 	}
-	if err := s.join(mgr, r.m.name, newShardedResource(r.gvk.Group, r.gvk.Version, mapping.Resource.Resource), r); err != nil {
+	resources := []*shardedResource{newShardedResource(r.gvk.Group, r.gvk.Version, mapping.Resource.Resource, false)}
+	for _, t := range r.owns {
+		m, err := mgr.GetRESTMapper().RESTMapping(t.gvk.GroupKind(), t.gvk.Version)
+		if err != nil {
+			return err
+		}
+		resources = append(resources, newShardedResource(t.gvk.Group, t.gvk.Version, m.Resource.Resource, true))
+	}
+	if err := s.join(mgr, r.m.name, resources, r); err != nil {
 		return err
 	}
 	r.shards = s

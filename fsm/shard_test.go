@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,7 +40,7 @@ func newHandlings() *handlings {
 }
 
 func (h *handlings) handler(replica string) fsm.Handler[*gadget] {
-	return func(_ context.Context, r *request) fsm.Result {
+	return func(ctx context.Context, r *request) fsm.Result {
 		uid := r.Object.UID
 		h.mu.Lock()
 		if other, ok := h.running[uid]; ok {
@@ -48,6 +49,14 @@ func (h *handlings) handler(replica string) fsm.Handler[*gadget] {
 		h.running[uid] = replica
 		h.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name, Namespace: r.Object.Namespace},
+			Data: map[string]string{"target": fmt.Sprint(r.Object.Spec.Target)}}
+		if err := r.Apply(ctx, cm); err != nil {
+			h.mu.Lock()
+			delete(h.running, uid)
+			h.mu.Unlock()
+			return fsm.Fail(err)
+		}
 		r.Object.Status.Count = r.Object.Spec.Target
 		r.Object.Status.Note = replica
 		h.mu.Lock()
@@ -74,35 +83,45 @@ type replica struct {
 	name    string
 	stop    context.CancelFunc
 	stopped chan struct{}
-	mu      sync.Mutex
-	decoded map[types.UID]bool // the gadgets its cache decoded
+	mu       sync.Mutex
+	decoded  map[types.UID]bool // the gadgets its cache decoded
+	children map[types.UID]bool // and the ConfigMaps
 }
 
-func (r *replica) seen() int {
+func (r *replica) seen() (gadgets, children int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.decoded)
+	return len(r.decoded), len(r.children)
+}
+
+// count is a cache transform that notes the objects decoded.
+func (r *replica) count(o any) (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch o := o.(type) {
+	case *gadget:
+		r.decoded[o.UID] = true
+	case *corev1.ConfigMap:
+		r.children[o.UID] = true
+	}
+	return o, nil
 }
 
 // startReplica runs a manager with a sharded machine, as a replica of
 // group "gadgets" would in its own process.
 func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *replica {
 	t.Helper()
-	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}}
+	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}, children: map[types.UID]bool{}}
 	cfg := fe.Config()
 	opts := manager.Options{
 		Scheme:  fe.Client.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{fe.Namespace: {}},
-			ByObject: map[client.Object]cache.ByObject{&gadget{}: {Transform: func(o any) (any, error) {
-				if g, ok := o.(*gadget); ok {
-					rep.mu.Lock()
-					rep.decoded[g.UID] = true
-					rep.mu.Unlock()
-				}
-				return o, nil
-			}}},
+			ByObject: map[client.Object]cache.ByObject{
+				&gadget{}:           {Transform: rep.count},
+				&corev1.ConfigMap{}: {Transform: rep.count},
+			},
 		},
 		// Replicas in one process: each names its controller alike.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -120,6 +139,7 @@ func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *rep
 	}
 	m := fsm.New[*gadget]("sharded", fsm.Pipeline).
 		Initial("Counted").
+		Owns(&corev1.ConfigMap{}).
 		State("Counted", h.handler(name), fsm.To("Done")).
 		State("Done", nil, fsm.Final()).
 		PublishGraph(false).
@@ -171,7 +191,9 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 	}
 	await(t, "every gadget to converge on two replicas", converged(1))
 	share := h.share()
-	t.Logf("a ran the latest handler of %d gadgets, b of %d; a's cache decoded %d gadgets, b's %d", share["a"], share["b"], a.seen(), b.seen())
+	ag, ac := a.seen()
+	bg, bc := b.seen()
+	t.Logf("a ran the latest handler of %d gadgets, b of %d; a's cache decoded %d gadgets and %d children, b's %d and %d", share["a"], share["b"], ag, ac, bg, bc)
 	if share["a"] == 0 || share["b"] == 0 || share["a"]+share["b"] != n {
 		t.Errorf("the replicas handled %v of %d gadgets, want a part each", share, n)
 	}
@@ -192,8 +214,8 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 	}
 	h.mu.Unlock()
 	for _, r := range []*replica{a, b} {
-		if seen := r.seen(); seen > n*3/4 {
-			t.Errorf("replica %s decoded %d of %d gadgets; the shard selector should have kept it to about its part, %d", r.name, seen, n, share[r.name])
+		if gadgets, children := r.seen(); gadgets > n*3/4 || children > n*3/4 {
+			t.Errorf("replica %s decoded %d of %d gadgets and %d of their children; the selectors should have kept it to about its part, %d", r.name, gadgets, n, children, share[r.name])
 		}
 	}
 

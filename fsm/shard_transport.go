@@ -20,6 +20,9 @@ import (
 type shardedResource struct {
 	prefix   string // "/apis/<group>/<version>/", or "/api/v1/"
 	resource string // the plural
+	// children are selected by their LabelSlot, which every API server
+	// honours; the machine's own objects by the shard selector.
+	children bool
 
 	// Under the Shards' mutex:
 	support   support
@@ -39,12 +42,16 @@ const (
 	ignored                 // it sends everything: the fallback
 )
 
-func newShardedResource(group, version, resource string) *shardedResource {
+func newShardedResource(group, version, resource string, children bool) *shardedResource {
 	prefix := "/apis/" + group + "/" + version + "/"
 	if group == "" {
 		prefix = "/api/" + version + "/"
 	}
-	return &shardedResource{prefix: prefix, resource: resource, watches: map[*cutBody]struct{}{}}
+	r := &shardedResource{prefix: prefix, resource: resource, children: children, watches: map[*cutBody]struct{}{}}
+	if children {
+		r.support = honoured
+	}
+	return r
 }
 
 // collection reports whether path names the whole resource, in a
@@ -63,12 +70,13 @@ func (r *shardedResource) collection(path string) bool {
 
 // selecting is the transport of the cache's HTTP client: it adds the
 // replica's shard selector to the lists and watches of sharded machines'
-// resources. When the selector changes, it cuts the open watches and
-// answers the next watch that would continue an older list with 410
-// Gone, so that the informer lists again with the new selector.
+// resources, and a selector of LabelSlot to those of their children's.
+// When the slots change, it cuts the open watches and answers the next
+// watch that would continue an older list with 410 Gone, so that the
+// informer lists again with the new selectors.
 func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method != http.MethodGet || req.URL.Query().Has("shardSelector") {
+		if req.Method != http.MethodGet {
 			return next.RoundTrip(req)
 		}
 		r := s.resourceOf(req.URL.Path)
@@ -92,7 +100,7 @@ func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 		// Until the server is known to ignore selectors, it is sent them:
 		// a server that ignores them sends everything, which the replica
 		// needs then anyway.
-		gen, selector, ignoring := s.gen, s.selector, r.support == ignored
+		gen, selected, ignoring := s.gen, s.selected, r.support == ignored
 		if ignoring {
 			s.mu.Unlock()
 			return next.RoundTrip(req)
@@ -105,7 +113,14 @@ func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 			r.listedGen = gen
 		}
 		s.mu.Unlock()
-		q.Set("shardSelector", selector)
+		if !r.children {
+			q.Set("shardSelector", selectorOf(selected))
+		} else if labels := childSelector(selected); labels != "" {
+			if own := q.Get("labelSelector"); own != "" {
+				labels = own + "," + labels
+			}
+			q.Set("labelSelector", labels)
+		}
 		req = req.Clone(req.Context())
 		req.URL.RawQuery = q.Encode()
 		resp, err := next.RoundTrip(req)
