@@ -42,15 +42,17 @@
 //     each). Each sees the others as members and together they own the
 //     64 slots.
 //   - Each replica's cache decodes its slice, not the whole: fewer than
-//     600 distinct gadgets, with the API server's shard selector.
+//     600 distinct gadgets, with the API server's shard selector, and
+//     fewer than 600 of their ConfigMaps, selected by their slot label.
 //
 // c is SIGKILLed and the targets of its gadgets raised at once. a and b
 // take c's slots over once its Lease expires, and the last of c's gadgets
-// converges within LeaseDuration plus 8 s of the kill, handled by a or
-// b. Then d joins; once a, b and d share the slots, every target is
-// raised again: some gadgets move to another replica, at most 600, and d
-// handles at least 15 %. SIGTERM stops a, b and d with status 0, every
-// run they began has ended, and their membership Leases are gone.
+// converges within LeaseDuration plus 12 s of the kill (plus 5 to 7 s on
+// a quiet machine), handled by a or b. Then d joins; once a, b and d
+// share the slots, every target is raised again: some gadgets move to
+// another replica, at most 600, and d handles at least 15 %. SIGTERM
+// stops a, b and d with status 0, every run they began has ended, and
+// their membership Leases are gone.
 //
 // On an API server without the feature gate, two replicas fall back to
 // caching every gadget (kfsm_shard_fallback is 1 and each decodes all

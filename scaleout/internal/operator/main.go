@@ -13,12 +13,14 @@
 // that never overlap cannot be recorded as overlapping.
 //
 // The metrics endpoint (-metrics-addr) serves controller-runtime's
-// registry: kfsm's shard metrics, and two of the process's own, which
-// count what its cache decodes:
+// registry: kfsm's shard metrics, and the process's own, which count what
+// its cache decodes, for Gadgets and for their children, ConfigMaps:
 //
-//   - scaleout_gadgets_decoded_total, every Gadget the cache decoded (a
-//     list's items and every watch event);
-//   - scaleout_gadgets_seen, the distinct Gadgets among them, by UID.
+//   - scaleout_gadgets_decoded_total and scaleout_configmaps_decoded_total,
+//     every object the cache decoded (a list's items and every watch
+//     event);
+//   - scaleout_gadgets_seen and scaleout_configmaps_seen, the distinct
+//     objects among them, by UID.
 //
 // The process exits with status 0 when SIGTERM or SIGINT stops it.
 package main
@@ -104,13 +106,16 @@ func run(ctx context.Context, o options) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	decoded := newDecodeCounter()
+	gadgets, configMaps := newDecodeCounter("gadgets"), newDecodeCounter("configmaps")
 	opts := manager.Options{
 		Scheme: scheme,
 		Logger: log,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
-			ByObject:          map[client.Object]cache.ByObject{&v1alpha1.Gadget{}: {Transform: decoded.transform}},
+			ByObject: map[client.Object]cache.ByObject{
+				&v1alpha1.Gadget{}:  {Transform: gadgets.transform},
+				&corev1.ConfigMap{}: {Transform: configMaps.transform},
+			},
 		},
 		Metrics: metricsserver.Options{BindAddress: o.metricsAddr},
 	}
@@ -214,8 +219,8 @@ func (h *handlers) report(ctx context.Context, endpoint string, run handlerRun) 
 	return nil
 }
 
-// decodeCounter counts the Gadgets that the cache decodes, as its
-// transform sees them.
+// decodeCounter counts the objects of a kind that the cache decodes, as
+// its transform sees them.
 type decodeCounter struct {
 	decoded prometheus.Counter
 	seen    prometheus.Gauge
@@ -224,15 +229,15 @@ type decodeCounter struct {
 	uids map[types.UID]bool
 }
 
-func newDecodeCounter() *decodeCounter {
+func newDecodeCounter(plural string) *decodeCounter {
 	c := &decodeCounter{
 		decoded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "scaleout_gadgets_decoded_total",
-			Help: "Gadgets that the cache decoded: the items of its lists and the objects of its watch events.",
+			Name: "scaleout_" + plural + "_decoded_total",
+			Help: "Objects that the cache decoded: the items of its lists and the objects of its watch events.",
 		}),
 		seen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "scaleout_gadgets_seen",
-			Help: "Distinct Gadgets, by UID, that the cache decoded.",
+			Name: "scaleout_" + plural + "_seen",
+			Help: "Distinct objects, by UID, that the cache decoded.",
 		}),
 		uids: map[types.UID]bool{},
 	}
@@ -242,14 +247,14 @@ func newDecodeCounter() *decodeCounter {
 
 // transform counts obj and returns it unchanged.
 func (c *decodeCounter) transform(obj any) (any, error) {
-	g, ok := obj.(*v1alpha1.Gadget)
+	o, ok := obj.(metav1.Object)
 	if !ok {
 		return obj, nil
 	}
 	c.decoded.Inc()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.uids[g.UID] = true
+	c.uids[o.GetUID()] = true
 	c.seen.Set(float64(len(c.uids)))
 	return obj, nil
 }
