@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/proctest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -90,7 +91,7 @@ func (m *timings) report(t *testing.T) {
 // TestFailover runs the scenarios at the same time, each with two
 // operator processes, a Lease and a namespace of its own.
 func TestFailover(t *testing.T) {
-	bin := buildOperator(t)
+	bin := proctest.Build(t, "./internal/operator")
 	if termBound >= leaseDuration {
 		t.Fatalf("the SIGTERM bound %v is not below LeaseDuration %v: the test could not tell a release from an expiry", termBound, leaseDuration)
 	}

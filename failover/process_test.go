@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,22 +14,6 @@ import (
 	"testing"
 	"time"
 )
-
-// buildOperator compiles the operator program into a temporary directory.
-func buildOperator(t *testing.T) string {
-	t.Helper()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command builds the operator: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "operator")
-	start := time.Now()
-	if out, err := exec.Command(goCmd, "build", "-o", bin, "./internal/operator").CombinedOutput(); err != nil {
-		t.Fatalf("building the operator: %v\n%s", err, out)
-	}
-	t.Logf("built the operator in %v", time.Since(start).Round(time.Millisecond))
-	return bin
-}
 
 // process is one operator process.
 type process struct {

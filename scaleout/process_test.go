@@ -25,22 +25,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// buildOperator compiles the operator program into a temporary directory.
-func buildOperator(t *testing.T) string {
-	t.Helper()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command builds the operator: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "operator")
-	start := time.Now()
-	if out, err := exec.Command(goCmd, "build", "-o", bin, "./internal/operator").CombinedOutput(); err != nil {
-		t.Fatalf("building the operator: %v\n%s", err, out)
-	}
-	t.Logf("built the operator in %v", time.Since(start).Round(time.Millisecond))
-	return bin
-}
-
 // writeKubeconfig writes a kubeconfig with cfg's server and credentials,
 // for the operator processes.
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {

@@ -30,6 +30,7 @@ import (
 	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/proctest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -64,7 +65,7 @@ const (
 // once.
 func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 	const gadgets = 1000
-	bin := buildOperator(t)
+	bin := proctest.Build(t, "./internal/operator")
 	env := fsmtest.New(t)
 	f := newFleet(t, bin, env.Config(), env.Client, env.Namespace)
 
@@ -195,7 +196,7 @@ func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 // still share the reconciles.
 func TestFallbackWithoutShardedWatch(t *testing.T) {
 	const gadgets = 200
-	bin := buildOperator(t)
+	bin := proctest.Build(t, "./internal/operator")
 	c, err := cluster.Start(t.Context(), cluster.Options{
 		CRDPaths:     []string{crdPath},
 		FeatureGates: map[string]bool{"ShardedListAndWatch": false},
