@@ -80,9 +80,9 @@ func (h *handlings) share() map[string]int {
 
 // replica is one replica of a sharded machine in this process.
 type replica struct {
-	name    string
-	stop    context.CancelFunc
-	stopped chan struct{}
+	name     string
+	stop     context.CancelFunc
+	stopped  chan struct{}
 	mu       sync.Mutex
 	decoded  map[types.UID]bool // the gadgets its cache decoded
 	children map[types.UID]bool // and the ConfigMaps
