@@ -71,6 +71,8 @@ const (
 	// LabelSlot is the hash slot of a sharded machine's child's parent, so
 	// that each replica's cache holds only the children of its slice.
 	LabelSlot = "kfsm.dev/slot"
+	// annotationInstance names the process that wrote a replica's Lease.
+	annotationInstance = "kfsm.dev/instance"
 )
 
 // ShardHolders reads the Leases of sharded replicas (those labelled with
@@ -141,8 +143,11 @@ type Shards struct {
 	leases coordinationclient.LeaseInterface
 	fence  *fence
 	lease  string // the name of this replica's Lease
-	log    logr.Logger
-	m      *shardMetrics
+	// instance tells this process's Lease apart from one that another
+	// process of the same identity wrote.
+	instance string
+	log      logr.Logger
+	m        *shardMetrics
 
 	mu       sync.Mutex
 	active   slots // the slots whose objects this replica reconciles now
@@ -167,6 +172,9 @@ type Shards struct {
 	version  string          // of this replica's Lease, as last written
 	seen     map[string]seen // the other Leases, by name
 	waiting  map[int][]<-chan struct{}
+	// notBefore is when this replica may claim slots, after it deleted an
+	// earlier Lease of its identity.
+	notBefore time.Time
 }
 
 // seen is what a replica knows of another's Lease.
@@ -226,13 +234,14 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(o.Identity))
 	s := &Shards{
-		o:      o,
-		leases: cs.CoordinationV1().Leases(o.Namespace),
-		fence:  &fence{window: o.RenewDeadline, lease: "its shard Lease " + o.Namespace + "/" + o.Name, first: make(chan struct{})},
-		lease:  fmt.Sprintf("%s-%08x", o.Name, h.Sum32()),
-		log:    logf.Log.WithName("kfsm").WithValues("shards", o.Name, "replica", o.Identity),
-		m:      newShardMetrics(o.Name),
-		seen:   map[string]seen{},
+		o:        o,
+		leases:   cs.CoordinationV1().Leases(o.Namespace),
+		fence:    &fence{window: o.RenewDeadline, lease: "its shard Lease " + o.Namespace + "/" + o.Name, first: make(chan struct{})},
+		lease:    fmt.Sprintf("%s-%08x", o.Name, h.Sum32()),
+		instance: string(uuid.NewUUID()),
+		log:      logf.Log.WithName("kfsm").WithValues("shards", o.Name, "replica", o.Identity),
+		m:        newShardMetrics(o.Name),
+		seen:     map[string]seen{},
 	}
 	cfg.Wrap(s.fence.transport)
 	newCache := opts.NewCache
@@ -321,6 +330,9 @@ func (s *Shards) look(ctx context.Context) error {
 	// a replica that starts and sees no other yet claims nothing; or at
 	// once, if an expired Lease held it.
 	claims := s.assigned & (s.previous | s.freed) &^ s.held &^ s.others
+	if time.Now().Before(s.notBefore) {
+		claims = 0
+	}
 	sent, renewing := time.Now(), s.version != ""
 	if err := s.renew(ctx, s.held|claims); err != nil {
 		if renewing && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
@@ -445,6 +457,9 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 			if err := s.leases.Delete(ctx, s.lease, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
+			// Its holder may still write until it expires: claim nothing
+			// before the others would take its slots.
+			s.notBefore = time.Now().Add(s.o.LeaseDuration)
 			return fmt.Errorf("deleted an earlier Lease %s of this replica's identity; creating it anew", s.lease)
 		}
 		if err != nil {
@@ -467,9 +482,9 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 	if apierrors.IsConflict(err) {
 		// A renewal whose answer was lost (a timeout, a cancel) may have
 		// been written all the same. The Lease is still this replica's if
-		// it names it: the others never change a Lease, they delete an
-		// expired one.
-		if current, getErr := s.leases.Get(ctx, s.lease, metav1.GetOptions{}); getErr == nil && ptr.Deref(current.Spec.HolderIdentity, "") == s.o.Identity {
+		// this process wrote it: the others never change a Lease, they
+		// delete an expired one.
+		if current, getErr := s.leases.Get(ctx, s.lease, metav1.GetOptions{}); getErr == nil && current.Annotations[annotationInstance] == s.instance {
 			l.ResourceVersion = current.ResourceVersion
 			updated, err = s.leases.Update(ctx, l, metav1.UpdateOptions{})
 		}
@@ -485,7 +500,7 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 func (s *Shards) annotations(held slots) map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return map[string]string{AnnotationSlots: held.String(), AnnotationMachines: strings.Join(s.names, ",")}
+	return map[string]string{AnnotationSlots: held.String(), AnnotationMachines: strings.Join(s.names, ","), annotationInstance: s.instance}
 }
 
 // lost gives up every slot at once, after the Lease was taken away.

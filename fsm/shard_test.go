@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"sync"
@@ -281,5 +282,36 @@ func await(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 30 s for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A replica that restarts under the same identity (a StatefulSet's pod,
+// say) finds the Lease of its earlier life, which may list slots its
+// earlier process still writes to: it deletes it, and claims nothing
+// until that process's writes would have stopped, LeaseDuration later.
+func TestUnderManagerAReplicaWaitsOutItsEarlierLease(t *testing.T) {
+	fe := fsmtest.New(t)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("a"))
+	holder := "a"
+	fe.Create(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gadgets-%08x", h.Sum32()),
+			Labels:      map[string]string{fsm.LabelShards: "gadgets"},
+			Annotations: map[string]string{fsm.AnnotationSlots: "0-63", fsm.AnnotationMachines: "sharded"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder},
+	})
+	fe.Create(&gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}, Spec: v1alpha1.GadgetSpec{Target: 1}})
+	hs := newHandlings()
+	start := time.Now()
+	startReplica(t, fe, hs, "a")
+	await(t, "the gadget to converge", func() bool {
+		var g gadget
+		if err := fe.Client.Get(t.Context(), client.ObjectKey{Namespace: fe.Namespace, Name: "g"}, &g); err != nil {
+			t.Fatal(err)
+		}
+		return g.Status.Count == 1
+	})
+	if took := time.Since(start); took < 3*time.Second {
+		t.Errorf("the replica reconciled %v after it started, want no sooner than its LeaseDuration, 3 s, after it deleted its earlier Lease", took)
 	}
 }
