@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -175,6 +176,7 @@ type Shards struct {
 	// notBefore is when this replica may claim slots, after it deleted an
 	// earlier Lease of its identity.
 	notBefore time.Time
+	uid       types.UID // of this replica's Lease, as created
 }
 
 // seen is what a replica knows of another's Lease.
@@ -465,28 +467,31 @@ func (s *Shards) renew(ctx context.Context, held slots) error {
 		if err != nil {
 			return err
 		}
-		s.version = created.ResourceVersion
+		s.version, s.uid = created.ResourceVersion, created.UID
 		return nil
 	}
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: s.lease, Namespace: s.o.Namespace, ResourceVersion: s.version,
-			Labels:      map[string]string{LabelShards: s.o.Name},
-			Annotations: s.annotations(held)},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       &s.o.Identity,
-			LeaseDurationSeconds: ptr.To(int32((s.o.LeaseDuration + time.Second - 1) / time.Second)),
-			RenewTime:            &now,
-		},
+	// A patch, not an update: the API server creates a Lease that an
+	// update names if it is gone, and a renewal must fail once the others
+	// deleted the Lease. The resourceVersion and the UID are its
+	// preconditions.
+	patch := func(version string) (*coordinationv1.Lease, error) {
+		body, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": version, "uid": s.uid, "annotations": s.annotations(held)},
+			"spec":     map[string]any{"holderIdentity": s.o.Identity, "renewTime": now},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return s.leases.Patch(ctx, s.lease, types.MergePatchType, body, metav1.PatchOptions{})
 	}
-	updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	updated, err := patch(s.version)
 	if apierrors.IsConflict(err) {
 		// A renewal whose answer was lost (a timeout, a cancel) may have
 		// been written all the same. The Lease is still this replica's if
 		// this process wrote it: the others never change a Lease, they
 		// delete an expired one.
-		if current, getErr := s.leases.Get(ctx, s.lease, metav1.GetOptions{}); getErr == nil && current.Annotations[annotationInstance] == s.instance {
-			l.ResourceVersion = current.ResourceVersion
-			updated, err = s.leases.Update(ctx, l, metav1.UpdateOptions{})
+		if current, getErr := s.leases.Get(ctx, s.lease, metav1.GetOptions{}); getErr == nil && current.UID == s.uid && current.Annotations[annotationInstance] == s.instance {
+			updated, err = patch(current.ResourceVersion)
 		}
 	}
 	if err != nil {

@@ -54,6 +54,10 @@
 // stops a, b and d with status 0, every run they began has ended, and
 // their membership Leases are gone.
 //
+// Of two replicas, b is frozen (SIGSTOP) past its Lease: a takes its
+// gadgets over, and when b wakes (SIGCONT) it runs no handler until it
+// holds a new Lease, made after it woke, and slots in it.
+//
 // On an API server without the feature gate, two replicas fall back to
 // caching every gadget (kfsm_shard_fallback is 1 and each decodes all
 // 200), and still reconcile each gadget on one replica only, never two

@@ -138,6 +138,22 @@ func (r *recorder) until(i *interval, now time.Time) time.Time {
 	return now
 }
 
+// begunBy describes the runs of replica that began after from and before
+// to.
+func (r *recorder) begunBy(replica string, from, to time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for uid, runs := range r.runs {
+		for _, i := range runs {
+			if i.Replica == replica && i.begin.After(from) && i.begin.Before(to) {
+				out = append(out, fmt.Sprintf("%s %s", uid, i))
+			}
+		}
+	}
+	return out
+}
+
 // overlaps describes every pair of runs on one object, by different
 // replicas, that overlap in time.
 func (r *recorder) overlaps() []string {

@@ -191,6 +191,55 @@ func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 	}
 }
 
+// TestAFrozenReplicaActsOnNothingItLost freezes one of two replicas
+// (SIGSTOP) past its Lease: the other takes its gadgets over, and when
+// the frozen one wakes (SIGCONT) it runs no handler until it has joined
+// again with a new Lease and been given slots, however stale its cache
+// and its queue.
+func TestAFrozenReplicaActsOnNothingItLost(t *testing.T) {
+	const gadgets = 200
+	bin := proctest.Build(t, "./internal/operator")
+	env := fsmtest.New(t)
+	f := newFleet(t, bin, env.Config(), env.Client, env.Namespace)
+	f.start("a", "b")
+	f.share("a", "b")
+	f.create(gadgets)
+	f.converge(1, gadgets)
+	ofB := f.rec.lastBy("b")
+
+	stopped := f.replicas["b"].signal(syscall.SIGSTOP)
+	f.bumpUIDs(2, ofB)
+	f.share("a")
+	convergedOfB := f.convergeUIDs(2, ofB)
+	t.Logf("b frozen at %s; a held every slot and had converged b's %d gadgets %v later",
+		stopped.Format("15:04:05.000"), len(ofB), latest(convergedOfB).Sub(stopped).Round(time.Millisecond))
+	// Every gadget at the same generation again, for the notes below.
+	f.bump(2, gadgets)
+	f.converge(2, gadgets)
+
+	woke := f.replicas["b"].signal(syscall.SIGCONT)
+	f.share("a", "b")
+	var rejoined time.Time
+	for _, l := range f.leases() {
+		if deref(l.Spec.HolderIdentity) == "b" && l.Spec.AcquireTime != nil {
+			rejoined = l.Spec.AcquireTime.Time
+		}
+	}
+	if !rejoined.After(woke) {
+		t.Fatalf("b's Lease was acquired at %v, want a new Lease after it woke at %v: the old one should have been deleted", rejoined, woke)
+	}
+	early := f.rec.begunBy("b", woke, rejoined)
+	t.Logf("b woke at %s and took a new Lease %v later; it began %d runs in between", woke.Format("15:04:05.000"), rejoined.Sub(woke).Round(time.Millisecond), len(early))
+	if len(early) > 0 {
+		t.Errorf("b ran handlers after it woke and before it joined again: %s", first(early, 10))
+	}
+	f.bump(3, gadgets)
+	f.converge(3, gadgets)
+	f.checkNotes(f.rec.last(3))
+	f.rec.check("after b woke")
+	f.stop("a", "b")
+}
+
 // TestFallbackWithoutShardedWatch runs two replicas on an API server
 // without the sharded list and watch: each caches every gadget, and they
 // still share the reconciles.
