@@ -342,8 +342,10 @@
 //
 // What it does not: objects are reconciled in no particular order across
 // replicas, as across workers; a handover costs a relist of the slots
-// that moved and about two RetryPeriods; and what a handler does outside
-// the API server is not fenced.
+// that moved and about two RetryPeriods; a handler that a frozen replica
+// was running when it froze runs on when it wakes, beside the new
+// owner's, with its writes refused; and what a handler does outside the
+// API server is not fenced.
 //
 // Each replica's cache lists and watches only its slice of the machine's
 // objects, with the API server's shard selector (Kubernetes 1.36, alpha,
