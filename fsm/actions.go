@@ -229,7 +229,7 @@ func (a *actions) cancelSlots(lost slots) []<-chan struct{} {
 	defer a.mu.Unlock()
 	var done []<-chan struct{}
 	for key, r := range a.runs {
-		if lost.has(slotOf(r.uid)) {
+		if lost.has(SlotOf(r.uid)) {
 			r.cancel()
 			delete(a.runs, key)
 			done = append(done, r.done)

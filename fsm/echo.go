@@ -88,12 +88,17 @@ func resourceVersion(obj client.Object) (uint64, bool) {
 func (e *echoes) begin(key echoKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.mark(key).writing++
+}
+
+// mark returns key's mark, made if there is none; e.mu is held.
+func (e *echoes) mark(key echoKey) *echoMark {
 	m := e.marks[key]
 	if m == nil {
 		m = &echoMark{}
 		e.marks[key] = m
 	}
-	m.writing++
+	return m
 }
 
 // wrote ends a write that made obj, or made nothing when obj is nil (it
@@ -222,11 +227,7 @@ func (e *echoes) stale(key echoKey, obj client.Object) bool {
 func (e *echoes) atLeast(key echoKey, rv uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.marks[key]
-	if m == nil {
-		m = &echoMark{}
-		e.marks[key] = m
-	}
+	m := e.mark(key)
 	m.last = max(m.last, rv)
 }
 

@@ -337,7 +337,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	labels[LabelMachine] = w.r.m.name
 	labels[LabelOwnerUID] = string(parent.GetUID())
 	if w.r.shards != nil {
-		labels[LabelSlot] = strconv.Itoa(slotOf(parent.GetUID()))
+		labels[LabelSlot] = strconv.Itoa(SlotOf(parent.GetUID()))
 	}
 	content.SetLabels(labels)
 	annotations := content.GetAnnotations()

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,7 +97,7 @@ func ShardHolders(leases []coordinationv1.Lease, machine string) (holder func(ty
 			holders[i] = ptr.Deref(l.Spec.HolderIdentity, "")
 		}
 	}
-	return func(uid types.UID) string { return holders[slotOf(uid)] }, ok
+	return func(uid types.UID) string { return holders[SlotOf(uid)] }, ok
 }
 
 // NumSlots is the number of hash slots that sharded machines divide their
@@ -205,9 +206,9 @@ type shardedMachine interface {
 // given the Shards with Machine.Sharded. A sharded machine's controller
 // runs on every replica, without leader election.
 func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards, error) {
-	o.LeaseDuration = cmpOr(o.LeaseDuration, 15*time.Second)
-	o.RenewDeadline = cmpOr(o.RenewDeadline, 10*time.Second)
-	o.RetryPeriod = cmpOr(o.RetryPeriod, 2*time.Second)
+	o.LeaseDuration = cmp.Or(o.LeaseDuration, 15*time.Second)
+	o.RenewDeadline = cmp.Or(o.RenewDeadline, 10*time.Second)
+	o.RetryPeriod = cmp.Or(o.RetryPeriod, 2*time.Second)
 	switch {
 	case len(validation.IsDNS1123Label(o.Name)) > 0:
 		return nil, fmt.Errorf("fsm: shards: name %q is not a DNS label", o.Name)
@@ -262,13 +263,6 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 		return newCache(cfg, co)
 	}
 	return s, nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // Identity returns the name of this replica.
@@ -616,7 +610,7 @@ func closed(c <-chan struct{}) bool {
 // slot is this replica's but its Lease has gone unrenewed too long to
 // write, it returns a time to try again after.
 func (s *Shards) enter(uid types.UID) (slot int, epoch uint64, retry time.Duration, ok bool) {
-	slot = slotOf(uid)
+	slot = SlotOf(uid)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -734,9 +728,7 @@ func parseSlots(text string) (slots, error) {
 // SlotOf returns the hash slot of an object's UID, from 0 to NumSlots-1:
 // the top bits of the hash that the API server's
 // shardRange(object.metadata.uid, …) compares.
-func SlotOf(uid types.UID) int { return slotOf(uid) }
-
-func slotOf(uid types.UID) int {
+func SlotOf(uid types.UID) int {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(uid))
 	return int(h.Sum64() >> (64 - 6))
@@ -809,7 +801,7 @@ func assign(members []string) map[string]slots {
 			pairs = append(pairs, pair{score(i, name), i, m})
 		}
 	}
-	slices.SortFunc(pairs, func(a, b pair) int { return -cmpUint(a.score, b.score) })
+	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Compare(b.score, a.score) })
 	var given slots
 	for _, p := range pairs {
 		if given.has(p.slot) || share[p.member] == 0 {
@@ -820,16 +812,6 @@ func assign(members []string) map[string]slots {
 		out[members[p.member]] |= 1 << p.slot
 	}
 	return out
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // score ranks member for slot: a hash of both, mixed.
@@ -974,7 +956,7 @@ func (r *reconciler[T]) gained(ctx context.Context, won slots) {
 		return
 	}
 	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj := o.(client.Object); won.has(slotOf(obj.GetUID())) {
+		if obj := o.(client.Object); won.has(SlotOf(obj.GetUID())) {
 			r.requeue(client.ObjectKeyFromObject(obj))
 		}
 		return nil
@@ -987,7 +969,7 @@ func (r *reconciler[T]) released(lost slots) []<-chan struct{} {
 	var keys []types.NamespacedName
 	r.mu.Lock()
 	for key, t := range r.tracked {
-		if lost.has(slotOf(t.uid)) {
+		if lost.has(SlotOf(t.uid)) {
 			keys = append(keys, key)
 		}
 	}

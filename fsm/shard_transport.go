@@ -210,7 +210,7 @@ func (s *Shards) ask(ctx context.Context, r *shardedResource) error {
 		x := one.Items[0]
 		again, err := list(url.Values{
 			"fieldSelector": {"metadata.name=" + x.Name},
-			"shardSelector": {selectorOf(^slots(0) &^ (1 << slotOf(x.UID)))},
+			"shardSelector": {selectorOf(^slots(0) &^ (1 << SlotOf(x.UID)))},
 		})
 		if err != nil {
 			return err
