@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strconv"
 	"sync"
@@ -42,12 +44,8 @@ type echoKey struct {
 }
 
 type echoMark struct {
-	own     [4]uint64 // resourceVersions that kfsm's latest writes returned
-	next    int       // where the next one goes in own
-	last    uint64    // the newest of them: the stale-cache guard
-	gone    types.UID // kfsm deleted the object with this UID
-	writing int       // writes in flight
-	held    []heldEvent
+	own  [4]uint64 // resourceVersions that kfsm's latest writes returned
+	last uint64    // the newest of them: the stale-cache guard
 	// passed is the newest version of an event from someone else that was
 	// let through. A watch of a child's kind by Owns and by the machine's
 	// own mapping delivers each event twice; a copy held behind a write
@@ -56,13 +54,31 @@ type echoMark struct {
 	// applied is what kfsm's last apply of a child sent, and the version
 	// the API server answered with: the skip rule's memory.
 	applied applyMark
+	gone    types.UID // kfsm deleted the object with this UID
+	held    []heldEvent
+	writing int32 // writes in flight
+	next    uint8 // where the next version goes in own
 }
 
 // applyMark is a digest of an apply's content and the resourceVersion of
-// the child that it left.
+// the child that it left; a zero version records nothing. A mark is kept
+// for every object kfsm wrote, for as long as it exists, so it holds
+// numbers rather than strings.
 type applyMark struct {
-	digest, version string
+	digest  applyDigest
+	version uint64
 }
+
+// applyDigest is the first half of the SHA-256 of an apply's body.
+type applyDigest [16]byte
+
+func digestOf(body []byte) applyDigest {
+	sum := sha256.Sum256(body)
+	return applyDigest(sum[:16])
+}
+
+// String is the digest as status.outputs records it.
+func (d applyDigest) String() string { return hex.EncodeToString(d[:]) }
 
 // heldEvent is an event that arrived while a write was in flight.
 type heldEvent struct {
@@ -148,7 +164,7 @@ func (e *echoes) lastApplied(key echoKey) (applyMark, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.marks[key]
-	if m == nil || m.applied.digest == "" {
+	if m == nil || m.applied.version == 0 {
 		return applyMark{}, false
 	}
 	return m.applied, true
@@ -156,7 +172,7 @@ func (e *echoes) lastApplied(key echoKey) (applyMark, bool) {
 
 func (m *echoMark) record(rv uint64) {
 	m.own[m.next] = rv
-	m.next = (m.next + 1) % len(m.own)
+	m.next = (m.next + 1) % uint8(len(m.own))
 	m.last = max(m.last, rv)
 }
 

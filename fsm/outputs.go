@@ -3,8 +3,6 @@ package fsm
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -361,8 +359,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if err != nil {
 		return fmt.Errorf("encoding child %s: %w", ref, err)
 	}
-	sum := sha256.Sum256(body)
-	digest := hex.EncodeToString(sum[:16])
+	digest := digestOf(body)
 
 	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
 	recorded, _ := w.output(ref)
@@ -372,7 +369,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		if err := copyInto(child, existing.DeepCopyObject().(client.Object), t.gvk); err != nil {
 			return fmt.Errorf("applying %s: %w", ref, err)
 		}
-		return w.recordApplied(ref, recorded, existing, digest, false)
+		return w.recordApplied(ref, recorded, existing, digest.String(), false)
 	}
 
 	patchOpts := []client.PatchOption{client.FieldOwner(w.r.m.FieldOwner())}
@@ -389,7 +386,9 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	// which may be someone else's that the cache has yet to see.
 	wrote := false
 	if err == nil {
-		w.r.echoes.applied(key, applyMark{digest: digest, version: answer.GetResourceVersion()})
+		if rv, ok := resourceVersion(answer); ok {
+			w.r.echoes.applied(key, applyMark{digest: digest, version: rv})
+		}
 		wrote = existing == nil || (existing.GetResourceVersion() != answer.GetResourceVersion() && !othersWrote(existing, answer, body))
 	}
 	var made client.Object
@@ -414,7 +413,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if err := copyInto(child, answer, t.gvk); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
 	}
-	return w.recordApplied(ref, recorded, answer, digest, wrote)
+	return w.recordApplied(ref, recorded, answer, digest.String(), wrote)
 }
 
 // recordApplied records ref as obj, the child that an apply of content
@@ -466,15 +465,15 @@ func (w *walker[T]) fits(ref OutputRef) error {
 // A change by anyone else, or another object of the name, has another
 // version. This process's memory of its last apply comes first; after a
 // restart, the record in the status stands in.
-func (r *reconciler[T]) unchanged(key echoKey, existing client.Object, digest string, recorded OutputRef) bool {
+func (r *reconciler[T]) unchanged(key echoKey, existing client.Object, digest applyDigest, recorded OutputRef) bool {
 	if existing == nil || existing.GetDeletionTimestamp() != nil {
 		return false
 	}
-	version := existing.GetResourceVersion()
 	if last, ok := r.echoes.lastApplied(key); ok {
-		return last.digest == digest && last.version == version
+		rv, _ := resourceVersion(existing)
+		return last.digest == digest && last.version == rv
 	}
-	return recorded.AppliedDigest == digest && recorded.ResourceVersion == version && recorded.UID == existing.GetUID()
+	return recorded.AppliedDigest == digest.String() && recorded.ResourceVersion == existing.GetResourceVersion() && recorded.UID == existing.GetUID()
 }
 
 // output returns the record of ref in the status, if there is one.
