@@ -108,8 +108,11 @@
 //
 // On the children it applies, kfsm sets the labels [LabelManagedBy]
 // (kfsm), [LabelMachine] and [LabelOwnerUID], and the annotations
-// [AnnotationOwner], [AnnotationState] (lifecycle machines) and
-// [AnnotationAdopted] (adopted objects).
+// [AnnotationOwner] (children without an owner reference: adopted ones,
+// and those in another namespace than the parent's), [AnnotationState]
+// (lifecycle machines) and [AnnotationAdopted] (adopted objects). A
+// child that its owner reference leads back from carries no annotation
+// of kfsm's, so a pipeline's children cost the cache no annotations.
 //
 // Fields that someone changed with an update (kubectl edit, a controller
 // that updates) are drift and are taken back on the next Apply. Fields

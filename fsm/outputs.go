@@ -338,17 +338,25 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		labels[LabelSlot] = strconv.Itoa(SlotOf(parent.GetUID()))
 	}
 	content.SetLabels(labels)
+	// Annotations only where they say something: a child with an owner
+	// reference needs none to lead back to its parent, and an annotation
+	// costs each child a map in every cache that holds it.
 	annotations := content.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
+	annotate := func(k, v string) {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[k] = v
 	}
-	annotations[AnnotationOwner] = client.ObjectKeyFromObject(parent).String()
+	if adopted || !ownable {
+		annotate(AnnotationOwner, client.ObjectKeyFromObject(parent).String())
+	}
 	if w.r.m.mode == Lifecycle {
-		annotations[AnnotationState] = string(w.req.State)
+		annotate(AnnotationState, string(w.req.State))
 		ref.State = w.req.State
 	}
 	if adopted {
-		annotations[AnnotationAdopted] = "true"
+		annotate(AnnotationAdopted, "true")
 		ref.Adopted = ptr.To(true)
 	}
 	content.SetAnnotations(annotations)
@@ -501,11 +509,23 @@ func adopting(parent client.Object, t ownedType, ref OutputRef, existing client.
 		// makes it a child like the others.
 		return asked != adoptDelete && existing.GetAnnotations()[AnnotationAdopted] == "true", nil
 	case owner != "":
-		return false, &AlreadyExistsError{Child: ref, Owner: cmp.Or(existing.GetAnnotations()[AnnotationOwner], "uid "+owner), gvk: t.gvk}
+		return false, &AlreadyExistsError{Child: ref, Owner: parentName(existing, owner), gvk: t.gvk}
 	case asked == refuse:
 		return false, &AlreadyExistsError{Child: ref, gvk: t.gvk}
 	}
 	return asked == adoptKeep, nil
+}
+
+// parentName names the parent, of UID uid, of another parent's child:
+// by its annotation, or its owner reference, or its UID alone.
+func parentName(child client.Object, uid string) string {
+	if owner := child.GetAnnotations()[AnnotationOwner]; owner != "" {
+		return owner
+	}
+	if ref := metav1.GetControllerOf(child); ref != nil && string(ref.UID) == uid {
+		return client.ObjectKey{Namespace: child.GetNamespace(), Name: ref.Name}.String()
+	}
+	return "uid " + uid
 }
 
 // lookup reads a child from the cache, and from the API server when the

@@ -99,6 +99,11 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 		if !managedBy(child, "kfsm-web") {
 			t.Errorf("%s has no fields applied by kfsm-web: %v", child.GetName(), child.GetManagedFields())
 		}
+		// The owner reference leads back to the parent; an annotation
+		// saying so again would cost every child in the cache a map.
+		if a := child.GetAnnotations(); len(a) != 0 {
+			t.Errorf("%s, which has an owner reference, has annotations %v", child.GetName(), a)
+		}
 	}
 	want := []fsm.OutputRef{
 		{Kind: "ConfigMap", Namespace: e.namespace, Name: "g-config"},
@@ -383,6 +388,9 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 	if len(cr.OwnerReferences) != 0 {
 		t.Errorf("a cluster-scoped child has owner references %v", cr.OwnerReferences)
 	}
+	if got, want := cr.Annotations[fsm.AnnotationOwner], e.namespace+"/g"; got != want {
+		t.Errorf("a child without an owner reference has %s %q, want %q", fsm.AnnotationOwner, got, want)
+	}
 
 	// A change to the child that no owner reference leads back from still
 	// reconciles the parent, which puts it right.
@@ -404,6 +412,42 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 	}
 	if e.exists(&corev1.ConfigMap{}, "g-owned") {
 		t.Error("the owned child outlived the deletion path")
+	}
+}
+
+// A child's name that another parent's child has is refused, and the
+// error names that parent, whether the owner reference or the annotation
+// leads to it.
+func TestApplyRefusesAnotherParentsChildAndNamesTheParent(t *testing.T) {
+	e := newEnv(t)
+	shared := func(ctx context.Context, r *request) fsm.Result {
+		err := r.Apply(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared"}})
+		if err != nil {
+			return fsm.Fail(err)
+		}
+		return fsm.Done()
+	}
+	m := fsm.New[*gadget]("shared-child", fsm.Pipeline).
+		Initial("Apply").
+		State("Apply", shared, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	r := e.reconciler(m)
+	e.gadget("first", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "first")
+	if !e.exists(&corev1.ConfigMap{}, "shared") {
+		t.Fatal("the first parent's child was not applied")
+	}
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	err := error(e.fail(r))
+	var exists *fsm.AlreadyExistsError
+	if !errors.As(err, &exists) {
+		t.Fatalf("the second parent's apply failed with %v, want an AlreadyExistsError", err)
+	}
+	if want := e.namespace + "/first"; exists.Owner != want {
+		t.Errorf("the error names the owner %q, want %q", exists.Owner, want)
+	}
+	if !strings.Contains(err.Error(), "belongs to another parent, "+e.namespace+"/first") {
+		t.Errorf("the error %q does not name the parent", err)
 	}
 }
 
