@@ -105,6 +105,13 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 			t.Errorf("%s, which has an owner reference, has annotations %v", child.GetName(), a)
 		}
 	}
+	// The status is written under the machine's field manager too, so
+	// that managed fields say who wrote it.
+	for _, f := range g.GetManagedFields() {
+		if f.Subresource == "status" && f.Manager != "kfsm-web" {
+			t.Errorf("the status has fields of manager %q, want kfsm-web", f.Manager)
+		}
+	}
 	want := []fsm.OutputRef{
 		{Kind: "ConfigMap", Namespace: e.namespace, Name: "g-config"},
 		{Kind: "Service", Namespace: e.namespace, Name: "g"},

@@ -421,7 +421,9 @@ func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
 	if err != nil {
 		return err
 	}
-	return r.write(obj, func() error { return r.client.Status().Patch(ctx, obj, patch) })
+	return r.write(obj, func() error {
+		return r.client.Status().Patch(ctx, obj, patch, client.FieldOwner(r.m.FieldOwner()))
+	})
 }
 
 // statusPatch is the merge patch from before's status to obj's. It is
