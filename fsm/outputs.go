@@ -509,7 +509,7 @@ func adopting(parent client.Object, t ownedType, ref OutputRef, existing client.
 		// makes it a child like the others.
 		return asked != adoptDelete && existing.GetAnnotations()[AnnotationAdopted] == "true", nil
 	case owner != "":
-		return false, &AlreadyExistsError{Child: ref, Owner: parentName(existing, owner), gvk: t.gvk}
+		return false, &AlreadyExistsError{Child: ref, Owner: parentName(parent, existing, owner), gvk: t.gvk}
 	case asked == refuse:
 		return false, &AlreadyExistsError{Child: ref, gvk: t.gvk}
 	}
@@ -517,13 +517,19 @@ func adopting(parent client.Object, t ownedType, ref OutputRef, existing client.
 }
 
 // parentName names the parent, of UID uid, of another parent's child:
-// by its annotation, or its owner reference, or its UID alone.
-func parentName(child client.Object, uid string) string {
+// by its annotation, or its owner reference, or its UID alone. An owner
+// reference names no namespace: the other parent, taken to be of the
+// kind of parent, is in the child's namespace or, like parent, in none.
+func parentName(parent, child client.Object, uid string) string {
 	if owner := child.GetAnnotations()[AnnotationOwner]; owner != "" {
 		return owner
 	}
 	if ref := metav1.GetControllerOf(child); ref != nil && string(ref.UID) == uid {
-		return client.ObjectKey{Namespace: child.GetNamespace(), Name: ref.Name}.String()
+		ns := child.GetNamespace()
+		if parent.GetNamespace() == "" {
+			ns = ""
+		}
+		return client.ObjectKey{Namespace: ns, Name: ref.Name}.String()
 	}
 	return "uid " + uid
 }
