@@ -111,8 +111,8 @@
 // [AnnotationOwner] (children without an owner reference: adopted ones,
 // and those in another namespace than the parent's), [AnnotationState]
 // (lifecycle machines) and [AnnotationAdopted] (adopted objects). A
-// child that its owner reference leads back from carries no annotation
-// of kfsm's, so a pipeline's children cost the cache no annotations.
+// pipeline's child that its owner reference leads back from carries no
+// annotation of kfsm's, which spares each one a map in every cache.
 //
 // Fields that someone changed with an update (kubectl edit, a controller
 // that updates) are drift and are taken back on the next Apply. Fields
