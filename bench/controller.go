@@ -97,14 +97,15 @@ func controllerMain(args []string) (err error) {
 	}
 	log := logr.New(errorSink{shown: new(atomic.Int32)})
 	ctrl.SetLogger(log)
+	c := &counters{requests: newRequestCounter(), decodes: newDecodeCounter(), reported: func() {}}
 	if a.cpuprofile != "" {
-		stopProfiles, perr := startProfiles(a.cpuprofile)
+		stopProfiles, reported, perr := startProfiles(a.cpuprofile)
 		if perr != nil {
 			return perr
 		}
+		c.reported = reported
 		defer func() { err = errors.Join(err, stopProfiles()) }()
 	}
-	c := &counters{requests: newRequestCounter(), decodes: newDecodeCounter()}
 	cfg, err := clientcmd.BuildConfigFromFlags("", a.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("reading the kubeconfig: %w", err)
@@ -188,6 +189,9 @@ func unthrottled(cfg *rest.Config) {
 type counters struct {
 	requests *requestCounter
 	decodes  *decodeCounter
+	// reported is called on each report: the first one reads the peak
+	// RSS that the driver records.
+	reported func()
 }
 
 // serve runs the manager and answers the driver until standard input ends.
@@ -231,6 +235,7 @@ func serve(mgr ctrl.Manager, resync *resyncer, c *counters) error {
 func answer(ctx context.Context, command string, resync *resyncer, c *counters) (report, error) {
 	switch command {
 	case "report":
+		c.reported()
 		return snapshot(c), nil
 	case "resync":
 		n, err := resync.replay(ctx)
@@ -378,25 +383,28 @@ func (i *recordingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEven
 	return i.Informer.AddEventHandlerWithOptions(h, opts)
 }
 
-// startProfiles starts the CPU profile; the returned function stops it
-// and writes the heap profile beside it. Heap samples are taken every
-// 64 KiB rather than every 512 KiB, so that a difference of a few
+// startProfiles starts the CPU profile and the peak heap profile. The
+// first returned function stops them and writes the heap profile beside
+// them; the second ends the peak heap profile, at the first report, so
+// that it covers the same span as the peak RSS. Heap samples are taken
+// every 64 KiB rather than every 512 KiB, so that a difference of a few
 // hundred bytes per object shows.
-func startProfiles(path string) (func() error, error) {
+func startProfiles(path string) (stop func() error, reported func(), err error) {
 	goruntime.MemProfileRate = 64 << 10
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+		return nil, nil, fmt.Errorf("creating the CPU profile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+		return nil, nil, fmt.Errorf("starting the CPU profile: %w", err)
 	}
-	stopPeak := watchPeakHeap(strings.TrimSuffix(path, ".prof") + ".peak.heap")
-	return func() error {
+	stopPeak := sync.OnceValue(watchPeakHeap(strings.TrimSuffix(path, ".prof") + ".peak.heap"))
+	stop = func() error {
 		pprof.StopCPUProfile()
 		return errors.Join(f.Close(), stopPeak(), writeHeapProfile(strings.TrimSuffix(path, ".prof")+".heap"))
-	}, nil
+	}
+	return stop, func() { _ = stopPeak() }, nil
 }
 
 // watchPeakHeap writes a heap profile to path each time the live heap

@@ -20,7 +20,9 @@
 //
 // Then it prints medians, spreads and the kfsm/hand ratios. With
 // -cpuprofile DIR the controller processes write CPU and heap profiles
-// there, named by implementation, N, workers and round.
+// there, named by implementation, N, workers and round: NAME.prof,
+// NAME.peak.heap near the largest live heap until the peak RSS is read,
+// and NAME.heap when the process stops.
 //
 // With -replicas it measures kfsm's sharded machines instead, and kfsm
 // only: R replicas of the kfsm controller share one machine's Gadgets,
