@@ -93,8 +93,9 @@
 // applied once more. A converged object therefore costs no API request
 // on a resync or a restart, however many children it has.
 //
-// Children are found through a cache index of the parent's UID label,
-// so a reconcile costs the same however many objects the cache holds.
+// Under a manager, children are found through an index of the parent's
+// UID label that kfsm keeps from the cache's events, so a reconcile costs
+// the same however many objects the cache holds.
 //
 // Apply never takes over an object that kfsm did not create for the
 // parent: if one of the child's name exists, Apply fails with an

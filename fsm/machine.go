@@ -576,10 +576,9 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	if err := indexChildren(mgr.GetFieldIndexer(), r.owns, mgr.GetScheme()); err != nil {
+	if err := r.indexChildren(context.Background(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("machine %s: %w", m.name, err)
 	}
-	r.indexed = true
 	opts := m.options
 	if m.shards != nil {
 		if ptr.Deref(opts.NeedLeaderElection, false) {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -981,6 +982,47 @@ func TestUnderManagerChildrenOfAVanishedParentAreDeleted(t *testing.T) {
 	e.fe.Await("the cluster-scoped child to be deleted", func() bool {
 		return apierrors.IsNotFound(e.direct.Get(t.Context(), role, &rbacv1.ClusterRole{}))
 	})
+}
+
+// A child that carries its parent's UID but is missing from the status,
+// as one applied just before a crash is, is found through the cache,
+// whether it was there when the manager started or came later, and pruned
+// once the parent's pass no longer applies it. An object that carries
+// another parent's UID stays.
+func TestUnderManagerAChildMissingFromTheStatusIsPruned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	unrecorded := func(name string, uid types.UID) {
+		t.Helper()
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.namespace, Labels: map[string]string{
+				fsm.LabelManagedBy: "kfsm", fsm.LabelMachine: "web-unrecorded", fsm.LabelOwnerUID: string(uid),
+			}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+		if uid == g.UID {
+			svc.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Gadget",
+				Name: g.Name, UID: g.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+		}
+		if err := e.direct.Create(t.Context(), svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unrecorded("before-start", g.UID)
+	unrecorded("another-parents", "0b5b0e0e-1111-2222-3333-444455556666")
+	run(e, webMachine("web-unrecorded"))
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the child there at start to be pruned", func() bool { return !e.exists(&corev1.Service{}, "before-start") })
+
+	unrecorded("while-running", g.UID)
+	e.fe.Await("the child that came later to be pruned", func() bool { return !e.exists(&corev1.Service{}, "while-running") })
+	if !e.exists(&corev1.Service{}, "another-parents") {
+		t.Error("the Service of another parent was deleted")
+	}
+	if got := e.get("g").Status.Outputs; len(got) != 1 || got[0].Kind != "ConfigMap" {
+		t.Errorf("g records %v, want only its ConfigMap", got)
+	}
 }
 
 // Guarantee 2: a machine with an invalid graph or options registers no

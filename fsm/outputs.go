@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -753,30 +754,26 @@ func (r *reconciler[T]) goneOrNotOurs(ctx context.Context, t ownedType, ref Outp
 	return conflict
 }
 
-// indexOwnerUID is the cache index of children by their parent's UID.
-const indexOwnerUID = "kfsm.dev/owner-uid"
-
-// indexChildren adds the index of children by parent UID to the cache of
-// each typed owned type, so that finding a parent's children costs the
-// number of its children, not the number of objects in the cache.
-// Unstructured types are left to label selectors: a client that reads
-// them from the API server would send the index as a field selector.
-func indexChildren(idx client.FieldIndexer, owns map[schema.GroupKind]ownedType, scheme *runtime.Scheme) error {
-	for _, t := range owns {
+// indexChildren indexes the children of each typed owned type by their
+// parent's UID, from the events of the cache's informers. Unstructured
+// types are left to label selectors.
+func (r *reconciler[T]) indexChildren(ctx context.Context, c cache.Cache) error {
+	r.index = make(map[schema.GroupKind]*childIndex, len(r.owns))
+	for gk, t := range r.owns {
 		if t.unstructured {
 			continue
 		}
-		err := idx.IndexField(context.Background(), t.newObject(scheme), indexOwnerUID, func(o client.Object) []string {
-			if uid := o.GetLabels()[LabelOwnerUID]; uid != "" {
-				return []string{uid}
-			}
-			return nil
-		})
-		// Another machine of the manager that owns the type added the
-		// same index already; client-go says so only in words.
-		if err != nil && !strings.Contains(err.Error(), "indexer conflict") {
+		informer, err := c.GetInformer(ctx, t.newObject(r.client.Scheme()))
+		if err != nil {
 			return fmt.Errorf("indexing %s children by parent: %w", t.gvk.Kind, err)
 		}
+		x := newChildIndex()
+		reg, err := informer.AddEventHandler(x)
+		if err != nil {
+			return fmt.Errorf("indexing %s children by parent: %w", t.gvk.Kind, err)
+		}
+		x.synced = reg.HasSynced
+		r.index[gk] = x
 	}
 	return nil
 }
@@ -787,17 +784,9 @@ func indexChildren(idx client.FieldIndexer, owns map[schema.GroupKind]ownedType,
 // the two for a child in both.
 func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 	refs := slices.Clone(w.st.Outputs)
-	uid := string(w.obj.GetUID())
+	uid := w.obj.GetUID()
 	for _, t := range w.r.owns {
-		list := t.newList(w.r.client.Scheme())
-		if err := w.r.listChildren(ctx, list, t, uid); err != nil {
-			return nil, fmt.Errorf("listing %s children: %w", t.gvk.Kind, err)
-		}
-		err := meta.EachListItem(list, func(o runtime.Object) error {
-			obj, ok := o.(client.Object)
-			if !ok {
-				return nil
-			}
+		err := w.r.eachChild(ctx, t, uid, func(obj client.Object) {
 			ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
 				State: State(obj.GetAnnotations()[AnnotationState]), UID: obj.GetUID()}
 			if obj.GetAnnotations()[AnnotationAdopted] == "true" {
@@ -806,29 +795,46 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 			if !slices.ContainsFunc(refs, func(r OutputRef) bool { return r.key() == ref.key() }) {
 				refs = append(refs, ref)
 			}
-			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("listing %s children: %w", t.gvk.Kind, err)
 		}
 	}
 	return refs, nil
 }
 
-// listChildren lists the children of type t of the parent with uid: by
-// the cache's index under a manager, by label where the reads of the type
-// do not go to the cache.
-func (r *reconciler[T]) listChildren(ctx context.Context, list client.ObjectList, t ownedType, uid string) error {
-	if r.indexed && !t.unstructured && !r.unindexed[t.gvk.GroupKind()].Load() {
-		err := r.client.List(ctx, list, client.MatchingFields{indexOwnerUID: uid}, client.UnsafeDisableDeepCopy)
-		if !apierrors.IsBadRequest(err) {
-			return err
+// eachChild calls f with each child of type t of the parent with uid:
+// those that the machine's index holds, read from the cache, under a
+// manager; by a label selector where there is no index, or while it has
+// not caught up with the cache at start.
+func (r *reconciler[T]) eachChild(ctx context.Context, t ownedType, uid types.UID, f func(client.Object)) error {
+	if keys, ok := r.index[t.gvk.GroupKind()].children(uid); ok {
+		for _, key := range keys {
+			obj := t.newObject(r.client.Scheme())
+			err := r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			// The index is a moment behind the cache.
+			if obj.GetLabels()[LabelOwnerUID] == string(uid) {
+				f(obj)
+			}
 		}
-		// The client reads this type from the API server, which knows no
-		// such field.
-		r.unindexed[t.gvk.GroupKind()].Store(true)
+		return nil
 	}
-	return r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: uid}, client.UnsafeDisableDeepCopy)
+	list := t.newList(r.client.Scheme())
+	if err := r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: string(uid)}, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			f(obj)
+		}
+		return nil
+	})
 }
 
 // prune deletes the children that are no longer desired. A pipeline pass

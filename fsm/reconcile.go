@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -71,15 +70,14 @@ type reconciler[T Object] struct {
 	gvk      schema.GroupVersionKind // of T
 	gk       schema.GroupKind
 	owns     map[schema.GroupKind]ownedType
-	// indexed says that the cache indexes children by parent UID;
-	// unindexed marks the types whose reads bypass the cache after all.
-	indexed   bool
-	unindexed map[schema.GroupKind]*atomic.Bool
-	scopes    sync.Map // schema.GroupVersionKind → namespaced, of owned types
-	actions   *actions
-	echoes    *echoes
-	limiter   *backoffLimiter // set under a manager
-	shards    *Shards         // set when the machine is sharded
+	// index finds children by parent UID under a manager, for the types
+	// that it indexes.
+	index   map[schema.GroupKind]*childIndex
+	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
+	actions *actions
+	echoes  *echoes
+	limiter *backoffLimiter // set under a manager
+	shards  *Shards         // set when the machine is sharded
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -117,10 +115,6 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 	if len(m.owns) > 0 {
 		if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
 			return nil, fmt.Errorf("machine %s: %w", m.name, err)
-		}
-		r.unindexed = make(map[schema.GroupKind]*atomic.Bool, len(r.owns))
-		for gk := range r.owns {
-			r.unindexed[gk] = &atomic.Bool{}
 		}
 	}
 	return r, nil
