@@ -786,15 +786,17 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 	refs := slices.Clone(w.st.Outputs)
 	uid := w.obj.GetUID()
 	for _, t := range w.r.owns {
-		err := w.r.eachChild(ctx, t, uid, func(obj client.Object) {
+		recorded := func(key types.NamespacedName) bool {
+			ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: key.Namespace, Name: key.Name}
+			return slices.ContainsFunc(refs, func(r OutputRef) bool { return r.key() == ref })
+		}
+		err := w.r.eachChild(ctx, t, uid, recorded, func(obj client.Object) {
 			ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
 				State: State(obj.GetAnnotations()[AnnotationState]), UID: obj.GetUID()}
 			if obj.GetAnnotations()[AnnotationAdopted] == "true" {
 				ref.Adopted = ptr.To(true)
 			}
-			if !slices.ContainsFunc(refs, func(r OutputRef) bool { return r.key() == ref.key() }) {
-				refs = append(refs, ref)
-			}
+			refs = append(refs, ref)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", t.gvk.Kind, err)
@@ -803,13 +805,17 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 	return refs, nil
 }
 
-// eachChild calls f with each child of type t of the parent with uid:
-// those that the machine's index holds, read from the cache, under a
-// manager; by a label selector where there is no index, or while it has
-// not caught up with the cache at start.
-func (r *reconciler[T]) eachChild(ctx context.Context, t ownedType, uid types.UID, f func(client.Object)) error {
+// eachChild calls f with each child of type t of the parent with uid that
+// is not known already. Under a manager, it reads from the cache only
+// the children that the machine's index holds and known does not; where
+// there is no index, or while it has not caught up with the cache at
+// start, it lists them by label.
+func (r *reconciler[T]) eachChild(ctx context.Context, t ownedType, uid types.UID, known func(types.NamespacedName) bool, f func(client.Object)) error {
 	if keys, ok := r.index[t.gvk.GroupKind()].children(uid); ok {
 		for _, key := range keys {
+			if known(key) {
+				continue
+			}
 			obj := t.newObject(r.client.Scheme())
 			err := r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
 			if apierrors.IsNotFound(err) {
@@ -830,7 +836,7 @@ func (r *reconciler[T]) eachChild(ctx context.Context, t ownedType, uid types.UI
 		return err
 	}
 	return meta.EachListItem(list, func(o runtime.Object) error {
-		if obj, ok := o.(client.Object); ok {
+		if obj, ok := o.(client.Object); ok && !known(client.ObjectKeyFromObject(obj)) {
 			f(obj)
 		}
 		return nil
