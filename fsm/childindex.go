@@ -18,10 +18,10 @@ import (
 // times the memory (about 1.4 KB against 0.2 KB per parent with two
 // children, in the bench's heap profiles).
 //
-// The index follows the cache a moment behind. A child it does not hold
-// yet was applied by a walk that records it in the status; one it still
-// holds after the child changed is read again, and only an object that
-// carries the parent's UID is taken for its child.
+// The index follows the cache a moment behind. A child that kfsm applied
+// is in the status before the index holds it, and any other is found on
+// a later pass; an object the index still holds after it changed is read
+// again, and only one that carries the parent's UID is taken for a child.
 type childIndex struct {
 	synced func() bool // the initial list has reached the index
 
