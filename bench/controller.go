@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	goruntime "runtime"
 	rtmetrics "runtime/metrics"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -192,6 +194,24 @@ type counters struct {
 	// reported is called on each report: the first one reads the peak
 	// RSS that the driver records.
 	reported func()
+	// synced is the CPU time, as math.Float64bits of seconds, at the
+	// moment the cache had listed the workload's kinds; 0 before.
+	synced atomic.Uint64
+}
+
+// recordStartUp waits until the cache has listed the workload's kinds, as
+// the controller does before its workers start, and records the CPU time
+// spent until then: the process's start-up, the same for any reconciler.
+func (c *counters) recordStartUp(ctx context.Context, informers cache.Cache) {
+	for _, obj := range []client.Object{&v1alpha1.Gadget{}, &corev1.ConfigMap{}, &corev1.Service{}} {
+		if _, err := informers.GetInformer(ctx, obj); err != nil {
+			return
+		}
+	}
+	if informers.WaitForCacheSync(ctx) {
+		cpu, _ := resourceUsage()
+		c.synced.Store(math.Float64bits(cpu))
+	}
 }
 
 // serve runs the manager and answers the driver until standard input ends.
@@ -200,6 +220,7 @@ func serve(mgr ctrl.Manager, resync *resyncer, c *counters) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	go c.recordStartUp(ctx, mgr.GetCache())
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -263,6 +284,9 @@ type report struct {
 	// CPU is user and system time in seconds; MaxRSS is in bytes.
 	CPU    float64 `json:"cpu"`
 	MaxRSS int64   `json:"maxrss"`
+	// StartUp is the CPU time, in seconds, that the process had spent
+	// when its cache had listed the workload's kinds; 0 until then.
+	StartUp float64 `json:"startup"`
 	// Resynced is how many Gadgets a resync sent again.
 	Resynced int `json:"resynced,omitempty"`
 	// Decodes counts the Gadgets that the cache decoded, from lists and
@@ -274,7 +298,7 @@ type report struct {
 func snapshot(c *counters) report {
 	counts, idle := c.requests.snapshot()
 	cpu, rss := resourceUsage()
-	rep := report{Requests: counts, Idle: idle.Seconds(), CPU: cpu, MaxRSS: rss}
+	rep := report{Requests: counts, Idle: idle.Seconds(), CPU: cpu, MaxRSS: rss, StartUp: math.Float64frombits(c.synced.Load())}
 	rep.Decodes, rep.Gadgets = c.decodes.snapshot()
 	families, err := metrics.Registry.Gather()
 	if err != nil {

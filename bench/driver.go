@@ -59,6 +59,9 @@ type result struct {
 	ready time.Duration // from the controller's start until all are Ready
 	cpu   float64       // the controller's CPU seconds then
 	rss   int64         // its peak RSS then, in bytes
+	// startUp is the CPU seconds the controller had spent when its cache
+	// had listed the workload's kinds, before its first reconcile.
+	startUp float64
 	// reconciles and failed count the controller's reconciles, and the
 	// failed ones, until it was quiet.
 	reconciles, failed int
@@ -229,7 +232,10 @@ func (d *driver) converge(ctx context.Context, r run, ns string, res *result) (*
 	if err != nil {
 		return p, err
 	}
-	res.cpu, res.rss = atReady.CPU, atReady.MaxRSS
+	res.cpu, res.rss, res.startUp = atReady.CPU, atReady.MaxRSS, atReady.StartUp
+	if res.startUp == 0 {
+		return p, errors.New("the controller did not record its start-up's CPU time")
+	}
 	settled, err := p.settle(ctx, 0, d.plan.timeout)
 	if err != nil {
 		return p, err
