@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation"
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -572,7 +574,15 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err := m.Build(); err != nil {
 		return err
 	}
-	r, err := newReconciler(m, mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(m.FieldOwner()))
+	events, err := typedeventsv1.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("machine %s: a client of events: %w", m.name, err)
+	}
+	w := newEventWriter(events, mgr.GetScheme(), m.FieldOwner(), logf.Log.WithName("kfsm").WithValues("machine", m.name))
+	if err := mgr.Add(w); err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	r, err := newReconciler(m, mgr.GetClient(), mgr.GetAPIReader(), w)
 	if err != nil {
 		return err
 	}

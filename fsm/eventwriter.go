@@ -1,0 +1,357 @@
+package fsm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/tools/reference"
+)
+
+// eventWriter writes a machine's events to the events.k8s.io API, in the
+// background, in place of client-go's events broadcaster, and remembers
+// less.
+//
+// Isomorphic events (the same type, reason, action, regarding and related
+// object) are one Event with a series, as the events API has them: the
+// second is written at once as a series of two; later ones are counted and
+// written at most once per patchEvery; a series quiet for seriesWindow is
+// forgotten, and the next one starts a new Event. For each Event it keeps a
+// digest of what makes events isomorphic, the Event's name and the counts,
+// about 150 bytes; the broadcaster keeps a whole copy of every Event for as
+// long, about 700.
+//
+// A few goroutines write from a bounded queue. When the queue is full, as
+// when the API server refuses events for long, a new event is dropped, and
+// the drops are logged.
+type eventWriter struct {
+	events     typedeventsv1.EventsV1Interface
+	scheme     *runtime.Scheme
+	controller string
+	instance   string
+	log        logr.Logger
+
+	// The timing, fields so that tests can shorten it.
+	patchEvery   time.Duration
+	seriesWindow time.Duration
+	retryAfter   time.Duration
+	queueLimit   int
+
+	mu      sync.Mutex
+	queue   []eventWrite
+	series  map[eventKey]*eventSeries
+	dropped int
+	ready   chan struct{} // has a value while the queue is not empty
+}
+
+const (
+	eventWriters   = 4 // goroutines that write
+	maxEventTries  = 5
+	eventStopGrace = 5 * time.Second // to write what waits when the manager stops
+)
+
+// eventKey is a digest of what makes events isomorphic.
+type eventKey [16]byte
+
+// eventSeries is what the writer remembers of an Event it wrote.
+type eventSeries struct {
+	namespace, name string
+	count           int32 // occurrences so far
+	written         int32 // the count the API server has
+	created         bool  // the Event was created: its series can be written
+	queued          bool  // a write of the series waits in the queue
+	last            time.Time
+	nextPatch       time.Time
+}
+
+// eventWrite is a write that waits: a new Event, or else the series, of
+// key.
+type eventWrite struct {
+	event *eventsv1.Event
+	key   eventKey
+}
+
+func newEventWriter(events typedeventsv1.EventsV1Interface, scheme *runtime.Scheme, controller string, log logr.Logger) *eventWriter {
+	hostname, _ := os.Hostname()
+	return &eventWriter{
+		events: events, scheme: scheme, controller: controller, instance: controller + "-" + hostname, log: log,
+		patchEvery: 10 * time.Second, seriesWindow: 6 * time.Minute, retryAfter: 2 * time.Second, queueLimit: 1024,
+		series: map[eventKey]*eventSeries{},
+		ready:  make(chan struct{}, 1),
+	}
+}
+
+// Eventf records an event; it never waits for the API server.
+func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if eventtype != corev1.EventTypeNormal && eventtype != corev1.EventTypeWarning {
+		w.log.Error(nil, "an event of an unknown type is not recorded", "type", eventtype, "reason", reason)
+		return
+	}
+	ref, err := reference.GetReference(w.scheme, regarding)
+	if err != nil {
+		w.log.Error(err, "an event about an object without a reference is not recorded", "reason", reason)
+		return
+	}
+	var relatedRef *corev1.ObjectReference
+	if related != nil {
+		relatedRef, _ = reference.GetReference(w.scheme, related) // an event without it says the rest
+	}
+	key := keyOfEvent(eventtype, reason, action, ref, relatedRef)
+	now := time.Now()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.series[key]; s != nil && now.Sub(s.last) < w.seriesWindow {
+		s.count++
+		s.last = now
+		if s.created && !s.queued && !now.Before(s.nextPatch) && w.enqueue(eventWrite{key: key}) {
+			s.queued = true
+		}
+		return
+	}
+	namespace := ref.Namespace
+	if namespace == "" {
+		namespace = metav1.NamespaceDefault
+	}
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano())},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: w.controller,
+		ReportingInstance:   w.instance,
+		Action:              action,
+		Reason:              reason,
+		Regarding:           *ref,
+		Related:             relatedRef,
+		Note:                fmt.Sprintf(note, args...),
+		Type:                eventtype,
+	}
+	if !w.enqueue(eventWrite{event: ev, key: key}) {
+		return
+	}
+	w.series[key] = &eventSeries{namespace: namespace, name: ev.Name, count: 1, written: 1, last: now}
+}
+
+// keyOfEvent digests the fields that make two events isomorphic.
+func keyOfEvent(eventtype, reason, action string, regarding, related *corev1.ObjectReference) eventKey {
+	b := make([]byte, 0, 256)
+	for _, f := range []string{eventtype, reason, action} {
+		b = append(append(b, f...), 0)
+	}
+	for _, r := range []*corev1.ObjectReference{regarding, related} {
+		if r == nil {
+			b = append(b, 0)
+			continue
+		}
+		for _, f := range []string{r.APIVersion, r.Kind, r.Namespace, r.Name, string(r.UID)} {
+			b = append(append(b, f...), 0)
+		}
+	}
+	return eventKey(digestOf(b))
+}
+
+// enqueue adds a write to the queue, unless it is full; w.mu is held.
+func (w *eventWriter) enqueue(wr eventWrite) bool {
+	if len(w.queue) >= w.queueLimit {
+		w.dropped++
+		return false
+	}
+	w.queue = append(w.queue, wr)
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// next takes the oldest write from the queue.
+func (w *eventWriter) next() (eventWrite, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) == 0 {
+		return eventWrite{}, false
+	}
+	wr := w.queue[0]
+	w.queue[0] = eventWrite{}
+	w.queue = w.queue[1:]
+	if len(w.queue) > 0 {
+		select {
+		case w.ready <- struct{}{}:
+		default:
+		}
+	}
+	return wr, true
+}
+
+// NeedLeaderElection is false: the writer writes what this process's
+// reconcilers record, leader or not.
+func (w *eventWriter) NeedLeaderElection() bool { return false }
+
+// Start writes until ctx ends. Then the writes in flight, and those that
+// wait, have eventStopGrace to finish.
+func (w *eventWriter) Start(ctx context.Context) error {
+	writes, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWrites()
+	var wg sync.WaitGroup
+	for range eventWriters {
+		wg.Go(func() { w.work(writes, ctx.Done()) })
+	}
+	tick := time.NewTicker(w.patchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			grace := time.AfterFunc(eventStopGrace, cancelWrites)
+			defer grace.Stop()
+			wg.Wait()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.logDrops()
+			return nil
+		case now := <-tick.C:
+			w.sweep(now)
+		}
+	}
+}
+
+// work writes from the queue until stop, and then until the queue is
+// empty or ctx ends.
+func (w *eventWriter) work(ctx context.Context, stop <-chan struct{}) {
+	for ctx.Err() == nil {
+		wr, ok := w.next()
+		if ok {
+			w.write(ctx, wr)
+			continue
+		}
+		select {
+		case <-stop:
+			return
+		case <-w.ready:
+		}
+	}
+}
+
+// sweep queues the series that counted more than they wrote, forgets those
+// quiet for seriesWindow, and logs the drops.
+func (w *eventWriter) sweep(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, s := range w.series {
+		switch {
+		case s.queued, !s.created:
+		case s.count > s.written:
+			if w.enqueue(eventWrite{key: key}) {
+				s.queued = true
+			}
+		case now.Sub(s.last) >= w.seriesWindow:
+			delete(w.series, key)
+		}
+	}
+	w.logDrops()
+}
+
+// logDrops logs the events dropped since it last did; w.mu is held.
+func (w *eventWriter) logDrops() {
+	if w.dropped > 0 {
+		w.log.Error(nil, "events were dropped: too many waited to be written", "dropped", w.dropped)
+		w.dropped = 0
+	}
+}
+
+// write makes one write, trying again a few times when the API server
+// cannot be reached or asks to wait.
+func (w *eventWriter) write(ctx context.Context, wr eventWrite) {
+	err := w.writeOnce(ctx, wr)
+	for try := 1; err != nil && try < maxEventTries && retriable(err); try++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.retryAfter):
+			err = w.writeOnce(ctx, wr)
+			continue
+		}
+		break
+	}
+	w.ended(wr, err == nil)
+	if err != nil && ctx.Err() == nil {
+		w.log.Error(err, "writing an event")
+	}
+}
+
+func (w *eventWriter) writeOnce(ctx context.Context, wr eventWrite) error {
+	if wr.event != nil {
+		_, err := w.events.Events(wr.event.Namespace).Create(ctx, wr.event, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	w.mu.Lock()
+	s := w.series[wr.key]
+	if s == nil {
+		w.mu.Unlock()
+		return nil
+	}
+	s.queued = false
+	s.nextPatch = time.Now().Add(w.patchEvery)
+	namespace, name, count, last := s.namespace, s.name, s.count, s.last
+	w.mu.Unlock()
+
+	patch, err := json.Marshal(map[string]any{"series": eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(last)}})
+	if err != nil {
+		return err
+	}
+	_, err = w.events.Events(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		// Someone deleted the Event: the next occurrence starts another.
+		if w.series[wr.key] == s {
+			delete(w.series, wr.key)
+		}
+		return nil
+	case err == nil:
+		s.written = max(s.written, count)
+	}
+	return err
+}
+
+// ended ends a write. A new Event's series may be written now. A write
+// that failed for good ends its series: the next occurrence starts another
+// Event.
+func (w *eventWriter) ended(wr eventWrite, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.series[wr.key]
+	switch {
+	case s == nil || (wr.event != nil && s.name != wr.event.Name):
+	case !ok:
+		delete(w.series, wr.key)
+	case wr.event != nil:
+		s.created = true
+		if s.count > s.written && !s.queued && w.enqueue(eventWrite{key: wr.key}) {
+			s.queued = true
+		}
+	}
+}
+
+// retriable reports whether a write that failed with err may succeed later.
+func retriable(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true // the API server was not reached
+	}
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
+}
