@@ -225,13 +225,13 @@ func (w *eventWriter) Start(ctx context.Context) error {
 	}
 }
 
-// work writes from the queue until stop, and then until the queue is
-// empty or ctx ends.
+// work writes from the queue until stop, and then, without trying any
+// write again, until the queue is empty or ctx ends.
 func (w *eventWriter) work(ctx context.Context, stop <-chan struct{}) {
 	for ctx.Err() == nil {
 		wr, ok := w.next()
 		if ok {
-			w.write(ctx, wr)
+			w.write(ctx, stop, wr)
 			continue
 		}
 		select {
@@ -269,13 +269,14 @@ func (w *eventWriter) logDrops() {
 	}
 }
 
-// write makes one write, trying again a few times when the API server
-// cannot be reached or asks to wait.
-func (w *eventWriter) write(ctx context.Context, wr eventWrite) {
+// write makes one write, trying again a few times, until stop, when the
+// API server cannot be reached or asks to wait.
+func (w *eventWriter) write(ctx context.Context, stop <-chan struct{}, wr eventWrite) {
 	err := w.writeOnce(ctx, wr)
 	for try := 1; err != nil && try < maxEventTries && retriable(err); try++ {
 		select {
 		case <-ctx.Done():
+		case <-stop:
 		case <-time.After(w.retryAfter):
 			err = w.writeOnce(ctx, wr)
 			continue

@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,10 +21,12 @@ import (
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
-// eventRequests counts the requests a writer of events makes, by method.
+// eventRequests counts the requests a writer of events makes, by method;
+// while unreachable is set, they do not reach the API server.
 type eventRequests struct {
-	mu     sync.Mutex
-	counts map[string]int
+	mu          sync.Mutex
+	counts      map[string]int
+	unreachable atomic.Bool
 }
 
 func (c *eventRequests) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -32,6 +35,9 @@ func (c *eventRequests) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.mu.Lock()
 			c.counts[req.Method]++
 			c.mu.Unlock()
+			if c.unreachable.Load() {
+				return nil, errors.New("the API server cannot be reached")
+			}
 		}
 		return rt.RoundTrip(req)
 	})
@@ -225,5 +231,32 @@ func TestEventWriterStartsAnotherEventWhenItsEventIsGone(t *testing.T) {
 	})
 	if n := requests.of(http.MethodPost); n != 2 {
 		t.Errorf("%d events created, want 2", n)
+	}
+}
+
+// A writer whose API server cannot be reached tries again later, but not
+// once it is stopped: a process stops at once, not after its retries.
+func TestEventWriterStopsWithoutWaitingForItsRetries(t *testing.T) {
+	e := newEnv(t)
+	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	const retryAfter = 30 * time.Second // NewEventWriter waits patchEvery between tries
+	w, requests, _ := e.eventWriter(retryAfter, time.Minute, 100, logr.Discard())
+	requests.unreachable.Store(true)
+	w.Eventf(g, nil, corev1.EventTypeNormal, "Next", "Ready", "moved")
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Start(ctx) }()
+	await(t, "the first try", func() bool { return requests.of(http.MethodPost) == 1 })
+	cancel()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the writer did not stop within 3 s; it waits for its retry")
+	}
+	if n := requests.of(http.MethodPost); n != 1 {
+		t.Errorf("%d tries, want 1", n)
 	}
 }
