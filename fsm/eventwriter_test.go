@@ -97,6 +97,7 @@ func (e *env) eventWriter(patchEvery, window time.Duration, queue int, log logr.
 // Event. Events that differ in reason or related object are Events of
 // their own.
 func TestEventWriterMakesRepeatsOneSeries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	g := e.gadget("g", v1alpha1.GadgetSpec{})
 	const patchEvery, window = 500 * time.Millisecond, 3 * time.Second
@@ -163,6 +164,7 @@ func seriesCount(events []eventsv1.Event, reason string) int32 {
 // and the drops are logged; what was queued is written. Events recorded
 // before the writer starts wait for it.
 func TestEventWriterDropsWhatItsQueueCannotHoldAndSaysSo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	g := e.gadget("g", v1alpha1.GadgetSpec{})
 	var logged atomic.Value
@@ -191,6 +193,7 @@ func TestEventWriterDropsWhatItsQueueCannotHoldAndSaysSo(t *testing.T) {
 
 // What waits when the writer stops is written within a short grace.
 func TestEventWriterWritesWhatWaitsWhenItStops(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	g := e.gadget("g", v1alpha1.GadgetSpec{})
 	w, _, _ := e.eventWriter(time.Second, time.Minute, 100, logr.Discard())
@@ -210,6 +213,7 @@ func TestEventWriterWritesWhatWaitsWhenItStops(t *testing.T) {
 // An Event deleted by someone else ends its series: the repeat that finds
 // it gone is not written, and the next starts another Event.
 func TestEventWriterStartsAnotherEventWhenItsEventIsGone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	g := e.gadget("g", v1alpha1.GadgetSpec{})
 	w, requests, start := e.eventWriter(100*time.Millisecond, time.Minute, 100, logr.Discard())
@@ -237,6 +241,7 @@ func TestEventWriterStartsAnotherEventWhenItsEventIsGone(t *testing.T) {
 // A writer whose API server cannot be reached tries again later, but not
 // once it is stopped: a process stops at once, not after its retries.
 func TestEventWriterStopsWithoutWaitingForItsRetries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	g := e.gadget("g", v1alpha1.GadgetSpec{})
 	const retryAfter = 30 * time.Second // NewEventWriter waits patchEvery between tries
