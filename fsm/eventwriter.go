@@ -30,8 +30,8 @@ import (
 // written at most once per patchEvery; a series quiet for seriesWindow is
 // forgotten, and the next one starts a new Event. For each Event it keeps a
 // digest of what makes events isomorphic, the Event's name and the counts,
-// about 150 bytes; the broadcaster keeps a whole copy of every Event for as
-// long, about 700.
+// about 150 bytes; the broadcaster keeps a whole copy of every Event, about
+// 700, for six minutes or more.
 //
 // A few goroutines write from a bounded queue. When the queue is full, as
 // when the API server refuses events for long, a new event is dropped, and
