@@ -227,11 +227,11 @@
 // RetriesExhausted) are warnings. Events about a child name it as the
 // related object. Notes are cut to the events API's 1,024 bytes. Under a
 // manager, kfsm writes its events in the background: repeats of an event
-// (the same type, reason, action, object and related object) within six
-// minutes of the last are one Event with a series, whose count is written
-// at the second and then at most every ten seconds; when 1,024 writes
-// wait, as when the API server refuses events for long, new events are
-// dropped and the drops logged.
+// (the same type, reason, action, and object and related object at the
+// same resourceVersion) within six minutes of the last are one Event with
+// a series, whose count is written at the second and then at most every
+// ten seconds; when 1,024 writes wait, as when the API server refuses
+// events for long, new events are dropped and the drops logged.
 //
 // The Prometheus metrics, registered with controller-runtime's registry:
 // kfsm_transitions_total (machine, from, to, reason),

@@ -24,14 +24,15 @@ import (
 // background, in place of client-go's events broadcaster, and remembers
 // less.
 //
-// Isomorphic events (the same type, reason, action, regarding and related
-// object) are one Event with a series, as the events API has them: the
-// second is written at once as a series of two; later ones are counted and
-// written at most once per patchEvery; a series quiet for seriesWindow is
-// forgotten, and the next one starts a new Event. For each Event it keeps a
-// digest of what makes events isomorphic, the Event's name and the counts,
-// about 150 bytes; the broadcaster keeps a whole copy of every Event, about
-// 700, for six minutes or more.
+// Isomorphic events (the same type, reason, action, and regarding and
+// related object at the same resourceVersion, as client-go has them) are
+// one Event with a series, as the events API has them: the second is
+// written at once as a series of two; later ones are counted and written
+// at most once per patchEvery; a series quiet for seriesWindow is
+// forgotten, and the next one starts a new Event. For each Event it keeps
+// a digest of what makes events isomorphic, the Event's name and the
+// counts, about 150 bytes; the broadcaster keeps a whole copy of every
+// Event, about 700, for six minutes or more.
 //
 // A few goroutines write from a bounded queue. When the queue is full, as
 // when the API server refuses events for long, a new event is dropped, and
@@ -154,7 +155,7 @@ func keyOfEvent(eventtype, reason, action string, regarding, related *corev1.Obj
 			b = append(b, 0)
 			continue
 		}
-		for _, f := range []string{r.APIVersion, r.Kind, r.Namespace, r.Name, string(r.UID)} {
+		for _, f := range []string{r.APIVersion, r.Kind, r.Namespace, r.Name, string(r.UID), r.ResourceVersion, r.FieldPath} {
 			b = append(append(b, f...), 0)
 		}
 	}

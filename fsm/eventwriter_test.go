@@ -94,8 +94,8 @@ func (e *env) eventWriter(patchEvery, window time.Duration, queue int, log logr.
 // Repeats of an event are one Event with a series, as the events API has
 // them: the second is written at once, later ones together, and a series
 // that was quiet long enough ends, so that the next repeat starts another
-// Event. Events that differ in reason or related object are Events of
-// their own.
+// Event. Events that differ in reason, related object or the object's
+// version are Events of their own.
 func TestEventWriterMakesRepeatsOneSeries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -133,11 +133,16 @@ func TestEventWriterMakesRepeatsOneSeries(t *testing.T) {
 	child.APIVersion, child.Kind = "v1", "ConfigMap"
 	w.Eventf(g, nil, corev1.EventTypeNormal, "Next", "Ready", "moved")
 	w.Eventf(g, child, corev1.EventTypeWarning, "Failed", "Analyze", "about the child")
-	await(t, "three events", func() bool { return len(e.apiEvents()) == 3 })
+	// The same event about a later version of the object is another
+	// Event, as client-go has it.
+	changed := g.DeepCopy()
+	changed.ResourceVersion += "0"
+	w.Eventf(changed, nil, corev1.EventTypeWarning, "Failed", "Analyze", "attempt after a change")
+	await(t, "four events", func() bool { return len(e.apiEvents()) == 4 })
 
 	time.Sleep(window + 2*patchEvery) // the series ends
 	w.Eventf(g, nil, corev1.EventTypeWarning, "Failed", "Analyze", "attempt %d failed", 11)
-	await(t, "a new event after the series ended", func() bool { return len(e.apiEvents()) == 4 })
+	await(t, "a new event after the series ended", func() bool { return len(e.apiEvents()) == 5 })
 	if n := seriesCount(e.apiEvents(), "Failed"); n != 10 {
 		t.Errorf("the ended series counts %d, want 10", n)
 	}
