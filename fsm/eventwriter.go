@@ -72,16 +72,17 @@ type eventSeries struct {
 	count           int32 // occurrences so far
 	written         int32 // the count the API server has
 	created         bool  // the Event was created: its series can be written
-	queued          bool  // a write of the series waits in the queue
+	writing         bool  // a write of the series waits or is being made
 	last            time.Time
 	nextPatch       time.Time
 }
 
 // eventWrite is a write that waits: a new Event, or else the series, of
-// key.
+// key and of the Event named name.
 type eventWrite struct {
 	event *eventsv1.Event
 	key   eventKey
+	name  string
 }
 
 func newEventWriter(events typedeventsv1.EventsV1Interface, scheme *runtime.Scheme, controller string, log logr.Logger) *eventWriter {
@@ -117,8 +118,8 @@ func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 	if s := w.series[key]; s != nil && now.Sub(s.last) < w.seriesWindow {
 		s.count++
 		s.last = now
-		if s.created && !s.queued && !now.Before(s.nextPatch) && w.enqueue(eventWrite{key: key}) {
-			s.queued = true
+		if s.created && !s.writing && !now.Before(s.nextPatch) && w.enqueue(eventWrite{key: key, name: s.name}) {
+			s.writing = true
 		}
 		return
 	}
@@ -138,7 +139,7 @@ func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 		Note:                fmt.Sprintf(note, args...),
 		Type:                eventtype,
 	}
-	if !w.enqueue(eventWrite{event: ev, key: key}) {
+	if !w.enqueue(eventWrite{event: ev, key: key, name: ev.Name}) {
 		return
 	}
 	w.series[key] = &eventSeries{namespace: namespace, name: ev.Name, count: 1, written: 1, last: now}
@@ -250,10 +251,10 @@ func (w *eventWriter) sweep(now time.Time) {
 	defer w.mu.Unlock()
 	for key, s := range w.series {
 		switch {
-		case s.queued, !s.created:
+		case s.writing, !s.created:
 		case s.count > s.written:
-			if w.enqueue(eventWrite{key: key}) {
-				s.queued = true
+			if w.enqueue(eventWrite{key: key, name: s.name}) {
+				s.writing = true
 			}
 		case now.Sub(s.last) >= w.seriesWindow:
 			delete(w.series, key)
@@ -300,11 +301,10 @@ func (w *eventWriter) writeOnce(ctx context.Context, wr eventWrite) error {
 	}
 	w.mu.Lock()
 	s := w.series[wr.key]
-	if s == nil {
+	if s == nil || s.name != wr.name { // the series ended
 		w.mu.Unlock()
 		return nil
 	}
-	s.queued = false
 	s.nextPatch = time.Now().Add(w.patchEvery)
 	namespace, name, count, last := s.namespace, s.name, s.count, s.last
 	w.mu.Unlock()
@@ -329,22 +329,25 @@ func (w *eventWriter) writeOnce(ctx context.Context, wr eventWrite) error {
 	return err
 }
 
-// ended ends a write. A new Event's series may be written now. A write
-// that failed for good ends its series: the next occurrence starts another
-// Event.
+// ended ends a write, after its last try. A new Event's series may be
+// written now; a series written meanwhile is written again by the sweep.
+// A write that failed for good ends its series: the next occurrence
+// starts another Event.
 func (w *eventWriter) ended(wr eventWrite, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.series[wr.key]
 	switch {
-	case s == nil || (wr.event != nil && s.name != wr.event.Name):
+	case s == nil || s.name != wr.name: // the series ended; this key may have another
 	case !ok:
 		delete(w.series, wr.key)
 	case wr.event != nil:
 		s.created = true
-		if s.count > s.written && !s.queued && w.enqueue(eventWrite{key: wr.key}) {
-			s.queued = true
+		if s.count > s.written && !s.writing && w.enqueue(eventWrite{key: wr.key, name: s.name}) {
+			s.writing = true
 		}
+	default:
+		s.writing = false
 	}
 }
 

@@ -22,11 +22,13 @@ import (
 )
 
 // eventRequests counts the requests a writer of events makes, by method;
-// while unreachable is set, they do not reach the API server.
+// while unreachable is set, they do not reach the API server, and each
+// patch takes patchDelay longer.
 type eventRequests struct {
 	mu          sync.Mutex
 	counts      map[string]int
 	unreachable atomic.Bool
+	patchDelay  atomic.Int64 // nanoseconds
 }
 
 func (c *eventRequests) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -37,6 +39,9 @@ func (c *eventRequests) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.mu.Unlock()
 			if c.unreachable.Load() {
 				return nil, errors.New("the API server cannot be reached")
+			}
+			if req.Method == http.MethodPatch {
+				time.Sleep(time.Duration(c.patchDelay.Load()))
 			}
 		}
 		return rt.RoundTrip(req)
@@ -193,6 +198,29 @@ func TestEventWriterDropsWhatItsQueueCannotHoldAndSaysSo(t *testing.T) {
 	}
 	if strings.Join(reasons, ",") != "A,B,C" || requests.of(http.MethodPost) != 3 {
 		t.Errorf("events %v from %d creates, want A, B and C from 3", reasons, requests.of(http.MethodPost))
+	}
+}
+
+// A series has one write at a time: a patch slower than patchEvery is not
+// sent again beside itself, and the occurrences counted meanwhile are
+// written by the next.
+func TestEventWriterWritesASeriesOnceAtATime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	const patchEvery = 100 * time.Millisecond
+	w, requests, start := e.eventWriter(patchEvery, time.Minute, 100, logr.Discard())
+	requests.patchDelay.Store(int64(10 * patchEvery))
+	start()
+	w.Eventf(g, nil, corev1.EventTypeNormal, "Next", "Ready", "moved")
+	await(t, "the event", func() bool { return len(e.apiEvents()) == 1 })
+	w.Eventf(g, nil, corev1.EventTypeNormal, "Next", "Ready", "moved")
+	await(t, "the first patch", func() bool { return requests.of(http.MethodPatch) >= 1 })
+	w.Eventf(g, nil, corev1.EventTypeNormal, "Next", "Ready", "moved")
+	await(t, "a series of three", func() bool { return seriesCount(e.apiEvents(), "Next") == 3 })
+	time.Sleep(5 * patchEvery) // any write still to come
+	if n := requests.of(http.MethodPatch); n != 2 {
+		t.Errorf("%d patches for a series of three written twice, want 2", n)
 	}
 }
 
