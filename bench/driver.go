@@ -62,6 +62,9 @@ type result struct {
 	// startUp is the CPU seconds the controller had spent when its cache
 	// had listed the workload's kinds, before its first reconcile.
 	startUp float64
+	// readyReconciles counts the controller's reconciles until all were
+	// Ready: the work that cpu paid for.
+	readyReconciles int
 	// reconciles and failed count the controller's reconciles, and the
 	// failed ones, until it was quiet.
 	reconciles, failed int
@@ -232,7 +235,7 @@ func (d *driver) converge(ctx context.Context, r run, ns string, res *result) (*
 	if err != nil {
 		return p, err
 	}
-	res.cpu, res.rss, res.startUp = atReady.CPU, atReady.MaxRSS, atReady.StartUp
+	res.cpu, res.rss, res.startUp, res.readyReconciles = atReady.CPU, atReady.MaxRSS, atReady.StartUp, atReady.Reconciles
 	if res.startUp == 0 {
 		return p, errors.New("the controller did not record its start-up's CPU time")
 	}

@@ -59,8 +59,8 @@ func memory(total string) string {
 // phase, and the check of the controller's count against the API
 // server's.
 func printResult(out io.Writer, r result) {
-	fmt.Fprintf(out, "%s n=%d workers=%d round %d: Ready in %.2f s, CPU %.2f s (%.2f ms/object; start-up %.2f s, then %.2f ms/object), peak RSS %.0f MiB\n",
-		r.impl, r.n, r.workers, r.round, r.ready.Seconds(), r.cpu, msPerObject(r.cpu, r.n),
+	fmt.Fprintf(out, "%s n=%d workers=%d round %d: Ready in %.2f s after %d reconciles, CPU %.2f s (%.2f ms/object; start-up %.2f s, then %.2f ms/object), peak RSS %.0f MiB\n",
+		r.impl, r.n, r.workers, r.round, r.ready.Seconds(), r.readyReconciles, r.cpu, msPerObject(r.cpu, r.n),
 		r.startUp, msPerObject(r.cpu-r.startUp, r.n), mebibytes(r.rss))
 	objects, process := split(r.restart)
 	fmt.Fprintf(out, "    converge (%d reconciles, %d failed): %s\n    resync: %s\n    restart: %s; per process: %s\n",
@@ -132,21 +132,22 @@ func summarize(out io.Writer, all []result, n, workers int) {
 	slices.Sort(impls)
 	fmt.Fprintf(out, "\n== N=%d, workers=%d: median [min–max] of %d rounds\n", n, workers, len(byImpl[impls[0]]))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\ttime to Ready (s)\tcontroller CPU (s)\tCPU/object (ms)\tafter start-up (ms)\tpeak RSS (MiB)")
+	fmt.Fprintln(tw, "\ttime to Ready (s)\tcontroller CPU (s)\tCPU/object (ms)\tafter start-up (ms)\treconciles/object\tpeak RSS (MiB)")
 	medians := map[string][3]float64{} // time, CPU, RSS
 	for _, impl := range impls {
 		f := figuresOf(byImpl[impl])
 		medians[impl] = [3]float64{median(f.ready), median(f.cpu), median(f.rss)}
-		perObj, afterStart := make([]float64, len(f.cpu)), make([]float64, len(f.cpu))
+		perObj, afterStart, reconciles := make([]float64, len(f.cpu)), make([]float64, len(f.cpu)), make([]float64, len(f.cpu))
 		for i, c := range f.cpu {
 			perObj[i], afterStart[i] = msPerObject(c, n), msPerObject(c-f.startUp[i], n)
+			reconciles[i] = f.reconciles[i] / float64(n)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(f.rss))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(reconciles), spread(f.rss))
 	}
 	k, kok := medians["kfsm"]
 	h, hok := medians["hand"]
 	if kok && hok {
-		fmt.Fprintf(tw, "kfsm/hand\t%s\t%s\t\t\t%s\n", ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]))
+		fmt.Fprintf(tw, "kfsm/hand\t%s\t%s\t\t\t\t%s\n", ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out, "requests per object, medians:")
@@ -167,7 +168,7 @@ func summarize(out io.Writer, all []result, n, workers int) {
 
 // figures are the measures of several runs.
 type figures struct {
-	ready, cpu, startUp, rss []float64
+	ready, cpu, startUp, reconciles, rss []float64
 }
 
 func figuresOf(rs []result) figures {
@@ -176,6 +177,7 @@ func figuresOf(rs []result) figures {
 		f.ready = append(f.ready, r.ready.Seconds())
 		f.cpu = append(f.cpu, r.cpu)
 		f.startUp = append(f.startUp, r.startUp)
+		f.reconciles = append(f.reconciles, float64(r.readyReconciles))
 		f.rss = append(f.rss, mebibytes(r.rss))
 	}
 	return f
