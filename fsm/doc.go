@@ -93,9 +93,11 @@
 // applied once more. A converged object therefore costs no API request
 // on a resync or a restart, however many children it has.
 //
-// Under a manager, children are found through an index of the parent's
-// UID label that kfsm keeps from the cache's events, so a reconcile costs
-// the same however many objects the cache holds.
+// Under a manager, children are found through a field index of the
+// cache by the parent's UID label. The cache files a child in it as it
+// stores the child, before the child's event reconciles the parent: a
+// reconcile costs the same however many objects the cache holds, and sees
+// every child the cache holds.
 //
 // Apply never takes over an object that kfsm did not create for the
 // parent: if one of the child's name exists, Apply fails with an

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -754,30 +753,6 @@ func (r *reconciler[T]) goneOrNotOurs(ctx context.Context, t ownedType, ref Outp
 	return conflict
 }
 
-// indexChildren indexes the children of each typed owned type by their
-// parent's UID, from the events of the cache's informers. Unstructured
-// types are left to label selectors.
-func (r *reconciler[T]) indexChildren(ctx context.Context, c cache.Cache) error {
-	r.index = make(map[schema.GroupKind]*childIndex, len(r.owns))
-	for gk, t := range r.owns {
-		if t.unstructured {
-			continue
-		}
-		informer, err := c.GetInformer(ctx, t.newObject(r.client.Scheme()))
-		if err != nil {
-			return fmt.Errorf("indexing %s children by parent: %w", t.gvk.Kind, err)
-		}
-		x := newChildIndex()
-		reg, err := informer.AddEventHandler(x)
-		if err != nil {
-			return fmt.Errorf("indexing %s children by parent: %w", t.gvk.Kind, err)
-		}
-		x.synced = reg.HasSynced
-		r.index[gk] = x
-	}
-	return nil
-}
-
 // children returns the object's children: those in its status and those
 // that carry its owner UID label, such as a child applied just before a
 // crash kept it out of the status. The status is the fresher record of
@@ -806,35 +781,18 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 }
 
 // eachChild calls f with each child of type t of the parent with uid that
-// is not known already. Under a manager, it reads from the cache only
-// the children that the machine's index holds and known does not; where
-// there is no index, or while it has not caught up with the cache at
-// start, it lists them by label.
+// is not known already. Under a manager, it reads them from the cache's
+// index by parent; where there is none, it lists them by label.
 func (r *reconciler[T]) eachChild(ctx context.Context, t ownedType, uid types.UID, known func(types.NamespacedName) bool, f func(client.Object)) error {
-	if keys, ok := r.index[t.gvk.GroupKind()].children(uid); ok {
-		for _, key := range keys {
-			if known(key) {
-				continue
-			}
-			obj := t.newObject(r.client.Scheme())
-			err := r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			// The index is a moment behind the cache.
-			if obj.GetLabels()[LabelOwnerUID] == string(uid) {
-				f(obj)
-			}
-		}
-		return nil
-	}
 	list := t.newList(r.client.Scheme())
-	if err := r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: string(uid)}, client.UnsafeDisableDeepCopy); err != nil {
+	indexed, err := r.index.list(ctx, t, string(uid), list)
+	if !indexed {
+		err = r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: string(uid)}, client.UnsafeDisableDeepCopy)
+	}
+	if err != nil {
 		return err
 	}
+	// Maybe the cache's own objects: read, never changed.
 	return meta.EachListItem(list, func(o runtime.Object) error {
 		if obj, ok := o.(client.Object); ok && !known(client.ObjectKeyFromObject(obj)) {
 			f(obj)

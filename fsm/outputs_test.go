@@ -3,9 +3,11 @@ package fsm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,6 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -583,9 +589,61 @@ func TestAdoptAndDeleteMakesAnExistingObjectAChild(t *testing.T) {
 	}
 }
 
-// Two machines of one manager that own the same child type share the
-// cache's index of children by parent, and each prunes only its own.
-func TestTwoMachinesOwningOneTypeShareTheChildIndex(t *testing.T) {
+// Under a manager, a parent's children are read from the cache's index by
+// parent, whether the cache holds some namespaces or all of them: no
+// reconcile lists them by label, a list whose cost grows with the number
+// of objects in the cache.
+func TestUnderManagerChildrenAreFoundThroughTheIndex(t *testing.T) {
+	for _, clusterWide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cluster-wide=%v", clusterWide), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			var byLabel atomic.Int32
+			countLabelLists := func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if sel := (&client.ListOptions{}).ApplyOptions(opts).LabelSelector; sel != nil && strings.Contains(sel.String(), fsm.LabelOwnerUID) {
+					byLabel.Add(1)
+				}
+				return c.List(ctx, list, opts...)
+			}
+			name := fmt.Sprintf("web-indexed-%v", clusterWide)
+			fsmtest.Run(e.fe, webMachine(name), fsmtest.WithManagerOptions(func(o *ctrl.Options) {
+				if clusterWide {
+					// Children cached from all namespaces, but only this
+					// test's, so that the operator leaves other tests be.
+					mine := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{fsm.LabelMachine: name})}
+					o.Cache.DefaultNamespaces = nil
+					o.Cache.ByObject = map[client.Object]cache.ByObject{
+						&v1alpha1.Gadget{}:  {Namespaces: map[string]cache.Config{e.namespace: {}}},
+						&corev1.ConfigMap{}: mine,
+						&corev1.Service{}:   mine,
+					}
+				}
+				o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+					c, err := client.NewWithWatch(cfg, opts)
+					if err != nil {
+						return nil, err
+					}
+					return interceptor.NewClient(c, interceptor.Funcs{List: countLabelLists}), nil
+				}
+			}))
+
+			e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
+			e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
+			e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
+			e.fe.Await("the gadget's Service to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
+			if !e.exists(&corev1.ConfigMap{}, "g-config") {
+				t.Error("the ConfigMap, still desired, was deleted")
+			}
+			if n := byLabel.Load(); n != 0 {
+				t.Errorf("the reconciles listed children by label %d times, not through the index", n)
+			}
+		})
+	}
+}
+
+// Two machines of one manager that own the same child type each index it
+// in the cache, and each prunes only its own children.
+func TestTwoMachinesOwningOneTypeEachPruneOnlyTheirOwn(t *testing.T) {
 	e := newEnv(t)
 	doors := fsm.New[*v1alpha1.Door]("door-config", fsm.Pipeline).
 		Initial("Config").

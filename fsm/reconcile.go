@@ -72,7 +72,7 @@ type reconciler[T Object] struct {
 	owns     map[schema.GroupKind]ownedType
 	// index finds children by parent UID under a manager, for the types
 	// that it indexes.
-	index   map[schema.GroupKind]*childIndex
+	index   *childIndex
 	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
 	actions *actions
 	echoes  *echoes
