@@ -93,11 +93,12 @@
 // applied once more. A converged object therefore costs no API request
 // on a resync or a restart, however many children it has.
 //
-// Under a manager, children are found through a field index of the
-// cache by the parent's UID label. The cache files a child in it as it
-// stores the child, before the child's event reconciles the parent: a
-// reconcile costs the same however many objects the cache holds, and sees
-// every child the cache holds.
+// Under a manager, children are found through kfsm's index of the
+// parent's UID label, which files a child before any filter or handler of
+// the machine sees the child's event: a reconcile costs the same however
+// many objects the cache holds, and the reconcile that a child's event
+// starts finds that child. Children of an unstructured type are listed
+// by the label.
 //
 // Apply never takes over an object that kfsm did not create for the
 // parent: if one of the child's name exists, Apply fails with an

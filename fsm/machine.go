@@ -586,9 +586,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	if err := r.indexChildren(context.Background(), mgr.GetCache()); err != nil {
-		return fmt.Errorf("machine %s: %w", m.name, err)
-	}
+	r.index = newChildIndex(r.owns, mgr.GetScheme())
 	opts := m.options
 	if m.shards != nil {
 		if ptr.Deref(opts.NeedLeaderElection, false) {
@@ -622,9 +620,11 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	b := builder.ControllerManagedBy(mgr).Named(m.name).
 		For(newObject[T](), m.forOpts...).
 		WatchesRawSource(source.Func(r.start)).
-		// kfsm's own writes come back as events; they must not drive the
-		// loop. A global filter, because the builder's WithPredicates
-		// options replace one another.
+		// Global filters, because the builder's WithPredicates options
+		// replace one another, and in this order: the index files every
+		// child before its event can start a reconcile, and kfsm's own
+		// writes, which come back as events, must not drive the loop.
+		WithEventFilter(r.index.filter()).
 		WithEventFilter(r.echoes.filter(r.roleOf, r.echoed))
 	for i, o := range m.owns {
 		b = b.Owns(o, m.ownsOpts[i]...).

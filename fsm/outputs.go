@@ -781,15 +781,34 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 }
 
 // eachChild calls f with each child of type t of the parent with uid that
-// is not known already. Under a manager, it reads them from the cache's
-// index by parent; where there is none, it lists them by label.
+// is not known already. Under a manager, it reads from the cache the
+// children that the machine's index holds and known does not; where there
+// is no index (an unstructured type, or a reconciler without a manager),
+// it lists them by label.
 func (r *reconciler[T]) eachChild(ctx context.Context, t ownedType, uid types.UID, known func(types.NamespacedName) bool, f func(client.Object)) error {
-	list := t.newList(r.client.Scheme())
-	indexed, err := r.index.list(ctx, t, string(uid), list)
-	if !indexed {
-		err = r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: string(uid)}, client.UnsafeDisableDeepCopy)
+	if keys, ok := r.index.children(t.gvk.GroupKind(), uid); ok {
+		for _, key := range keys {
+			if known(key) {
+				continue
+			}
+			obj := t.newObject(r.client.Scheme())
+			err := r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			// The cache's own object: read, never changed. An entry can
+			// outlive a move or a deletion for a moment.
+			if obj.GetLabels()[LabelOwnerUID] == string(uid) {
+				f(obj)
+			}
+		}
+		return nil
 	}
-	if err != nil {
+	list := t.newList(r.client.Scheme())
+	if err := r.client.List(ctx, list, client.MatchingLabels{LabelOwnerUID: string(uid)}, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	// Maybe the cache's own objects: read, never changed.

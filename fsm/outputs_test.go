@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -638,6 +639,51 @@ func TestUnderManagerChildrenAreFoundThroughTheIndex(t *testing.T) {
 				t.Errorf("the reconciles listed children by label %d times, not through the index", n)
 			}
 		})
+	}
+}
+
+// A child that kfsm applied is in the index although its event, an echo
+// of kfsm's own write, drives no reconcile: when the status write that
+// should have recorded it is lost and the spec stops asking for it, the
+// next pass finds it by the index alone, and prunes it.
+func TestUnderManagerAChildWhoseRecordWasLostIsPruned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var lost atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	loseFirstStatusWrite := func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		if obj.GetName() == "g" && lost.CompareAndSwap(false, true) {
+			close(held)
+			<-release
+			return apierrors.NewServiceUnavailable("the status write was lost")
+		}
+		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+	}
+	fsmtest.Run(e.fe, webMachine("web-lost-record"), fsmtest.WithManagerOptions(func(o *ctrl.Options) {
+		o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, opts)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, interceptor.Funcs{SubResourcePatch: loseFirstStatusWrite}), nil
+		}
+	}))
+
+	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("no status write within a minute")
+	}
+	if !e.exists(&corev1.Service{}, "g") {
+		t.Fatal("the first pass wrote its status before it applied the Service")
+	}
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
+	close(release)
+	e.fe.Await("the Service, applied but never recorded, to be pruned", func() bool { return !e.exists(&corev1.Service{}, "g") })
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
+	if !e.exists(&corev1.ConfigMap{}, "g-config") {
+		t.Error("the ConfigMap, still desired, was deleted")
 	}
 }
 
