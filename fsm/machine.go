@@ -587,6 +587,17 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 		return err
 	}
 	r.index = newChildIndex(r.owns, mgr.GetScheme())
+	// The informers of the typed owned types start with the cache, so
+	// that the manager's cache sync covers them: an operator whose role
+	// may not list a child's kind is told at start.
+	for _, t := range r.owns {
+		if t.unstructured {
+			continue
+		}
+		if _, err := mgr.GetCache().GetInformer(context.Background(), t.newObject(mgr.GetScheme())); err != nil {
+			return fmt.Errorf("machine %s: watching %s children: %w", m.name, t.gvk.Kind, err)
+		}
+	}
 	opts := m.options
 	if m.shards != nil {
 		if ptr.Deref(opts.NeedLeaderElection, false) {
