@@ -619,13 +619,7 @@ func TestUnderManagerChildrenAreFoundThroughTheIndex(t *testing.T) {
 						&corev1.Service{}:   mine,
 					}
 				}
-				o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-					c, err := client.NewWithWatch(cfg, opts)
-					if err != nil {
-						return nil, err
-					}
-					return interceptor.NewClient(c, interceptor.Funcs{List: countLabelLists}), nil
-				}
+				o.NewClient = intercepted(interceptor.Funcs{List: countLabelLists})
 			}))
 
 			e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
@@ -660,13 +654,7 @@ func TestUnderManagerAChildWhoseRecordWasLostIsPruned(t *testing.T) {
 		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 	}
 	fsmtest.Run(e.fe, webMachine("web-lost-record"), fsmtest.WithManagerOptions(func(o *ctrl.Options) {
-		o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, opts)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, interceptor.Funcs{SubResourcePatch: loseFirstStatusWrite}), nil
-		}
+		o.NewClient = intercepted(interceptor.Funcs{SubResourcePatch: loseFirstStatusWrite})
 	}))
 
 	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
@@ -684,6 +672,17 @@ func TestUnderManagerAChildWhoseRecordWasLostIsPruned(t *testing.T) {
 	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
 	if !e.exists(&corev1.ConfigMap{}, "g-config") {
 		t.Error("the ConfigMap, still desired, was deleted")
+	}
+}
+
+// intercepted makes the manager's client with funcs in front of it.
+func intercepted(funcs interceptor.Funcs) func(*rest.Config, client.Options) (client.Client, error) {
+	return func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+		c, err := client.NewWithWatch(cfg, opts)
+		if err != nil {
+			return nil, err
+		}
+		return interceptor.NewClient(c, funcs), nil
 	}
 }
 
