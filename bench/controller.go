@@ -40,8 +40,9 @@ import (
 // setups registers each implementation of the workload with a manager,
 // with the given number of workers.
 var setups = map[string]func(mgr ctrl.Manager, workers int) error{
-	"kfsm": setupKfsm,
-	"hand": setupHand,
+	"kfsm":      setupKfsm,
+	"hand":      setupHand,
+	"hand-full": setupHandFull,
 }
 
 // controllerArgs are the controller process's flags, which the driver sets.

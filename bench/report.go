@@ -144,10 +144,12 @@ func summarize(out io.Writer, all []result, n, workers int) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(reconciles), spread(f.rss))
 	}
-	k, kok := medians["kfsm"]
-	h, hok := medians["hand"]
-	if kok && hok {
-		fmt.Fprintf(tw, "kfsm/hand\t%s\t%s\t\t\t\t%s\n", ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]))
+	if k, ok := medians["kfsm"]; ok {
+		for _, impl := range []string{"hand", "hand-full"} {
+			if h, ok := medians[impl]; ok {
+				fmt.Fprintf(tw, "kfsm/%s\t%s\t%s\t\t\t\t%s\n", impl, ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]))
+			}
+		}
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out, "requests per object, medians:")
