@@ -486,13 +486,16 @@ func TestUnderManagerApplyRefusesAnObjectItDidNotCreate(t *testing.T) {
 	if ns.Labels[fsm.LabelOwnerUID] != "" || ns.Labels["team"] != "" {
 		t.Errorf("the refused namespace was written: labels %v", ns.Labels)
 	}
-	var related bool
-	for _, ev := range e.apiEvents() {
-		related = related || (ev.Reason == fsm.ReasonAlreadyExists && ev.Related != nil && ev.Related.Kind == "Namespace" && ev.Related.Name == theirs)
-	}
-	if !related {
-		t.Error("no AlreadyExists event names the namespace as related")
-	}
+	// The event writer writes apart from the status: the Event may come
+	// after the condition.
+	e.fe.Await("an AlreadyExists event that names the namespace as related", func() bool {
+		for _, ev := range e.apiEvents() {
+			if ev.Reason == fsm.ReasonAlreadyExists && ev.Related != nil && ev.Related.Kind == "Namespace" && ev.Related.Name == theirs {
+				return true
+			}
+		}
+		return false
+	})
 
 	e.deleteAndWait("g")
 	if err := e.direct.Get(t.Context(), client.ObjectKey{Name: "data", Namespace: theirs}, &corev1.ConfigMap{}); err != nil {
