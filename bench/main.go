@@ -31,9 +31,8 @@
 //
 //	go run ./bench -impl kfsm,hand,hand-full -n 1000
 //
-// With
-// -cpuprofile DIR the controller processes write CPU and heap profiles
-// there, named by implementation, N, workers and round: NAME.prof,
+// With -cpuprofile DIR the controller processes write CPU and heap
+// profiles there, named by implementation, N, workers and round: NAME.prof,
 // NAME.peak.heap near the largest live heap until the peak RSS is read,
 // and NAME.heap when the process stops.
 //
