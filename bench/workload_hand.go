@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -29,13 +30,26 @@ type hand struct {
 const handOwner = "hand"
 
 func setupHand(mgr ctrl.Manager, workers int) error {
+	return setupHandWritten(mgr, "hand", workers, &hand{client: mgr.GetClient()})
+}
+
+// setupHandWritten registers a hand-written reconciler of the workload.
+func setupHandWritten(mgr ctrl.Manager, name string, workers int, r reconcile.Reconciler) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("hand").
+		Named(name).
 		For(&v1alpha1.Gadget{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(&hand{client: mgr.GetClient()})
+		Complete(r)
+}
+
+// ownerOf is the owner reference that both hand-written controllers set.
+func ownerOf(g *v1alpha1.Gadget) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Gadget").
+		WithName(g.Name).WithUID(g.UID).
+		WithController(true).WithBlockOwnerDeletion(true)
 }
 
 func (h *hand) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -43,10 +57,7 @@ func (h *hand) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	if err := h.client.Get(ctx, req.NamespacedName, &g); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	owner := metav1ac.OwnerReference().
-		WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Gadget").
-		WithName(g.Name).WithUID(g.UID).
-		WithController(true).WithBlockOwnerDeletion(true)
+	owner := ownerOf(&g)
 	cm := corev1ac.ConfigMap(g.Name, g.Namespace).
 		WithOwnerReferences(owner).
 		WithData(map[string]string{"target": fmt.Sprint(g.Spec.Target)})

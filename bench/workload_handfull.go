@@ -12,10 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -34,13 +32,7 @@ type handFull struct {
 const handFullOwner = "hand-full"
 
 func setupHandFull(mgr ctrl.Manager, workers int) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("hand-full").
-		For(&v1alpha1.Gadget{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Service{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(&handFull{client: mgr.GetClient()})
+	return setupHandWritten(mgr, "hand-full", workers, &handFull{client: mgr.GetClient()})
 }
 
 func (h *handFull) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -48,10 +40,7 @@ func (h *handFull) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := h.client.Get(ctx, req.NamespacedName, &g); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	owner := metav1ac.OwnerReference().
-		WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Gadget").
-		WithName(g.Name).WithUID(g.UID).
-		WithController(true).WithBlockOwnerDeletion(true)
+	owner := ownerOf(&g)
 	labels := map[string]string{
 		fsm.LabelManagedBy: "kfsm",
 		fsm.LabelMachine:   "gadget",
