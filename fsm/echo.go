@@ -33,13 +33,26 @@ import (
 // returns, those of its version are dropped and any other means that
 // someone else changed the object meanwhile, and the parent is queued
 // again.
+//
+// A mark stays for as long as its object exists, so it is kept small: its
+// key numbers the kind, and what a write in flight holds, or the UID a
+// delete leaves, is kept apart and only as long as it lasts.
 type echoes struct {
-	mu    sync.Mutex
-	marks map[echoKey]*echoMark
+	mu      sync.Mutex
+	marks   map[markKey]*echoMark
+	flights map[markKey]*flight   // writes in flight
+	gone    map[markKey]types.UID // kfsm deleted the object with this UID
+	kinds   map[schema.GroupKind]uint16
 }
 
 type echoKey struct {
 	gk schema.GroupKind
+	types.NamespacedName
+}
+
+// markKey is an echoKey with its kind numbered by kinds.
+type markKey struct {
+	kind uint16
 	types.NamespacedName
 }
 
@@ -54,10 +67,13 @@ type echoMark struct {
 	// applied is what kfsm's last apply of a child sent, and the version
 	// the API server answered with: the skip rule's memory.
 	applied applyMark
-	gone    types.UID // kfsm deleted the object with this UID
-	held    []heldEvent
-	writing int32 // writes in flight
 	next    uint8 // where the next version goes in own
+}
+
+// flight is what kfsm knows of an object while it writes it.
+type flight struct {
+	writing int32 // writes in flight
+	held    []heldEvent
 }
 
 // applyMark is a digest of an apply's content and the resourceVersion of
@@ -87,7 +103,22 @@ type heldEvent struct {
 	deleted bool // the object is gone: its mark can go too
 }
 
-func newEchoes() *echoes { return &echoes{marks: map[echoKey]*echoMark{}} }
+func newEchoes() *echoes {
+	return &echoes{
+		marks: map[markKey]*echoMark{}, flights: map[markKey]*flight{},
+		gone: map[markKey]types.UID{}, kinds: map[schema.GroupKind]uint16{},
+	}
+}
+
+// key numbers key's kind; e.mu is held.
+func (e *echoes) key(key echoKey) markKey {
+	n, ok := e.kinds[key.gk]
+	if !ok {
+		n = uint16(len(e.kinds))
+		e.kinds[key.gk] = n
+	}
+	return markKey{kind: n, NamespacedName: key.NamespacedName}
+}
 
 func keyOf(gk schema.GroupKind, obj client.Object) echoKey {
 	return echoKey{gk: gk, NamespacedName: client.ObjectKeyFromObject(obj)}
@@ -104,17 +135,30 @@ func resourceVersion(obj client.Object) (uint64, bool) {
 func (e *echoes) begin(key echoKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.mark(key).writing++
+	k := e.key(key)
+	e.mark(k)
+	f := e.flights[k]
+	if f == nil {
+		f = &flight{}
+		e.flights[k] = f
+	}
+	f.writing++
 }
 
-// mark returns key's mark, made if there is none; e.mu is held.
-func (e *echoes) mark(key echoKey) *echoMark {
-	m := e.marks[key]
+// mark returns k's mark, made if there is none; e.mu is held.
+func (e *echoes) mark(k markKey) *echoMark {
+	m := e.marks[k]
 	if m == nil {
 		m = &echoMark{}
-		e.marks[key] = m
+		e.marks[k] = m
 	}
 	return m
+}
+
+// drop ends k's mark; e.mu is held.
+func (e *echoes) drop(k markKey) {
+	delete(e.marks, k)
+	delete(e.gone, k)
 }
 
 // wrote ends a write that made obj, or made nothing when obj is nil (it
@@ -123,7 +167,8 @@ func (e *echoes) mark(key echoKey) *echoMark {
 func (e *echoes) wrote(key echoKey, obj client.Object) (missed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.marks[key]
+	k := e.key(key)
+	m := e.marks[k]
 	if m == nil {
 		return false
 	}
@@ -132,7 +177,7 @@ func (e *echoes) wrote(key echoKey, obj client.Object) (missed bool) {
 			m.record(rv)
 		}
 	}
-	return e.release(key, m)
+	return e.release(k, m)
 }
 
 // deleted ends a delete of key: when it went through, the object with uid
@@ -140,21 +185,22 @@ func (e *echoes) wrote(key echoKey, obj client.Object) (missed bool) {
 func (e *echoes) deleted(key echoKey, uid types.UID, ok bool) (missed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.marks[key]
+	k := e.key(key)
+	m := e.marks[k]
 	if m == nil {
 		return false
 	}
 	if ok && uid != "" {
-		m.gone = uid
+		e.gone[k] = uid
 	}
-	return e.release(key, m)
+	return e.release(k, m)
 }
 
 // applied records what an apply of key sent and the version it left.
 func (e *echoes) applied(key echoKey, a applyMark) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m := e.marks[key]; m != nil {
+	if m := e.marks[e.key(key)]; m != nil {
 		m.applied = a
 	}
 }
@@ -163,7 +209,7 @@ func (e *echoes) applied(key echoKey, a applyMark) {
 func (e *echoes) lastApplied(key echoKey) (applyMark, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.marks[key]
+	m := e.marks[e.key(key)]
 	if m == nil || m.applied.version == 0 {
 		return applyMark{}, false
 	}
@@ -176,25 +222,34 @@ func (m *echoMark) record(rv uint64) {
 	m.last = max(m.last, rv)
 }
 
-func (m *echoMark) ours(ev heldEvent) bool {
-	return (m.gone != "" && ev.uid == m.gone) || (ev.rv != 0 && slices.Contains(m.own[:], ev.rv))
+// ours reports whether ev is the echo of a write of k's, whose mark is m;
+// e.mu is held.
+func (e *echoes) ours(k markKey, m *echoMark, ev heldEvent) bool {
+	if gone, ok := e.gone[k]; ok && ev.uid == gone {
+		return true
+	}
+	return ev.rv != 0 && slices.Contains(m.own[:], ev.rv)
 }
 
 // release ends one write in flight and judges the events held meanwhile.
 // e.mu is held.
-func (e *echoes) release(key echoKey, m *echoMark) (missed bool) {
-	m.writing--
-	if m.writing > 0 {
+func (e *echoes) release(k markKey, m *echoMark) (missed bool) {
+	f := e.flights[k]
+	if f == nil {
 		return false
 	}
+	f.writing--
+	if f.writing > 0 {
+		return false
+	}
+	delete(e.flights, k)
 	gone := false
-	for _, ev := range m.held {
-		missed = missed || (!m.ours(ev) && (ev.rv == 0 || ev.rv > m.passed))
+	for _, ev := range f.held {
+		missed = missed || (!e.ours(k, m, ev) && (ev.rv == 0 || ev.rv > m.passed))
 		gone = gone || ev.deleted
 	}
-	m.held = m.held[:0]
 	if gone {
-		delete(e.marks, key)
+		e.drop(k)
 	}
 	return missed
 }
@@ -207,17 +262,20 @@ func (e *echoes) echo(key echoKey, obj client.Object, deleted bool) bool {
 	ev := heldEvent{rv: rv, uid: obj.GetUID(), deleted: deleted}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.marks[key]
-	switch {
-	case m == nil:
+	k := e.key(key)
+	m := e.marks[k]
+	if m == nil {
 		return false
-	case m.writing > 0:
-		m.held = append(m.held, ev)
-		return true
-	case deleted:
-		delete(e.marks, key)
 	}
-	if m.ours(ev) {
+	if f := e.flights[k]; f != nil {
+		f.held = append(f.held, ev)
+		return true
+	}
+	ours := e.ours(k, m, ev)
+	if deleted {
+		e.drop(k)
+	}
+	if ours {
 		return true
 	}
 	m.passed = max(m.passed, ev.rv)
@@ -234,7 +292,7 @@ func (e *echoes) stale(key echoKey, obj client.Object) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.marks[key]
+	m := e.marks[e.key(key)]
 	return m != nil && rv < m.last
 }
 
@@ -243,15 +301,16 @@ func (e *echoes) stale(key echoKey, obj client.Object) bool {
 func (e *echoes) atLeast(key echoKey, rv uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.mark(key)
+	m := e.mark(e.key(key))
 	m.last = max(m.last, rv)
 }
 
 func (e *echoes) forget(key echoKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m := e.marks[key]; m != nil && m.writing == 0 {
-		delete(e.marks, key)
+	k := e.key(key)
+	if e.flights[k] == nil {
+		e.drop(k)
 	}
 }
 

@@ -115,3 +115,32 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 		t.Error("a forgotten object still has a mark")
 	}
 }
+
+// A mark is all that stays of an object once its writes have returned:
+// what a write in flight holds, and the UID a delete leaves, go with them.
+func TestEchoesKeepOnlyAMarkOnceWritesEnd(t *testing.T) {
+	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
+	key := keyOf(gk, version("", ""))
+	e := newEchoes()
+	e.begin(key)
+	e.begin(key)
+	if !e.echo(key, version("10", "u1"), false) {
+		t.Fatal("an event during a write passed")
+	}
+	e.wrote(key, version("10", "u1"))
+	e.wrote(key, version("11", "u1"))
+	if len(e.flights) != 0 || len(e.marks) != 1 {
+		t.Fatalf("after the writes returned: %d flights and %d marks, want 0 and 1", len(e.flights), len(e.marks))
+	}
+	e.begin(key)
+	e.deleted(key, "u1", true)
+	if len(e.gone) != 1 {
+		t.Fatalf("after kfsm deleted the object: %d UIDs of deleted objects, want 1", len(e.gone))
+	}
+	if !e.echo(key, version("12", "u1"), true) {
+		t.Error("the delete event of kfsm's own delete passed")
+	}
+	if len(e.marks) != 0 || len(e.gone) != 0 || len(e.flights) != 0 {
+		t.Errorf("after the delete event: %d marks, %d UIDs, %d flights, want none", len(e.marks), len(e.gone), len(e.flights))
+	}
+}
