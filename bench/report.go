@@ -116,7 +116,7 @@ func agreement(ours, server map[string]int) string {
 }
 
 // summarize prints the medians and spreads of one setting, the requests
-// per object by phase, and the ratios of kfsm to hand-written.
+// per object by phase, and the ratios of kfsm to each hand-written one.
 func summarize(out io.Writer, all []result, n, workers int) {
 	byImpl := map[string][]result{}
 	var impls []string
