@@ -822,7 +822,9 @@ func TestUnderManagerChildrenDoNotDriveTheLoop(t *testing.T) {
 	e.fe.Await("the ConfigMap put right", func() bool {
 		return e.direct.Get(t.Context(), e.key("g-config"), &cm) == nil && cm.Data["target"] == "1"
 	})
-	if took := time.Since(edited); took > 2*time.Second {
+	// At once is a moment on a quiet machine, and seconds on a loaded one;
+	// the manager's resync would take hours.
+	if took := time.Since(edited); took > 5*time.Second {
 		t.Errorf("a child changed by hand was put right after %v, want at once", took)
 	}
 	time.Sleep(3 * time.Second)

@@ -55,8 +55,8 @@ func gadget() *v1alpha1.Gadget {
 	return &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}}
 }
 
-// A 30-minute timeout is tested in well under a second: the fake clock
-// moves it, under the manager as one step at a time.
+// A 30-minute timeout is tested in seconds: the fake clock moves it,
+// under the manager as one step at a time.
 func TestTimeoutWithTheFakeClock(t *testing.T) {
 	for name, drive := range drivers {
 		t.Run(name, func(t *testing.T) {
@@ -74,8 +74,8 @@ func TestTimeoutWithTheFakeClock(t *testing.T) {
 			}
 			e.Clock.Step(time.Minute)
 			e.AwaitState(g, TimedOut)
-			if wall := time.Since(start); wall > time.Second {
-				t.Errorf("the 30-minute timeout took %v of wall time, want under 1s", wall)
+			if wall := time.Since(start); wall > 2*time.Second {
+				t.Errorf("the 30-minute timeout took %v of wall time, want under 2s", wall)
 			}
 
 			want := []string{"Pending→Working", "Working→TimedOut (timeout)"}
