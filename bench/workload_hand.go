@@ -44,12 +44,25 @@ func setupHandWritten(mgr ctrl.Manager, name string, workers int, r reconcile.Re
 		Complete(r)
 }
 
-// ownerOf is the owner reference that both hand-written controllers set.
-func ownerOf(g *v1alpha1.Gadget) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
+// children are the ConfigMap and the Service that the hand-written
+// controllers apply for g, with the labels given, if any.
+func children(g *v1alpha1.Gadget, labels map[string]string) (*corev1ac.ConfigMapApplyConfiguration, *corev1ac.ServiceApplyConfiguration) {
+	owner := metav1ac.OwnerReference().
 		WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Gadget").
 		WithName(g.Name).WithUID(g.UID).
 		WithController(true).WithBlockOwnerDeletion(true)
+	cm := corev1ac.ConfigMap(g.Name, g.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithData(map[string]string{"target": fmt.Sprint(g.Spec.Target)})
+	svc := corev1ac.Service(g.Name, g.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(owner).
+		WithSpec(corev1ac.ServiceSpec().
+			WithClusterIP(corev1.ClusterIPNone).
+			WithSelector(map[string]string{"app": g.Name}).
+			WithPorts(corev1ac.ServicePort().WithPort(80).WithProtocol(corev1.ProtocolTCP)))
+	return cm, svc
 }
 
 func (h *hand) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -57,19 +70,10 @@ func (h *hand) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	if err := h.client.Get(ctx, req.NamespacedName, &g); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	owner := ownerOf(&g)
-	cm := corev1ac.ConfigMap(g.Name, g.Namespace).
-		WithOwnerReferences(owner).
-		WithData(map[string]string{"target": fmt.Sprint(g.Spec.Target)})
+	cm, svc := children(&g, nil)
 	if err := h.client.Apply(ctx, cm, client.FieldOwner(handOwner), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("applying the ConfigMap: %w", err)
 	}
-	svc := corev1ac.Service(g.Name, g.Namespace).
-		WithOwnerReferences(owner).
-		WithSpec(corev1ac.ServiceSpec().
-			WithClusterIP(corev1.ClusterIPNone).
-			WithSelector(map[string]string{"app": g.Name}).
-			WithPorts(corev1ac.ServicePort().WithPort(80).WithProtocol(corev1.ProtocolTCP)))
 	if err := h.client.Apply(ctx, svc, client.FieldOwner(handOwner), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("applying the Service: %w", err)
 	}

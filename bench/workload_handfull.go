@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,16 +38,11 @@ func (h *handFull) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := h.client.Get(ctx, req.NamespacedName, &g); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	owner := ownerOf(&g)
-	labels := map[string]string{
+	cm, svc := children(&g, map[string]string{
 		fsm.LabelManagedBy: "kfsm",
 		fsm.LabelMachine:   "gadget",
 		fsm.LabelOwnerUID:  string(g.UID),
-	}
-	cm := corev1ac.ConfigMap(g.Name, g.Namespace).
-		WithLabels(labels).
-		WithOwnerReferences(owner).
-		WithData(map[string]string{"target": fmt.Sprint(g.Spec.Target)})
+	})
 	cmDigest, err := applyDigest(cm)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -57,13 +50,6 @@ func (h *handFull) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := h.client.Apply(ctx, cm, client.FieldOwner(handFullOwner), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("applying the ConfigMap: %w", err)
 	}
-	svc := corev1ac.Service(g.Name, g.Namespace).
-		WithLabels(labels).
-		WithOwnerReferences(owner).
-		WithSpec(corev1ac.ServiceSpec().
-			WithClusterIP(corev1.ClusterIPNone).
-			WithSelector(map[string]string{"app": g.Name}).
-			WithPorts(corev1ac.ServicePort().WithPort(80).WithProtocol(corev1.ProtocolTCP)))
 	svcDigest, err := applyDigest(svc)
 	if err != nil {
 		return ctrl.Result{}, err
