@@ -655,18 +655,16 @@ func (r *recorder) lastBy(replica string) []types.UID {
 	return out
 }
 
-// latest is the latest of the times.
 // onePerSlot returns one of uids from each slot that they fall in.
 func onePerSlot(uids []types.UID) []types.UID {
 	bySlot := map[int]types.UID{}
 	for _, uid := range uids {
-		if _, ok := bySlot[fsm.SlotOf(uid)]; !ok {
-			bySlot[fsm.SlotOf(uid)] = uid
-		}
+		bySlot[fsm.SlotOf(uid)] = uid
 	}
 	return slices.Collect(maps.Values(bySlot))
 }
 
+// latest is the latest of the times.
 func latest(at map[types.UID]time.Time) time.Time {
 	var l time.Time
 	for t := range maps.Values(at) {
