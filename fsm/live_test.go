@@ -40,6 +40,7 @@ type live struct {
 	stale  func(client.ObjectKey, client.Object) // may serve an old copy instead
 	sync   time.Duration                         // the cache's resync period, if set
 	gate   *watchGate                            // may hold the watch events of one resource
+	lean   bool                                  // the manager's cache is fsm.LeanCache's
 	client client.Client                         // the manager's client: its reads are the cache's
 }
 
@@ -84,6 +85,9 @@ func runFunc[T fsm.Object](e *env, machine func(*fsmtest.Env) *fsm.Machine[T], o
 				return cache.New(cfg, opts)
 			}
 		}
+		if l.lean {
+			fsm.LeanCache(o)
+		}
 	}))
 	return l
 }
@@ -91,6 +95,9 @@ func runFunc[T fsm.Object](e *env, machine func(*fsmtest.Env) *fsm.Machine[T], o
 // withResync makes the manager's cache resync every d: every object gets
 // an update event that changes nothing.
 func withResync(d time.Duration) func(*live) { return func(l *live) { l.sync = d } }
+
+// withLeanCache gives the manager fsm.LeanCache's cache.
+func withLeanCache() func(*live) { return func(l *live) { l.lean = true } }
 
 // withWatchGate lets g hold the watch events that reach the manager's
 // cache.

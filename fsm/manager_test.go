@@ -1153,13 +1153,34 @@ func TestUnderManagerControllerOptionsPassThrough(t *testing.T) {
 // child is still the version that its last apply of the same content
 // made. Drift is still put right: a child edited by hand is restored, a
 // child deleted by hand is made again, and another applier's claim is a
-// conflict.
+// conflict. All of it holds with fsm.LeanCache's cache too, which keeps
+// no managed fields.
 func TestUnderManagerAConvergedObjectWithChildrenMakesNoRequests(t *testing.T) {
 	t.Parallel()
+	for name, lean := range map[string]bool{"Cache": false, "LeanCache": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			convergedObjectWithChildrenMakesNoRequests(t, lean)
+		})
+	}
+}
+
+func convergedObjectWithChildrenMakesNoRequests(t *testing.T, lean bool) {
 	e := newEnv(t)
-	l := runFunc(e, func(*fsmtest.Env) *fsm.Machine[*gadget] { return webMachine("web-quiet") }, withResync(time.Second))
+	opts := []func(*live){withResync(time.Second)}
+	if lean {
+		opts = append(opts, withLeanCache())
+	}
+	l := runFunc(e, func(*fsmtest.Env) *fsm.Machine[*gadget] { return webMachine("web-quiet") }, opts...)
 	g := e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
 	e.fe.AwaitReady(g)
+	var cached corev1.ConfigMap
+	if err := l.cached(t.Context(), client.ObjectKey{Namespace: e.namespace, Name: "g-config"}, &cached); err != nil {
+		t.Fatal(err)
+	}
+	if kept := len(cached.ManagedFields) > 0; kept == lean {
+		t.Errorf("the cache holds the child with %d managed fields entries; LeanCache: %v", len(cached.ManagedFields), lean)
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "g-config", Namespace: e.namespace}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace}}
 	requests := func() string {

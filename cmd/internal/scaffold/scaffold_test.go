@@ -134,7 +134,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 			`c.ServiceAccount(ctx, "widget-operator-system", "widget-operator", os.DirFS("config/rbac"))`,
 			"LeaderElectionReleaseOnCancel: true",
 			`LeaderElectionID: "widget-operator.example.com"`,
-			"fsm.FenceLeaderElection(cfg, &opts",
+			"fsm.FenceLeaderElection(cfg, &opts", "fsm.LeanCache(&opts)",
 			`"metrics-bind-address"`, `"health-probe-bind-address"`, `"leader-elect"`,
 			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"embedded"`,
 		},

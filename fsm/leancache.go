@@ -1,0 +1,186 @@
+package fsm
+
+import (
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// LeanCache makes the cache of the manager that opts will make keep less
+// of each object, for an operator with many of them. The cache keeps:
+//
+//   - no managed fields, the API server's record of which field manager
+//     set which field. kfsm never reads them, and on an object whose
+//     status kfsm writes they are often a third of what the cache holds.
+//   - one copy of each string that repeats from object to object: label
+//     keys, namespaces, the kinds of owner references, the values of
+//     kfsm's own labels, and the states, reasons and condition types in
+//     kfsm's status.
+//
+// It runs after the transforms that opts's cache options give, and works
+// with [NewShards] called before or after it. Call it before the manager
+// is made:
+//
+//	fsm.LeanCache(&opts)
+//	mgr, err := ctrl.NewManager(cfg, opts)
+//
+// Caveats: an object read from the cache has no managed fields; read them
+// with the manager's API reader. Writing back an object read from the
+// cache is safe: the API server keeps the managed fields of a write that
+// sends none. The strings that the cache shares must not be changed
+// through unsafe code, as no string may.
+func LeanCache(opts *manager.Options) {
+	newCache := opts.NewCache
+	if newCache == nil {
+		newCache = cache.New
+	}
+	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
+		return newCache(cfg, leanOptions(co, &interner{strings: map[string]string{}}))
+	}
+}
+
+// leanOptions returns co with lean after each transform that it gives,
+// and lean alone where it would give none.
+func leanOptions(co cache.Options, in *interner) cache.Options {
+	co.DefaultTransform = in.after(co.DefaultTransform)
+	co.DefaultNamespaces = leanConfigs(co.DefaultNamespaces, in)
+	if co.ByObject != nil {
+		byObject := make(map[client.Object]cache.ByObject, len(co.ByObject))
+		for obj, b := range co.ByObject {
+			// A nil transform here defaults to one made lean above.
+			if b.Transform != nil {
+				b.Transform = in.after(b.Transform)
+			}
+			b.Namespaces = leanConfigs(b.Namespaces, in)
+			byObject[obj] = b
+		}
+		co.ByObject = byObject
+	}
+	return co
+}
+
+func leanConfigs(configs map[string]cache.Config, in *interner) map[string]cache.Config {
+	if configs == nil {
+		return nil
+	}
+	out := make(map[string]cache.Config, len(configs))
+	for ns, c := range configs {
+		if c.Transform != nil {
+			c.Transform = in.after(c.Transform)
+		}
+		out[ns] = c
+	}
+	return out
+}
+
+// maxInterned bounds the strings that a cache shares: the fields it
+// shares take their values from small sets, and a string beyond the
+// bound is kept as it came.
+const maxInterned = 4096
+
+// interner keeps one copy of each string that a cache shares.
+type interner struct {
+	mu      sync.Mutex
+	strings map[string]string
+}
+
+func (in *interner) intern(s string) string {
+	if s == "" {
+		return s
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.strings[s]; ok {
+		return c
+	}
+	if len(in.strings) < maxInterned {
+		in.strings[s] = s
+	}
+	return s
+}
+
+// after returns a transform that runs t, if any, and then lean.
+func (in *interner) after(t toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		if t != nil {
+			out, err := t(obj)
+			if err != nil {
+				return nil, err
+			}
+			obj = out
+		}
+		in.lean(obj)
+		return obj, nil
+	}
+}
+
+// repeats says whether the values of a label repeat from object to
+// object: those of kfsm's labels other than an owner's UID.
+func repeats(label string) bool {
+	switch label {
+	case LabelManagedBy, LabelMachine, LabelSlot:
+		return true
+	}
+	return false
+}
+
+// lean drops obj's managed fields and shares its repeating strings. It
+// may run more than once on an object.
+func (in *interner) lean(obj any) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return // a tombstone of a deleted object
+	}
+	if o.GetManagedFields() != nil {
+		o.SetManagedFields(nil)
+	}
+	if _, ok := obj.(runtime.Unstructured); ok {
+		return // its getters return copies, and it holds its values as any
+	}
+	o.SetNamespace(in.intern(o.GetNamespace()))
+	labels := o.GetLabels()
+	for k, v := range labels {
+		if repeats(k) {
+			v = in.intern(v)
+		}
+		// Assigning to a key that is there keeps the map's size; Go
+		// stores the key given, so the map then holds the shared copy.
+		labels[in.intern(k)] = v
+	}
+	refs := o.GetOwnerReferences()
+	for i := range refs {
+		refs[i].APIVersion = in.intern(refs[i].APIVersion)
+		refs[i].Kind = in.intern(refs[i].Kind)
+	}
+	if f, ok := obj.(interface{ FSMStatus() *Status }); ok {
+		if s := f.FSMStatus(); s != nil {
+			in.leanStatus(s)
+		}
+	}
+}
+
+func (in *interner) leanStatus(s *Status) {
+	state := func(s State) State { return State(in.intern(string(s))) }
+	s.State = state(s.State)
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		c.Type = in.intern(c.Type)
+		c.Status = metav1.ConditionStatus(in.intern(string(c.Status)))
+		c.Reason = in.intern(c.Reason)
+	}
+	for i := range s.History {
+		t := &s.History[i]
+		t.From, t.To, t.Reason = state(t.From), state(t.To), in.intern(t.Reason)
+	}
+	for i := range s.Outputs {
+		o := &s.Outputs[i]
+		o.Group, o.Kind, o.Namespace = in.intern(o.Group), in.intern(o.Kind), in.intern(o.Namespace)
+		o.State = state(o.State)
+	}
+}
