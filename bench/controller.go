@@ -120,6 +120,13 @@ func controllerMain(args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	switch a.impl {
+	case "kfsm":
+		// As the operators that kfsm init writes have it.
+		fsm.LeanCache(&opts)
+	case "hand-full":
+		stripManagedFields(&opts)
+	}
 	if a.shard == "" {
 		mgr, err := ctrl.NewManager(cfg, opts)
 		if err != nil {
@@ -167,6 +174,28 @@ func managerOptions(namespace string, resync *resyncer, decodes *decodeCounter, 
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
 	}, nil
+}
+
+// stripManagedFields gives the hand-written controller that keeps kfsm's
+// data a cache without managed fields, as kfsm's has, in the way that
+// controller-runtime offers: its transform after each other one.
+func stripManagedFields(opts *ctrl.Options) {
+	strip := cache.TransformStripManagedFields()
+	opts.Cache.DefaultTransform = strip
+	for obj, b := range opts.Cache.ByObject {
+		transform := b.Transform
+		if transform == nil {
+			continue // it defaults to strip
+		}
+		b.Transform = func(in any) (any, error) {
+			out, err := transform(in)
+			if err != nil {
+				return nil, err
+			}
+			return strip(out)
+		}
+		opts.Cache.ByObject[obj] = b
+	}
 }
 
 // shardOptions make the replicas of a run one group, with Leases in the

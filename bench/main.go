@@ -25,7 +25,8 @@
 //
 // -impl hand-full adds a third controller: the hand-written one made to
 // keep the same data as kfsm, its labels on each child and a status of the
-// same shape. It is a yardstick, not a rival: the kfsm/hand-full ratios
+// same shape, with a cache that keeps no managed fields, as kfsm's does
+// (fsm.LeanCache). It is a yardstick, not a rival: the kfsm/hand-full ratios
 // are what the framework's own machinery costs, without the data it keeps
 // on every object.
 //
