@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -183,6 +185,53 @@ func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
 	}
 	if c := condition(e.get("g"), fsm.ConditionReady); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %+v", c)
+	}
+}
+
+// Guarantee 7 with the documented action pattern (Wait while the action
+// is pending, Fail when it failed): the Wait between two failed attempts
+// does not reset the count, so a backup that always fails is started
+// exactly three times, after backoffs of 1 s and 2 s, and RetriesThen
+// moves the gadget on after the third failure. The attempts a handler
+// sees count the failures: 1, 2, 3.
+func TestAnActionThatAlwaysFailsExhaustsItsRetries(t *testing.T) {
+	e := newEnv(t)
+	var calls runs
+	var attemptsMu sync.Mutex
+	var attempts []int
+	m := fsm.New[*gadget]("actions-exhaust", fsm.Lifecycle).
+		Initial("Backup").
+		State("Backup", func(_ context.Context, r *request) fsm.Result {
+			a := r.Action("backup", func(context.Context) error {
+				calls.record(&request{Object: &gadget{}})
+				return errors.New("the object store refuses uploads")
+			})
+			switch a.State {
+			case fsm.ActionPending:
+				attemptsMu.Lock()
+				attempts = append(attempts, r.Attempt)
+				attemptsMu.Unlock()
+				return fsm.Wait(0, "BackingUp")
+			case fsm.ActionFailed:
+				return fsm.Fail(a.Err)
+			}
+			return fsm.Next("Finished")
+		}, fsm.To("Finished"), fsm.RetriesThen(3, "GaveUp")).
+		State("Finished", done, fsm.Final()).
+		State("GaveUp", done, fsm.Final())
+	fsmtest.Run(e.fe, m)
+
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the gadget to give up", func() bool { return e.get("g").Status.State == "GaveUp" })
+	time.Sleep(3 * time.Second) // and no call after
+	wantAttemptsAt(t, calls.times(), 0, 1, 3)
+	attemptsMu.Lock()
+	defer attemptsMu.Unlock()
+	if diff := cmp.Diff([]int{1, 2, 3}, attempts); diff != "" {
+		t.Errorf("Request.Attempt of the runs that started the backup (-want +got):\n%s", diff)
+	}
+	if h := e.get("g").Status.History; len(h) == 0 || h[len(h)-1].Reason != fsm.ReasonRetriesExhausted {
+		t.Errorf("history %+v, want the move to GaveUp by %s last", h, fsm.ReasonRetriesExhausted)
 	}
 }
 

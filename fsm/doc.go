@@ -479,7 +479,11 @@
 //     too long, a RetriesThen edge moves one that fails too often; without
 //     such an edge, exhausted Retries and Stop make the object Stalled,
 //     with the reason and message, until its generation changes or a
-//     retry is asked for.
+//     retry is asked for. A state's failures count until its handler is
+//     done or the object leaves the state: a Wait between two failures,
+//     such as while an action that failed runs again, does not reset the
+//     count or the backoff's growth; a new generation and a retry asked
+//     with AnnotationRetry do.
 //  8. A panic in a handler is recovered and reported like Fail.
 //  9. Every transition is visible, as described above, once: only after
 //     the status that records it is written. A status that cannot be

@@ -170,14 +170,17 @@ func Timeout(after time.Duration, to State) StateOption {
 	return func(o *stateOptions) { o.timeout = &graph.Timeout{After: after, To: graph.State(to)} }
 }
 
-// Retries stalls an object once n attempts in the state have failed in a
-// row, instead of retrying for ever.
+// Retries stalls an object once n attempts in the state have failed,
+// instead of retrying for ever. The failures count from the time the
+// object entered the state; a Wait between them does not reset the count,
+// only Done, leaving the state, a new generation or a retry asked with
+// AnnotationRetry do.
 func Retries(n int) StateOption {
 	return func(o *stateOptions) { o.retries = &graph.Retries{Limit: n} }
 }
 
-// RetriesThen moves an object to state to once n attempts in the state have
-// failed in a row.
+// RetriesThen moves an object to state to once n attempts in the state
+// have failed, counted as for Retries.
 func RetriesThen(n int, to State) StateOption {
 	return func(o *stateOptions) { o.retries = &graph.Retries{Limit: n, To: graph.State(to)} }
 }

@@ -758,7 +758,10 @@ func (w *walker[T]) run(cur State) outcome {
 		case resultWait:
 			reason := reasonOr(res.reason, "Waiting")
 			w.rest(cur, reason)
-			w.st.Failures, w.st.RetryAt = 0, nil // retries count failures in a row
+			// The failures of the state still count: a Wait is no success,
+			// and a handler that waits between failed attempts (for an
+			// action it started again) must exhaust its retries all the same.
+			w.st.RetryAt = nil
 			w.settle(cur, metav1.ConditionFalse, reason, def.waiting, true, nil)
 			return outcome{requeueAfter: w.withTimeout(def, res.after)}
 
@@ -876,7 +879,7 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 			}
 			return false, outcome{}, next
 		}
-		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times in a row: %s", cur, w.st.Failures, msg))
+		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times: %s", cur, w.st.Failures, msg))
 		return true, outcome{failure: f}, ""
 	}
 	after := backoff(w.st.Failures)

@@ -28,8 +28,9 @@ type Request[T Object] struct {
 	State, From State
 	// Since is when the object entered State.
 	Since time.Time
-	// Attempt counts the runs of this handler since the last success: 1,
-	// then 2 after a failure, and so on.
+	// Attempt is 1 plus the failures of this state that Retries counts:
+	// 1 until the handler fails, 2 after a failure, and so on, also
+	// across the Waits between failed attempts.
 	Attempt int
 	// Goal is the state the machine's goal function asks for, empty
 	// without one. NextHop is the exit to take towards it: the first step

@@ -85,7 +85,8 @@ func Stop(reason, message string) Result {
 // reconcile.TerminalError, and nothing is requeued.
 type HandlerError struct {
 	State State
-	// Attempt counts the failures in a row, this one included.
+	// Attempt counts the failures in the state, this one included, as
+	// Retries counts them.
 	Attempt int
 	// RetryAfter is when the handler runs again; zero once retries are
 	// exhausted.

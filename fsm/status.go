@@ -80,8 +80,9 @@ type Status struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
 	Outputs []OutputRef `json:"outputs,omitempty"`
-	// failures counts the failed attempts in a row in the current state;
-	// absent when the last attempt did not fail.
+	// failures counts the failed attempts in the current state since it
+	// was entered, done or given a new generation or a retry; a wait
+	// between failed attempts does not reset it. Absent when there is none.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Failures int32 `json:"failures,omitempty"`
