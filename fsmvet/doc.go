@@ -112,6 +112,12 @@
 //   - A machine is followed through variables, fields, parameters and
 //     results across the package's functions, so that a machine built by
 //     helpers is checked as a whole.
+//   - A state may be declared more than once, one way or another as a
+//     flag says, with a handler that branches on the same flag. Each
+//     declaration is one possibility: a Next is reported, once for each
+//     declaration, only when every declaration of its state that may run
+//     the handler refuses it. A declaration whose name, handler or exits
+//     the analysis cannot read may allow anything.
 //
 // # Assumptions
 //
@@ -129,6 +135,9 @@
 //     fsmtest's edge coverage shows the edges that no test took.
 //   - The graph itself (unknown targets of fsm.To, unreachable states, a
 //     cycle in a pipeline) is Build's to check, when the machine is built.
+//   - A Next that one declaration of its state allows is not checked
+//     against the state's other declarations, even when the handler
+//     returns it under another: the analyzer does not follow the flag.
 //   - A handler that tests r.State in a way the analyzer does not follow
 //     (through a variable, a function) is checked for what is illegal from
 //     every state it serves.

@@ -111,21 +111,39 @@ func (c *checker) checkState(d *stateDecl) {
 			if n.dynamic || !n.allowed.allows(d.name) {
 				continue
 			}
-			if _, bad, ok := choose(n.events, d.exits); !ok {
+			if _, bad, ok := choose(n.events, d.exits); !ok && !c.allowedElsewhere(d, ref, n) {
 				c.illegal(d, ref, s, n, bad)
 			}
 		}
 	}
 }
 
+// allowedElsewhere reports whether another declaration of d's state, one
+// that may run handler ref, may allow n. Only one of them is in force at
+// run time, chosen by a flag that the handler may test as well.
+func (c *checker) allowedElsewhere(d *stateDecl, ref *funcRef, n *nextSite) bool {
+	for _, o := range c.states {
+		if o == d || o.nameKnown && o.name != d.name || o.handlerKnown && !slices.Contains(o.funcs, ref) {
+			continue
+		}
+		if !o.exitsKnown {
+			return true
+		}
+		if _, _, ok := choose(n.events, o.exits); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // illegal reports n, a Next that state d's handler returns and kfsm would
 // refuse because of event bad.
 func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, bad string) {
-	var others []*stateDecl
+	var others []string
 	for _, o := range c.sharing[ref.key] {
-		if o != d && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) {
+		if o.name != d.name && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) && !slices.Contains(others, o.name) {
 			if _, _, ok := choose(n.events, o.exits); ok {
-				others = append(others, o)
+				others = append(others, o.name)
 			}
 		}
 	}
@@ -140,12 +158,8 @@ func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, b
 	switch {
 	case len(others) > 0:
 		category = SharedHandler
-		names := make([]string, len(others))
-		for i, o := range others {
-			names[i] = o.name
-		}
 		msg += fmt.Sprintf("; its handler %s also serves state %s, where the move is legal: branch on r.State, or %s",
-			handlerName(d), strings.Join(names, " and "), c.fix(d, n, bad))
+			handlerName(d), strings.Join(others, " and "), c.fix(d, n, bad))
 	case undeclared:
 		category = UndeclaredState
 	default:
