@@ -21,6 +21,14 @@
 //     among its exits [Sleeping]; kfsm refuses the transition at run time:
 //     to allow it, declare fsm.To(Sleeping, Roaming) at moose.go:80
 //
+//     or, for a Next to the deletion state from outside the deletion path,
+//     that deleting the object is what starts the path:
+//
+//     moose.go:104:10: state Roaming asks to move to Released, which is
+//     not among its exits [Eating]; kfsm refuses the transition at run
+//     time: to enter the deletion path, delete the object, and kfsm moves
+//     it to Released by itself
+//
 //   - a Next to a state that the machine does not declare at all, with the
 //     closest declared name:
 //

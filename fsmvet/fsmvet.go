@@ -197,13 +197,17 @@ func refusal(state string, events []string, bad string, exits []string, undeclar
 	return b.String()
 }
 
-// fix says how to make n legal: the fsm.To to declare.
+// fix says how to make n legal: the fsm.To to declare, or, for a move
+// that would start the deletion path, how the path starts.
 func (c *checker) fix(d *stateDecl, n *nextSite, bad string) string {
 	if bad == defaultEvent {
 		if d.toCall != nil {
 			return "Default takes the last declared exit, and there is none; declare one with " + types.ExprString(d.toCall) + " at " + c.where(d.toCall)
 		}
 		return fmt.Sprintf("Default takes the last declared exit, and there is none; add fsm.To to state %s at %s", d.name, c.where(d.at))
+	}
+	if c.entersDeletion(d, bad) {
+		return fmt.Sprintf("to enter the deletion path, delete the object, and kfsm moves it to %s by itself", bad)
 	}
 	target := n.exprs[slices.Index(n.events, bad)]
 	if d.toCall == nil {
@@ -215,6 +219,20 @@ func (c *checker) fix(d *stateDecl, n *nextSite, bad string) string {
 	}
 	args = append(args, types.ExprString(target))
 	return fmt.Sprintf("to allow it, declare %s(%s) at %s", types.ExprString(d.toCall.Fun), strings.Join(args, ", "), c.where(d.toCall))
+}
+
+// entersDeletion reports whether a move from d to s would start a
+// deletion path from outside it. kfsm starts the path itself once the
+// object is deleted; an exit there would run it on an object that is not
+// being deleted. From a state on the path, a move back to its start is an
+// exit like any other.
+func (c *checker) entersDeletion(d *stateDecl, s string) bool {
+	for _, m := range d.machines {
+		if slices.Contains(m.onDeletes, s) && !m.deletionPath()[d.name] {
+			return true
+		}
+	}
+	return false
 }
 
 // undeclared reports whether no machine that d may belong to declares
