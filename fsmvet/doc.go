@@ -21,6 +21,14 @@
 //     among its exits [Sleeping]; kfsm refuses the transition at run time:
 //     to allow it, declare fsm.To(Sleeping, Roaming) at moose.go:80
 //
+//     or, for a Next to the deletion state from outside the deletion path,
+//     that deleting the object is what starts the path:
+//
+//     moose.go:104:10: state Roaming asks to move to Released, which is
+//     not among its exits [Eating]; kfsm refuses the transition at run
+//     time: to enter the deletion path, delete the object, and kfsm moves
+//     it to Released by itself
+//
 //   - a Next to a state that the machine does not declare at all, with the
 //     closest declared name:
 //
@@ -112,6 +120,12 @@
 //   - A machine is followed through variables, fields, parameters and
 //     results across the package's functions, so that a machine built by
 //     helpers is checked as a whole.
+//   - A state may be declared more than once, one way or another as a
+//     flag says, with a handler that branches on the same flag. Each
+//     declaration is one possibility: a Next is reported, once for each
+//     declaration, only when every declaration of its state that may run
+//     the handler refuses it. A declaration whose name, handler or exits
+//     the analysis cannot read may allow anything.
 //
 // # Assumptions
 //
@@ -129,6 +143,9 @@
 //     fsmtest's edge coverage shows the edges that no test took.
 //   - The graph itself (unknown targets of fsm.To, unreachable states, a
 //     cycle in a pipeline) is Build's to check, when the machine is built.
+//   - A Next that one declaration of its state allows is not checked
+//     against the state's other declarations, even when the handler
+//     returns it under another: the analyzer does not follow the flag.
 //   - A handler that tests r.State in a way the analyzer does not follow
 //     (through a variable, a function) is checked for what is illegal from
 //     every state it serves.

@@ -111,21 +111,39 @@ func (c *checker) checkState(d *stateDecl) {
 			if n.dynamic || !n.allowed.allows(d.name) {
 				continue
 			}
-			if _, bad, ok := choose(n.events, d.exits); !ok {
+			if _, bad, ok := choose(n.events, d.exits); !ok && !c.allowedElsewhere(d, ref, n) {
 				c.illegal(d, ref, s, n, bad)
 			}
 		}
 	}
 }
 
+// allowedElsewhere reports whether another declaration of d's state, one
+// that may run handler ref, may allow n. Only one of them is in force at
+// run time, chosen by a flag that the handler may test as well.
+func (c *checker) allowedElsewhere(d *stateDecl, ref *funcRef, n *nextSite) bool {
+	for _, o := range c.states {
+		if o == d || o.nameKnown && o.name != d.name || o.handlerKnown && !slices.Contains(o.funcs, ref) {
+			continue
+		}
+		if !o.exitsKnown {
+			return true
+		}
+		if _, _, ok := choose(n.events, o.exits); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // illegal reports n, a Next that state d's handler returns and kfsm would
 // refuse because of event bad.
 func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, bad string) {
-	var others []*stateDecl
+	var others []string
 	for _, o := range c.sharing[ref.key] {
-		if o != d && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) {
+		if o.name != d.name && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) && !slices.Contains(others, o.name) {
 			if _, _, ok := choose(n.events, o.exits); ok {
-				others = append(others, o)
+				others = append(others, o.name)
 			}
 		}
 	}
@@ -140,12 +158,8 @@ func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, b
 	switch {
 	case len(others) > 0:
 		category = SharedHandler
-		names := make([]string, len(others))
-		for i, o := range others {
-			names[i] = o.name
-		}
 		msg += fmt.Sprintf("; its handler %s also serves state %s, where the move is legal: branch on r.State, or %s",
-			handlerName(d), strings.Join(names, " and "), c.fix(d, n, bad))
+			handlerName(d), strings.Join(others, " and "), c.fix(d, n, bad))
 	case undeclared:
 		category = UndeclaredState
 	default:
@@ -183,13 +197,17 @@ func refusal(state string, events []string, bad string, exits []string, undeclar
 	return b.String()
 }
 
-// fix says how to make n legal: the fsm.To to declare.
+// fix says how to make n legal: the fsm.To to declare, or, for a move
+// that would start the deletion path, how the path starts.
 func (c *checker) fix(d *stateDecl, n *nextSite, bad string) string {
 	if bad == defaultEvent {
 		if d.toCall != nil {
 			return "Default takes the last declared exit, and there is none; declare one with " + types.ExprString(d.toCall) + " at " + c.where(d.toCall)
 		}
 		return fmt.Sprintf("Default takes the last declared exit, and there is none; add fsm.To to state %s at %s", d.name, c.where(d.at))
+	}
+	if c.entersDeletion(d, bad) {
+		return fmt.Sprintf("to enter the deletion path, delete the object, and kfsm moves it to %s by itself", bad)
 	}
 	target := n.exprs[slices.Index(n.events, bad)]
 	if d.toCall == nil {
@@ -201,6 +219,20 @@ func (c *checker) fix(d *stateDecl, n *nextSite, bad string) string {
 	}
 	args = append(args, types.ExprString(target))
 	return fmt.Sprintf("to allow it, declare %s(%s) at %s", types.ExprString(d.toCall.Fun), strings.Join(args, ", "), c.where(d.toCall))
+}
+
+// entersDeletion reports whether a move from d to s would start a
+// deletion path from outside it. kfsm starts the path itself once the
+// object is deleted; an exit there would run it on an object that is not
+// being deleted. From a state on the path, a move back to its start is an
+// exit like any other.
+func (c *checker) entersDeletion(d *stateDecl, s string) bool {
+	for _, m := range d.machines {
+		if slices.Contains(m.onDeletes, s) && !m.deletionPath()[d.name] {
+			return true
+		}
+	}
+	return false
 }
 
 // undeclared reports whether no machine that d may belong to declares

@@ -80,6 +80,28 @@ func (m *machine) names() []string {
 	return names
 }
 
+// deletionPath is the states that m's deletion states lead to, by the
+// exits, timeout and retries edges that the analysis reads, themselves
+// included.
+func (m *machine) deletionPath() map[string]bool {
+	path := map[string]bool{}
+	next := slices.Clone(m.onDeletes)
+	for len(next) > 0 {
+		s := next[len(next)-1]
+		next = next[:len(next)-1]
+		if path[s] {
+			continue
+		}
+		path[s] = true
+		for _, d := range m.states {
+			if d.name == s {
+				next = append(append(next, d.exits...), d.edgeTargets...)
+			}
+		}
+	}
+	return path
+}
+
 func (m *machine) namesKnown() bool {
 	for _, d := range m.states {
 		if !d.nameKnown {

@@ -12,9 +12,10 @@ import (
 // initial state, final states (a double border in DOT, an arrow to [*] in
 // Mermaid), the deletion path (entered from "on delete", its states shaded)
 // and the timeout and retries edges (dashed in DOT, labelled in both).
-// Edges keep declaration order and, where a state has several exits, show
-// their priority. Output depends only on the graph, so it can be diffed and
-// kept in golden files.
+// Edges keep declaration order and, where a state has several exits, are
+// labelled with their priority: "priority 1" is the exit declared first,
+// which a Next that raises several events prefers. Output depends only on
+// the graph, so it can be diffed and kept in golden files.
 
 // DOT renders the graph in Graphviz's DOT language.
 func (g *Graph) DOT() string {
@@ -55,19 +56,13 @@ func (g *Graph) dot(untaken func(EdgeKey) bool) string {
 	exits := g.exitCounts()
 	for _, e := range g.Edges() {
 		var attrs []string
-		label := ""
 		switch e.Kind {
-		case Exit:
-			if exits[e.From] > 1 {
-				label = strconv.Itoa(e.Priority)
-			}
 		case TimeoutExit:
 			attrs = append(attrs, "style=dashed")
-			label = edgeLabel(e)
 		case RetriesExit:
 			attrs = append(attrs, "style=dashed", "color=red", "fontcolor=red")
-			label = edgeLabel(e)
 		}
+		label := edgeLabel(e, exits[e.From])
 		if untaken(keyOf(e)) {
 			attrs = dotUntaken()
 			label = neverTaken(label)
@@ -123,13 +118,7 @@ func (g *Graph) mermaid(untaken func(EdgeKey) bool) string {
 	}
 	exits := g.exitCounts()
 	for _, e := range edges {
-		label := ""
-		switch {
-		case e.Kind != Exit:
-			label = edgeLabel(e)
-		case exits[e.From] > 1:
-			label = strconv.Itoa(e.Priority)
-		}
+		label := edgeLabel(e, exits[e.From])
 		if untaken(keyOf(e)) {
 			label = neverTaken(label)
 		}
@@ -212,12 +201,16 @@ func (g *Graph) exitCounts() map[State]int {
 	return counts
 }
 
-func edgeLabel(e Edge) string {
-	switch e.Kind {
-	case TimeoutExit:
+// edgeLabel is the text on edge e, whose state has the given number of
+// exits: its timeout, its retries, or its priority among several exits.
+func edgeLabel(e Edge, exits int) string {
+	switch {
+	case e.Kind == TimeoutExit:
 		return "timeout " + shortDuration(e.After)
-	case RetriesExit:
+	case e.Kind == RetriesExit:
 		return fmt.Sprintf("after %d failures", e.Limit)
+	case exits > 1:
+		return "priority " + strconv.Itoa(e.Priority)
 	}
 	return ""
 }
