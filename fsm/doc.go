@@ -291,9 +291,14 @@
 //   - a write of the status that changes a field of [Status] is refused
 //     unless it comes from the operator: the users of
 //     Admission.Operators, or else the identity that the manager's client
-//     authenticates as (asked of the API server once, with a
-//     SelfSubjectReview, which every authenticated user may make). The
+//     authenticates as (asked of the API server when the manager starts,
+//     with a SelfSubjectReview, which every authenticated user may make,
+//     and which a fenced replica makes whether it leads or not). The
 //     type's own status fields stay open to whoever may write the status.
+//     While the identity cannot be learnt, the webhook lets status writes
+//     through with a warning to the writer and logs an error, tries again
+//     every five seconds, and refuses nothing: refusing would stop the
+//     operator's own writes.
 //
 // [Machine.Admission] adds the author's checks (ValidateCreate,
 // ValidateUpdate and ValidateDelete, for writes of the spec and metadata)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,11 +40,11 @@ import (
 // Call it before manager.New with the configuration and the options that
 // the manager gets: it changes both. identity names the process in the
 // Lease; empty means the host name and a UUID, as controller-runtime
-// names it. opts must ask for leader election
-// with a LeaderElectionID and a LeaderElectionNamespace, and the Lease
-// resource lock (the default). Reads are never refused; a refused write
-// fails with an error that says why, and the reconcile is retried once
-// the process leads again. The fence assumes that the clocks of leader
+// names it. opts must ask for leader election with a LeaderElectionID and
+// a LeaderElectionNamespace, and the Lease resource lock (the default).
+// Reads are never refused, nor reviews (a SelfSubjectReview, an access
+// review), which store nothing; a refused write fails with an error that
+// says why, and the reconcile is retried once the process leads again. The fence assumes that the clocks of leader
 // and standby advance at the same rate, and a write it lets through may
 // still be delayed past LeaseDuration by a freeze between the check and
 // the API server: only a precondition checked by the API server could
@@ -143,8 +144,9 @@ func (f *fence) started(req *http.Request) {
 // transport refuses writes while the fence is closed.
 func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		switch req.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		switch {
+		case req.Method == http.MethodGet, req.Method == http.MethodHead, req.Method == http.MethodOptions:
+		case review(req):
 		default:
 			f.started(req)
 			if !f.open() {
@@ -156,6 +158,17 @@ func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
 		}
 		return next.RoundTrip(req)
 	})
+}
+
+// review reports whether req asks a question of the API server that
+// changes nothing: a TokenReview, a SelfSubjectReview or an access
+// review, the only resources of the authentication and authorization
+// groups. Such a request is created, but nothing is stored, so the fence
+// lets it through: a webhook served by a replica that does not lead
+// learns the operator's identity with one.
+func review(req *http.Request) bool {
+	return req.Method == http.MethodPost &&
+		(strings.HasPrefix(req.URL.Path, "/apis/authentication.k8s.io/") || strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/"))
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -80,3 +80,40 @@ func TestFenceRefusesWritesUntilTheLeaseIsHeld(t *testing.T) {
 		t.Errorf("the server saw %d writes, want none", writes)
 	}
 }
+
+// Reviews store nothing: a replica that does not lead may still ask the
+// API server who it is, as its admission webhooks do.
+func TestFenceLetsReviewsThrough(t *testing.T) {
+	var reviews int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reviews++
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL}
+	opts := manager.Options{LeaderElection: true, LeaderElectionID: "op", LeaderElectionNamespace: "ops"}
+	if err := fsm.FenceLeaderElection(cfg, &opts, "a"); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: rt}
+	for _, path := range []string{
+		"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+		"/apis/authorization.k8s.io/v1/namespaces/ops/localsubjectaccessreviews",
+	} {
+		resp, err := c.Post(srv.URL+path, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Errorf("POST %s without the Lease: %v, want it let through", path, err)
+			continue
+		}
+		_ = resp.Body.Close()
+	}
+	if reviews != 3 {
+		t.Errorf("the server saw %d reviews, want 3", reviews)
+	}
+}

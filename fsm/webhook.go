@@ -3,14 +3,15 @@ package fsm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,8 +36,9 @@ type Admission[T Object] struct {
 	ValidateDelete func(ctx context.Context, obj T) error
 	// Operators are the user names that may change the fields of Status.
 	// Empty means the identity that the manager's client authenticates
-	// as, which SetupWebhookWithManager asks the API server for (a
-	// SelfSubjectReview): the operator's own ServiceAccount, in a cluster.
+	// as, which the webhook asks the API server for when the manager
+	// starts (a SelfSubjectReview): the operator's own ServiceAccount, in
+	// a cluster. Until it knows it, status writes are not checked.
 	Operators []string
 }
 
@@ -66,7 +68,14 @@ func (m *Machine[T]) SetupWebhookWithManager(mgr manager.Manager) error {
 	if err := m.Build(); err != nil {
 		return err
 	}
-	v := &validator[T]{m: m, operators: m.admission.Operators, client: mgr.GetClient()}
+	v := &validator[T]{m: m, operators: m.admission.Operators, client: mgr.GetClient(), log: mgr.GetLogger().WithName("kfsm")}
+	if len(v.operators) == 0 {
+		// Every replica serves the webhooks, the leader or not, so the
+		// identity is learnt whether this one leads or not.
+		if err := mgr.Add(identityLearner(v.learn)); err != nil {
+			return err
+		}
+	}
 	srv := mgr.GetWebhookServer()
 	srv.Register(m.ValidatePath(), admission.WithValidator[T](mgr.GetScheme(), v))
 	if m.admission.Default != nil {
@@ -145,9 +154,12 @@ func (d defaulter[T]) Default(ctx context.Context, obj T) error { return d(ctx, 
 type validator[T Object] struct {
 	m      *Machine[T]
 	client client.Client
+	log    logr.Logger
 
 	mu        sync.Mutex
-	operators []string // learned on the first status write, when not given
+	operators []string  // given, or learnt from the API server
+	failed    time.Time // when learning them last failed
+	err       error     // why
 }
 
 func (v *validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
@@ -166,7 +178,7 @@ func (v *validator[T]) ValidateUpdate(ctx context.Context, old, obj T) (admissio
 		return nil, err
 	}
 	if req.SubResource == "status" {
-		return nil, v.checkStatusWriter(ctx, req.UserInfo.Username, old, obj)
+		return v.checkStatusWriter(ctx, req.UserInfo.Username, old, obj)
 	}
 	// Only a change of goal is checked: the operator's own writes (a
 	// finalizer, on the way out) pass while the object is stalled.
@@ -202,23 +214,29 @@ func (v *validator[T]) checkGoal(obj T) error {
 }
 
 // checkStatusWriter refuses a change to the fields of Status by anyone
-// but the operator.
-func (v *validator[T]) checkStatusWriter(ctx context.Context, user string, old, obj T) error {
+// but the operator. While the operator's identity is unknown, it lets
+// the change through with a warning: refusing it would refuse the
+// operator's own writes.
+func (v *validator[T]) checkStatusWriter(ctx context.Context, user string, old, obj T) (admission.Warnings, error) {
 	// Every status write of the operator comes here: the cheap test first.
 	operators, err := v.operatorNames(ctx)
 	if err != nil {
-		return err
+		return admission.Warnings{err.Error() + "; until it is known, status writes are not checked"}, nil
 	}
 	if slices.Contains(operators, user) {
-		return nil
+		return nil, nil
 	}
 	changed := changedFields(old.FSMStatus(), obj.FSMStatus())
 	if len(changed) == 0 {
-		return nil
+		return nil, nil
 	}
-	return fmt.Errorf("status.%s of a %s is written by the operator of machine %s only (%s), not by %s",
+	return nil, fmt.Errorf("status.%s of a %s is written by the operator of machine %s only (%s), not by %s",
 		strings.Join(changed, ", status."), reflect.TypeFor[T]().Elem().Name(), v.m.name, strings.Join(operators, ", "), user)
 }
+
+// relearnAfter is how long a failure to learn the operator's identity
+// stands before an admission request tries again.
+const relearnAfter = 5 * time.Second
 
 // operatorNames returns the users that may write Status: those given,
 // or the manager's own identity.
@@ -228,16 +246,48 @@ func (v *validator[T]) operatorNames(ctx context.Context) ([]string, error) {
 	if len(v.operators) > 0 {
 		return v.operators, nil
 	}
+	if v.err != nil && time.Since(v.failed) < relearnAfter {
+		return nil, v.err
+	}
 	review := &authenticationv1.SelfSubjectReview{}
-	if err := v.client.Create(ctx, review); err != nil {
-		return nil, fmt.Errorf("machine %s: learning the operator's own user name: %w", v.m.name, err)
+	err := v.client.Create(ctx, review)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("machine %s: the operator's own user name is unknown: the SelfSubjectReview failed: %w", v.m.name, err)
+	case review.Status.UserInfo.Username == "":
+		err = fmt.Errorf("machine %s: the operator's own user name is unknown: the API server's SelfSubjectReview named nobody", v.m.name)
 	}
-	if review.Status.UserInfo.Username == "" {
-		return nil, errors.New("machine " + v.m.name + ": the API server did not say who the operator is")
+	if err != nil {
+		v.failed, v.err = time.Now(), err
+		v.log.Error(err, "the status guard lets every status write through until it knows the operator; set Admission.Operators to name it", "machine", v.m.name)
+		return nil, err
 	}
-	v.operators = []string{review.Status.UserInfo.Username}
+	v.operators, v.err = []string{review.Status.UserInfo.Username}, nil
+	v.log.Info("the status guard knows the operator", "machine", v.m.name, "user", v.operators[0])
 	return v.operators, nil
 }
+
+// learn learns the operator's identity, trying again after each failure,
+// until it knows it or ctx ends.
+func (v *validator[T]) learn(ctx context.Context) error {
+	for {
+		if _, err := v.operatorNames(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(relearnAfter):
+		}
+	}
+}
+
+// identityLearner runs on every replica, whether it leads or not.
+type identityLearner func(context.Context) error
+
+func (l identityLearner) Start(ctx context.Context) error { return l(ctx) }
+
+func (identityLearner) NeedLeaderElection() bool { return false }
 
 // changedFields names the JSON fields of Status that differ.
 func changedFields(old, cur *Status) []string {
