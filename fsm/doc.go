@@ -550,7 +550,11 @@
 //     see: what handlers log themselves, errors that actions return to a
 //     handler before the handler fails with them, or a secret the filter
 //     does not recognise. Without it, an error's text goes everywhere as
-//     it is.
+//     it is. After the filter, every control character (C0, newlines and
+//     tabs included, DEL and C1) becomes a space in the condition messages
+//     kfsm makes of errors, panics and Stop messages, and in every event's
+//     reason, action and note, Request.Event's included: each is one line,
+//     and no escape sequence in it reaches a terminal that prints it.
 //   - If someone removes kfsm's finalizer while the deletion path runs,
 //     the object vanishes before the path is done. kfsm then deletes the
 //     children that garbage collection cannot reach (cluster-scoped, or in

@@ -15,8 +15,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -1098,6 +1100,82 @@ func TestUnderManagerRedactFiltersErrorsEverywhere(t *testing.T) {
 	}
 	if !redacted {
 		t.Error("the redacted error appears nowhere")
+	}
+}
+
+// hostile is text that a terminal would obey: it sets the window title,
+// clears the screen, writes the clipboard (OSC 52), forges a line, and
+// starts a CSI as the C1 character.
+const hostile = "\x1b]0;pwned\x07 \x1b[2J \x1b]52;c;ZXZpbA==\x07 \r\nForged: line \u009b31m \x7f"
+
+// What kfsm writes from a handler's error, a panic, a Stop, an action's
+// error or a handler's event reaches conditions and events with no
+// control character, so that kubectl describe, which lets most of them
+// through, prints it safely on one line; the words are still there.
+func TestUnderManagerConditionsAndEventsHoldNoControlCharacter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := fsm.New[*gadget]("control", fsm.Lifecycle).
+		Initial("Work").
+		State("Work", func(_ context.Context, r *request) fsm.Result {
+			r.Event(corev1.EventTypeNormal, "Odd"+hostile, "noted "+hostile)
+			switch r.Object.Spec.Mode {
+			case "fail":
+				return fsm.Fail(errors.New("failed " + hostile))
+			case "panic":
+				panic("panicked " + hostile)
+			case "stop":
+				return fsm.Stop("Gave"+hostile, "stopped "+hostile)
+			}
+			a := r.Action("backup", func(context.Context) error { return errors.New("backup failed " + hostile) })
+			if a.State == fsm.ActionFailed {
+				return fsm.Fail(a.Err)
+			}
+			return fsm.Wait(0, "BackingUp")
+		}, fsm.To("Finished"), fsm.Retries(1)).
+		State("Finished", done, fsm.Final())
+	run(e, m)
+	names := []string{"fail", "panic", "stop", "action"}
+	for _, name := range names {
+		e.gadget(name, v1alpha1.GadgetSpec{Mode: name})
+	}
+	listEvents := func() []eventsv1.Event {
+		var list eventsv1.EventList
+		if err := e.direct.List(t.Context(), &list, client.InNamespace(e.namespace)); err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+	e.fe.Await("every gadget to stall, with an event", func() bool {
+		stalled := 0
+		for _, ev := range listEvents() {
+			if strings.HasPrefix(ev.Note, "stalled in state Work") {
+				stalled++
+			}
+		}
+		return stalled == len(names) && !slices.ContainsFunc(names, func(n string) bool { return !e.stalled(n) })
+	})
+
+	controls := func(s string) bool { return strings.ContainsFunc(s, unicode.IsControl) }
+	for _, name := range names {
+		for _, c := range e.get(name).Status.Conditions {
+			if controls(c.Message) || controls(c.Reason) {
+				t.Errorf("%s: condition %s holds a control character: %q: %q", name, c.Type, c.Reason, c.Message)
+			}
+		}
+		if msg := condition(e.get(name), fsm.ConditionStalled).Message; !strings.Contains(msg, "pwned") || !strings.Contains(msg, "Forged: line") {
+			t.Errorf("%s: the Stalled message %q lost the text", name, msg)
+		}
+	}
+	noted := false
+	for _, ev := range listEvents() {
+		if controls(ev.Note) || controls(ev.Reason) || controls(ev.Action) {
+			t.Errorf("event %s holds a control character: %q, %q: %q", ev.Name, ev.Reason, ev.Action, ev.Note)
+		}
+		noted = noted || strings.HasPrefix(ev.Note, "noted ") && strings.Contains(ev.Note, "pwned")
+	}
+	if !noted {
+		t.Error("no event keeps the handler's note")
 	}
 }
 

@@ -1319,8 +1319,8 @@ func retryMark(asked string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// truncate bounds a condition message.
-func truncate(s string) string { return clip(s, maxMessage) }
+// truncate makes s a condition message: one line, and bounded.
+func truncate(s string) string { return clip(oneLine(s), maxMessage) }
 
 // clip shortens s to at most n bytes, cut at a character and marked with
 // an ellipsis.

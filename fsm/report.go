@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode"
 
 	"sync"
 
@@ -18,11 +19,24 @@ import (
 // the note is cut as a whole. The recorder takes a format; a note with no
 // % is its own, which costs nothing to pass.
 func (r *reconciler[T]) event(regarding T, related runtime.Object, eventtype, reason, action, note string) {
-	note = clip(note, maxNote)
+	note = clip(oneLine(note), maxNote)
 	if strings.Contains(note, "%") {
 		note = strings.ReplaceAll(note, "%", "%%")
 	}
-	r.recorder.Eventf(regarding, related, eventtype, clip(reason, maxReason), clip(action, maxAction), note)
+	r.recorder.Eventf(regarding, related, eventtype, clip(oneLine(reason), maxReason), clip(oneLine(action), maxAction), note)
+}
+
+// oneLine is s with each control character (C0, newlines and tabs
+// included, DEL and C1) made a space: what kfsm writes to conditions and
+// events is one line, with no escape sequence for a terminal that prints
+// it to obey.
+func oneLine(s string) string {
+	return strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) {
+			return ' '
+		}
+		return c
+	}, s)
 }
 
 // redact filters a text that came from an error or a handler before kfsm

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 	"github.com/kfsm/kfsm/fsmtest"
 )
 
@@ -108,7 +109,7 @@ func printCoverage(w io.Writer, p *fsmtest.Profile, machines []string, output st
 			}
 			// Mermaid ignores comment lines before the diagram type; this
 			// one tells the diagrams apart.
-			fmt.Fprintf(&b, "%%%% machine %s\n", m)
+			fmt.Fprintf(&b, "%%%% machine %s\n", terminal.Line(m))
 			b.WriteString(p.Graph(m).MermaidCoverage(p.Taken(m)))
 		}
 	case "dot":
@@ -118,7 +119,9 @@ func printCoverage(w io.Writer, p *fsmtest.Profile, machines []string, output st
 			b.WriteString(p.Graph(m).DOTCoverage(p.Taken(m)))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	// The names come from the profiles: none of their control characters
+	// reaches the terminal.
+	_, err := io.WriteString(w, terminal.Text(b.String()))
 	return err
 }
 

@@ -9,8 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/graph"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files")
@@ -149,5 +153,44 @@ func TestCover(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Names in a profile reach the terminal with their control characters
+// escaped, whatever the output.
+func TestCoverPrintsNoControlCharacter(t *testing.T) {
+	roaming, lost := graph.State("Roaming"+hostile), graph.State("Lost"+hostile)
+	g := &graph.Graph{Name: "evil" + hostile, Mode: graph.Lifecycle, States: []graph.StateSpec{
+		{Name: roaming, Initial: true, Exits: []graph.State{lost}, Timeout: &graph.Timeout{After: time.Minute, To: lost}},
+		{Name: lost, Final: true},
+	}}
+	// Machine names are DNS labels, with no newline: cover finds a
+	// machine's summary line by its name.
+	machine := "evil" + strings.NewReplacer("\r", "", "\n", "").Replace(hostile)
+	p := fsmtest.NewProfile()
+	if err := p.AddMachine(machine, g); err != nil {
+		t.Fatal(err)
+	}
+	p.Take(machine, graph.EdgeKey{From: roaming, To: lost, Kind: graph.Exit.String()})
+	path := filepath.Join(t.TempDir(), "evil.profile")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, output := range coverOutputs() {
+		var out bytes.Buffer
+		if err := run(t.Context(), &out, "cover", "-o", output, path); err != nil {
+			t.Fatal(err)
+		}
+		assertPrintable(t, "kfsm cover -o "+output, out.String())
+		if !strings.Contains(out.String(), "pwned") {
+			t.Errorf("kfsm cover -o %s does not show the text it escaped:\n%s", output, &out)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func main() {
 		root, name = kubectlfsm.NewPluginCommand(nil), "kubectl fsm"
 	}
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
+		fmt.Fprintln(os.Stderr, name+":", terminal.Text(err.Error()))
 		cancel()
 		os.Exit(1)
 	}

@@ -10,10 +10,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +30,23 @@ import (
 	databasev1 "github.com/kfsm/kfsm/examples/database/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
 )
+
+// hostile is text that a terminal would obey: it sets the window title,
+// clears the screen, writes the clipboard (OSC 52), forges a line, and
+// starts a CSI both as a raw byte and as the C1 character.
+const hostile = "\x1b]0;pwned\x07 \x1b[2J \x1b]52;c;ZXZpbA==\x07 \r\nForged: line \x9b31m \u009b31m \x7f\b"
+
+// assertPrintable fails unless out holds no control character but
+// newlines and tabs, and no line starts where hostile forges one.
+func assertPrintable(t *testing.T, what, out string) {
+	t.Helper()
+	if !utf8.ValidString(out) || strings.ContainsFunc(out, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
+		t.Errorf("%s printed a control character:\n%q", what, out)
+	}
+	if regexp.MustCompile(`(?m)^Forged`).MatchString(out) {
+		t.Errorf("%s printed a forged line:\n%s", what, out)
+	}
+}
 
 // run executes the kfsm command with args, writing its standard output to out.
 func run(ctx context.Context, out io.Writer, args ...string) error {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/kfsm/kfsm/cesink"
 	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 	"github.com/kfsm/kfsm/examples/autoupdate"
 	"github.com/kfsm/kfsm/examples/autoupdate/host"
 	versionpb "github.com/kfsm/kfsm/examples/autoupdate/proto"
@@ -384,10 +385,12 @@ func (p *transitionPrinter) Error(err error, msg string, _ ...any) {
 	p.print(fmt.Sprintf("%s  error: %s: %v", time.Now().Format("15:04:05"), msg, err))
 }
 
+// print writes line as one line: it names objects, states and errors of
+// the cluster's, and what anyone posted to the CloudEvents receiver.
 func (p *transitionPrinter) print(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintln(p.out, line)
+	fmt.Fprintln(p.out, terminal.Line(line))
 }
 
 func (p *transitionPrinter) WithValues(...any) logr.LogSink { return p }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/tools/go/analysis/unitchecker"
 	"golang.org/x/tools/go/packages"
 
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 	"github.com/kfsm/kfsm/fsmvet"
 )
 
@@ -140,7 +141,9 @@ func vet(out io.Writer, patterns []string, warnings, tests bool) error {
 		if rel, err := filepath.Rel(wd, name); err == nil && !strings.HasPrefix(rel, "..") {
 			name = rel
 		}
-		fmt.Fprintf(out, "%s:%d:%d: %s%s\n", name, f.pos.Line, f.pos.Column, kind, f.msg)
+		// The message names states as the code spells them: one line, with
+		// no control character for the terminal to obey.
+		fmt.Fprintf(out, "%s:%d:%d: %s%s\n", terminal.Line(name), f.pos.Line, f.pos.Column, kind, terminal.Line(f.msg))
 	}
 	switch errors {
 	case 0:

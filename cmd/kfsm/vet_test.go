@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -77,27 +78,7 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 // directory and the line of the handler's Next(Failed), now illegal.
 func brokenAutoupdate(t *testing.T) (string, int) {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	goMod, err := os.ReadFile(filepath.Join(root, "examples", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The replacements point into the repository, as they did from examples/.
-	goMod = bytes.ReplaceAll(goMod, []byte("=> .."), []byte("=> "+root))
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), goMod, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	goSum, err := os.ReadFile(filepath.Join(root, "examples", "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), goSum, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, root := examplesModule(t)
 	if err := os.CopyFS(filepath.Join(dir, "autoupdate"), os.DirFS(filepath.Join(root, "examples", "autoupdate"))); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +109,91 @@ func brokenAutoupdate(t *testing.T) (string, int) {
 		t.Fatal("autoupdate.go no longer returns Next(Failed); the test needs a new edit")
 	}
 	return dir, line
+}
+
+// examplesModule makes a module of its own with the examples' go.mod and
+// go.sum, and returns its directory and the repository's.
+func examplesModule(t *testing.T) (dir, root string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	goMod, err := os.ReadFile(filepath.Join(root, "examples", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replacements point into the repository, as they did from examples/.
+	goMod = bytes.ReplaceAll(goMod, []byte("=> .."), []byte("=> "+root))
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), goMod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goSum, err := os.ReadFile(filepath.Join(root, "examples", "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), goSum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, root
+}
+
+// The state names that vet reports come from the code it reads: they
+// reach the terminal with their control characters escaped.
+func TestVetPrintsNoControlCharacter(t *testing.T) {
+	dir, _ := examplesModule(t)
+	code := fmt.Sprintf(`package evil
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kfsm/kfsm/fsm"
+)
+
+type Gadget struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Status fsm.Status
+}
+
+func (g *Gadget) FSMStatus() *fsm.Status        { return &g.Status }
+func (g *Gadget) DeepCopyObject() runtime.Object { c := *g; return &c }
+
+const (
+	Roaming fsm.State = "Roaming" + %[1]s
+	Lost    fsm.State = "Lost" + %[1]s
+)
+
+func Machine() *fsm.Machine[*Gadget] {
+	return fsm.New[*Gadget]("evil", fsm.Lifecycle).Initial(Roaming).
+		State(Roaming, roam, fsm.To(Lost)).
+		State(Lost, nil, fsm.Final())
+}
+
+func roam(context.Context, *fsm.Request[*Gadget]) fsm.Result { return fsm.Next("Gone" + %[1]s) }
+`, strconv.Quote(hostile))
+	if err := os.Mkdir(filepath.Join(dir, "evil"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "evil", "evil.go"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	t.Setenv("GOWORK", "off")
+	t.Setenv("GOFLAGS", "-mod=mod")
+	var out bytes.Buffer
+	err := vet(&out, []string{"./..."}, true, false)
+	if err == nil || !strings.Contains(out.String(), "asks to move to Gone") {
+		t.Fatalf("kfsm vet = %v, want it to report the Next to Gone:\n%s", err, &out)
+	}
+	assertPrintable(t, "kfsm vet", out.String())
+	if !strings.Contains(out.String(), "pwned") || !strings.Contains(out.String(), "Forged: line") {
+		t.Errorf("kfsm vet does not show the text it escaped:\n%s", &out)
+	}
 }
 
 func TestVetToolArgumentsAreGoVets(t *testing.T) {

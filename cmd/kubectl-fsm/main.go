@@ -11,13 +11,14 @@ import (
 	"syscall"
 
 	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 )
 
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if err := kubectlfsm.NewPluginCommand(nil).ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "kubectl fsm:", err)
+		fmt.Fprintln(os.Stderr, "kubectl fsm:", terminal.Text(err.Error()))
 		cancel()
 		os.Exit(1)
 	}

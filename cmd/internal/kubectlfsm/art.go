@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 	"github.com/kfsm/kfsm/graph"
 )
 
@@ -16,11 +17,12 @@ type drawing struct {
 
 // art draws g as boxes and arrows in the terminal, one box per state in
 // the order of a walk from the initial state, each followed by its exits:
-// readable in 80 columns whatever the graph's shape.
+// readable in 80 columns whatever the graph's shape. The names are the
+// cluster's: each is drawn on one line, its control characters escaped.
 func art(g *graph.Graph, d drawing) string {
 	width := 0
 	for _, s := range g.States {
-		width = max(width, len([]rune(string(s.Name))))
+		width = max(width, len([]rune(terminal.Line(string(s.Name)))))
 	}
 	width += 4 // the marker and the padding
 	exits := map[graph.State][]graph.Edge{}
@@ -34,7 +36,7 @@ func art(g *graph.Graph, d drawing) string {
 		if name == d.current {
 			mark = "▶ "
 		}
-		label := mark + string(name)
+		label := mark + terminal.Line(string(name))
 		pad := width - len([]rune(label))
 		fmt.Fprintf(&b, "╭%s╮\n", strings.Repeat("─", width+1))
 		fmt.Fprintf(&b, "│%s%s │%s\n", label, strings.Repeat(" ", pad), notes(spec, d, name))
@@ -49,7 +51,7 @@ func art(g *graph.Graph, d drawing) string {
 			if i == len(edges)-1 {
 				branch = "└"
 			}
-			fmt.Fprintf(&b, "   %s──▶ %s%s\n", branch, e.To, edgeNote(e))
+			fmt.Fprintf(&b, "   %s──▶ %s%s\n", branch, terminal.Line(string(e.To)), edgeNote(e))
 		}
 	}
 	return b.String()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kfsm/kfsm/cmd/internal/inspect"
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 )
 
 // PluginName is the file name under which kubectl finds the plugin.
@@ -156,12 +158,15 @@ func (o *Options) object(ctx context.Context, args []string) (inspect.Cluster, *
 	return c, m, obj, err
 }
 
-// table writes rows with columns aligned, two spaces apart.
+// table writes rows with columns aligned, two spaces apart. Cells hold
+// what the cluster says: each is made one line, its control characters
+// escaped, in place.
 func table(w io.Writer, rows [][]string) {
 	widths := map[int]int{}
 	for _, r := range rows {
-		for i, cell := range r {
-			widths[i] = max(widths[i], len([]rune(cell)))
+		for i := range r {
+			r[i] = terminal.Line(r[i])
+			widths[i] = max(widths[i], len([]rune(r[i])))
 		}
 	}
 	for _, r := range rows {
@@ -176,4 +181,17 @@ func table(w io.Writer, rows [][]string) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
+}
+
+// printf is fmt.Fprintf for a line that names what the cluster holds:
+// each argument of a string type (string, fsm.State, graph.State) is
+// printed on one line, its control characters escaped. The format is
+// kubectl fsm's own.
+func printf(w io.Writer, format string, args ...any) {
+	for i, a := range args {
+		if v := reflect.ValueOf(a); v.Kind() == reflect.String {
+			args[i] = terminal.Line(v.String())
+		}
+	}
+	fmt.Fprintf(w, format, args...)
 }

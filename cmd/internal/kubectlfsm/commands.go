@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kfsm/kfsm/cmd/internal/inspect"
+	"github.com/kfsm/kfsm/cmd/internal/terminal"
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/graph"
 )
@@ -53,18 +54,18 @@ in each state (in the namespace, or all with -A).`,
 			out := cmd.OutOrStdout()
 			switch output {
 			case "text", "":
-				fmt.Fprintf(out, "machine %s (%s, %s mode)\n", m.Machine, kindOf(m), m.Graph.Mode)
+				printf(out, "machine %s (%s, %s mode)\n", m.Machine, kindOf(m), m.Graph.Mode)
 				fmt.Fprint(out, art(m.Graph, d))
 			case "mermaid":
-				fmt.Fprint(out, m.Graph.Mermaid())
+				fmt.Fprint(out, terminal.Text(m.Graph.Mermaid()))
 			case "dot":
-				fmt.Fprint(out, m.Graph.DOT())
+				fmt.Fprint(out, terminal.Text(m.Graph.DOT()))
 			case "json":
 				data, err := m.Graph.JSON()
 				if err != nil {
 					return err
 				}
-				_, err = out.Write(data)
+				_, err = out.Write(terminal.JSON(data))
 				return err
 			default:
 				return fmt.Errorf("-o %s: the formats are text, mermaid, dot and json", output)
@@ -103,7 +104,7 @@ func newGetCommand(opts *Options) *cobra.Command {
 			switch output {
 			case "name":
 				for _, o := range objs {
-					fmt.Fprintf(out, "%s/%s\n", m.GVR.Resource, o.Name)
+					printf(out, "%s/%s\n", m.GVR.Resource, o.Name)
 				}
 			case "json":
 				items := make([]any, len(objs))
@@ -114,7 +115,7 @@ func newGetCommand(opts *Options) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(out, string(data))
+				fmt.Fprintln(out, string(terminal.JSON(data)))
 			default:
 				// A sharded machine's objects show the replica that holds
 				// them, if the Leases can be read.
@@ -133,7 +134,7 @@ func newGetCommand(opts *Options) *cobra.Command {
 
 func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamespace bool, holder func(types.UID) string, now time.Time) {
 	if len(objs) == 0 {
-		fmt.Fprintf(w, "no %s\n", m.GVR.Resource)
+		printf(w, "no %s\n", m.GVR.Resource)
 		return
 	}
 	header := []string{"NAME", "STATE", "FOR", "STATUS", "REASON"}
@@ -174,7 +175,7 @@ func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamesp
 		unknown = append(unknown, fmt.Sprintf("%s %d (not in the graph)", s, perState[s]))
 	}
 	slices.Sort(unknown)
-	fmt.Fprintf(w, "%s: %s\n", plural(len(objs), "object"), strings.Join(append(parts, unknown...), ", "))
+	printf(w, "%s: %s\n", plural(len(objs), "object"), strings.Join(append(parts, unknown...), ", "))
 }
 
 // summary is an object's readiness in a word, and the reason for it.
@@ -252,7 +253,7 @@ func newAnnotateCommand(opts *Options, verb string) *cobra.Command {
 				return err
 			}
 			done := map[string]string{"retry": "asked to retry", "pause": "paused", "resume": "resumed"}[verb]
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s %s (in state %s)\n", m.GVR.Resource, obj.Name, done, obj.Status.State)
+			printf(cmd.OutOrStdout(), "%s/%s %s (in state %s)\n", m.GVR.Resource, obj.Name, done, obj.Status.State)
 			return nil
 		},
 	}
@@ -328,13 +329,13 @@ func watchTransitions(ctx context.Context, c inspect.Cluster, m *inspect.Machine
 				if from == "" {
 					from = "(new)"
 				}
-				fmt.Fprintf(w, "%s  %s  %s → %s  %s\n", t.Time.Local().Format("15:04:05"), objectName(o), from, t.To, t.Reason)
+				printf(w, "%s  %s  %s → %s  %s\n", t.Time.Local().Format("15:04:05"), objectName(o), from, t.To, t.Reason)
 			}
 			if n := newest(o.Status.History); n.After(last) {
 				seen[types.UID(o.UID)] = n
 			}
 			if ev.Type == watch.Deleted {
-				fmt.Fprintf(w, "%s  %s  deleted\n", time.Now().Format("15:04:05"), objectName(o))
+				printf(w, "%s  %s  deleted\n", time.Now().Format("15:04:05"), objectName(o))
 				delete(seen, types.UID(o.UID))
 			}
 		}

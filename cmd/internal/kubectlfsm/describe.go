@@ -203,40 +203,40 @@ func writeWhy(w io.Writer, m *inspect.Machine, o inspect.Object, d details, now 
 	ready := o.Condition(fsm.ConditionReady)
 	switch {
 	case o.Deleting:
-		fmt.Fprintf(w, "%s is being deleted; it is in state %s of the deletion path.\n", name, orNone(string(o.Status.State)))
+		printf(w, "%s is being deleted; it is in state %s of the deletion path.\n", name, orNone(string(o.Status.State)))
 	case o.Paused:
-		fmt.Fprintf(w, "%s is paused: annotation %s is \"true\", so no handler runs. Resume it with: kubectl fsm resume %s\n", name, fsm.AnnotationPaused, name)
+		printf(w, "%s is paused: annotation %s is \"true\", so no handler runs. Resume it with: kubectl fsm resume %s\n", name, fsm.AnnotationPaused, name)
 		return
 	case o.Status.ObservedGeneration < o.Generation:
-		fmt.Fprintf(w, "%s has a new spec (generation %d) that kfsm has not yet seen (it last saw %d): is the operator running?\n", name, o.Generation, o.Status.ObservedGeneration)
+		printf(w, "%s has a new spec (generation %d) that kfsm has not yet seen (it last saw %d): is the operator running?\n", name, o.Generation, o.Status.ObservedGeneration)
 		return
 	case isTrue(o, fsm.ConditionStalled):
 		c := o.Condition(fsm.ConditionStalled)
-		fmt.Fprintf(w, "%s is Stalled in state %s: %s: %s\nkfsm will not try again until the spec changes or you ask: kubectl fsm retry %s\n", name, o.Status.State, c.Reason, c.Message, name)
+		printf(w, "%s is Stalled in state %s: %s: %s\nkfsm will not try again until the spec changes or you ask: kubectl fsm retry %s\n", name, o.Status.State, c.Reason, c.Message, name)
 		return
 	case ready != nil && ready.Status == metav1.ConditionTrue:
-		fmt.Fprintf(w, "%s is Ready, in state %s (%s).\n", name, o.Status.State, ready.Reason)
+		printf(w, "%s is Ready, in state %s (%s).\n", name, o.Status.State, ready.Reason)
 		return
 	default:
-		fmt.Fprintf(w, "%s is not Ready: it has been in state %s for %s.\n", name, orNone(string(o.Status.State)), since(o.Status.StateSince, now))
+		printf(w, "%s is not Ready: it has been in state %s for %s.\n", name, orNone(string(o.Status.State)), since(o.Status.StateSince, now))
 	}
 	if ready != nil && ready.Message != "" {
-		fmt.Fprintf(w, "  %s: %s\n", ready.Reason, ready.Message)
+		printf(w, "  %s: %s\n", ready.Reason, ready.Message)
 	}
 	if o.Status.Failures > 0 {
-		fmt.Fprintf(w, "  the handler failed %d times in a row%s\n", o.Status.Failures, retryAt(o, now))
+		printf(w, "  the handler failed %d times in a row%s\n", o.Status.Failures, retryAt(o, now))
 	}
 	for _, ch := range d.children {
 		if ch.status != status.CurrentStatus.String() {
-			fmt.Fprintf(w, "  child %s/%s is %s%s\n", ch.ref.Kind, ch.ref.Name, ch.status, prefixed(": ", ch.reason))
+			printf(w, "  child %s/%s is %s%s\n", ch.ref.Kind, ch.ref.Name, ch.status, prefixed(": ", ch.reason))
 		}
 	}
 	if spec, ok := m.Graph.Lookup(graph.State(o.Status.State)); ok && spec.Timeout != nil && o.Status.StateSince != nil {
 		at := o.Status.StateSince.Add(spec.Timeout.After)
 		if at.After(now) {
-			fmt.Fprintf(w, "  if it is still in %s in %s, its timeout takes it to %s\n", o.Status.State, shortDuration(at.Sub(now)), spec.Timeout.To)
+			printf(w, "  if it is still in %s in %s, its timeout takes it to %s\n", o.Status.State, shortDuration(at.Sub(now)), spec.Timeout.To)
 		} else {
-			fmt.Fprintf(w, "  its timeout to %s was due %s ago: is the operator running?\n", spec.Timeout.To, shortDuration(now.Sub(at)))
+			printf(w, "  its timeout to %s was due %s ago: is the operator running?\n", spec.Timeout.To, shortDuration(now.Sub(at)))
 		}
 	}
 }
