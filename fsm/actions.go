@@ -68,6 +68,7 @@ type actions struct {
 	slots   chan struct{} // one per action that may run at once
 	log     logr.Logger
 	redact  func(string) string
+	watch   []func(types.NamespacedName, string, Action) // Machine.OnAction
 
 	mu      sync.Mutex
 	runs    map[actionKey]*actionRun
@@ -77,13 +78,14 @@ type actions struct {
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
-func newActions(machine string, limit int, log logr.Logger, redact func(string) string) *actions {
+func newActions(machine string, limit int, log logr.Logger, redact func(string) string, watch []func(types.NamespacedName, string, Action)) *actions {
 	base, stop := context.WithCancel(context.Background())
 	return &actions{
 		machine: machine,
 		slots:   make(chan struct{}, max(limit, 1)),
 		log:     log,
 		redact:  redact,
+		watch:   watch,
 		runs:    map[actionKey]*actionRun{},
 		running: map[string]int{},
 		base:    base,
@@ -110,12 +112,12 @@ func (a *actions) start(ctx context.Context, q workqueue.TypedRateLimitingInterf
 func (a *actions) get(obj types.NamespacedName, uid types.UID, name string, deleting bool, run func(context.Context) error) Action {
 	key := actionKey{object: obj, name: name}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if r, ok := a.runs[key]; ok {
 		if r.uid == uid {
 			if r.state != ActionPending {
 				r.seen = true
 			}
+			a.mu.Unlock()
 			return Action{State: r.state, Err: r.err}
 		}
 		r.cancel() // an earlier object of the same name
@@ -124,8 +126,19 @@ func (a *actions) get(obj types.NamespacedName, uid types.UID, name string, dele
 	ctx, cancel := context.WithCancel(a.base)
 	r := &actionRun{uid: uid, state: ActionPending, cancel: cancel, deleting: deleting, done: make(chan struct{})}
 	a.runs[key] = r
+	a.mu.Unlock()
+	started := Action{State: ActionPending}
+	a.tell(key, started)
 	go a.run(ctx, key, r, run)
-	return Action{State: ActionPending}
+	return started
+}
+
+// tell reports an action's start or end to the machine's OnAction
+// observers.
+func (a *actions) tell(key actionKey, at Action) {
+	for _, observe := range a.watch {
+		observe(key.object, key.name, at)
+	}
 }
 
 func (a *actions) run(ctx context.Context, key actionKey, r *actionRun, run func(context.Context) error) {
@@ -158,8 +171,9 @@ func (a *actions) run(ctx context.Context, key actionKey, r *actionRun, run func
 	} else {
 		actionsCompleted.WithLabelValues(a.machine, key.name).Inc()
 	}
-	q := a.queue
+	q, ended := a.queue, Action{State: r.state, Err: r.err}
 	a.mu.Unlock()
+	a.tell(key, ended)
 	if q != nil {
 		// At once, not after a requeue timer.
 		q.Add(reconcile.Request{NamespacedName: key.object})

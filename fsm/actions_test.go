@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
@@ -101,6 +102,13 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 		}
 		return nil
 	})
+	var seenMu sync.Mutex
+	var seen []string
+	m.OnAction(func(obj types.NamespacedName, name string, a fsm.Action) {
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		seen = append(seen, obj.Name+" "+name+" "+a.State.String())
+	})
 	failedLabels := map[string]string{"machine": "actions-fail", "action": "backup"}
 	errorLabels := map[string]string{"machine": "actions-fail", "state": "Backup"}
 	failed, errs := metricValue(t, "kfsm_actions_failed_total", failedLabels), metricValue(t, "kfsm_handler_errors_total", errorLabels)
@@ -116,6 +124,11 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 	}
 	if got := metricValue(t, "kfsm_handler_errors_total", errorLabels) - errs; got != 1 {
 		t.Errorf("the failed backup failed the state %v times, want 1", got)
+	}
+	seenMu.Lock()
+	defer seenMu.Unlock()
+	if diff := cmp.Diff([]string{"g backup Pending", "g backup Failed", "g backup Pending", "g backup Succeeded"}, seen); diff != "" {
+		t.Errorf("OnAction saw (-want +got):\n%s", diff)
 	}
 }
 

@@ -567,8 +567,10 @@
 //     GenerationChangedPredicate alone) delays AnnotationRetry and
 //     AnnotationPaused until a change it lets through.
 //   - An action's result lives in memory until a reconcile has seen it; a
-//     Wait without a delay relies on the completion to come back, which a
-//     reconciler run without a manager (Machine.Reconciler) does not get.
+//     Wait without a delay relies on the completion to come back. A
+//     reconciler run without a manager (Machine.Reconciler) has no queue
+//     for it: whoever runs it learns of the end from [Machine.OnAction],
+//     as fsmtest's step driver does.
 //   - A persisted state that the graph no longer declares (a state was
 //     renamed) is reported as Stalled with reason UnknownState and kept as
 //     it is: kfsm does not guess where the object should be.

@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
@@ -106,6 +107,7 @@ type Machine[T Object] struct {
 	resync        time.Duration
 	observers     []func(context.Context, T, Transition)
 	walkObservers []func(context.Context, Walk)
+	actionWatch   []func(types.NamespacedName, string, Action)
 	redact        func(string) string
 	noPublish     bool
 	admission     Admission[T]

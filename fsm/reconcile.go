@@ -98,7 +98,7 @@ type tracked struct {
 func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reader, rec events.EventRecorder) (*reconciler[T], error) {
 	r := &reconciler[T]{
 		m: m, b: m.built, client: c, reader: reader, recorder: rec,
-		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact),
+		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.actionWatch),
 		echoes:  newEchoes(),
 		tracked: map[types.NamespacedName]tracked{},
 		strays:  map[types.NamespacedName][]OutputRef{},

@@ -36,7 +36,8 @@
 // The assertions are the same under both: AwaitState, AwaitCondition,
 // AwaitReady, AwaitGone and Await make the operator work until they hold
 // (the manager by waiting, the step driver by running the reconciles that
-// are due); Transitions ("A→B"), Runs (handler runs per state), Writes
+// are due, and when none is, by waiting for a running action to end);
+// Transitions ("A→B"), Runs (handler runs per state), Writes
 // (the operator's API writes to objects by verb, counted in its HTTP
 // transport, not the cache; events, the graph a machine publishes on its
 // CRD and a webhook's question of who the operator is are neither

@@ -183,6 +183,43 @@ func TestStepSaysWhatHappened(t *testing.T) {
 	}
 }
 
+// The documented action pattern, Wait(0) while the action is pending,
+// finishes under either driver: the step driver learns that the action
+// ended and runs the object again, as the manager's queue does.
+func TestAnActionFinishesUnderEitherDriver(t *testing.T) {
+	for name, drive := range drivers {
+		t.Run(name, func(t *testing.T) {
+			e := fsmtest.New(t)
+			release := make(chan struct{})
+			m := fsm.New[*v1alpha1.Gadget]("action", fsm.Lifecycle).
+				Initial(Working).
+				State(Working, func(_ context.Context, r *request) fsm.Result {
+					a := r.Action("upload", func(context.Context) error {
+						<-release
+						return nil
+					})
+					switch a.State {
+					case fsm.ActionPending:
+						return fsm.Wait(0, "Uploading")
+					case fsm.ActionFailed:
+						return fsm.Fail(a.Err)
+					}
+					return fsm.Next(Finished)
+				}, fsm.To(Finished)).
+				State(Finished, nil, fsm.Final())
+			drive(e, m)
+			g := gadget()
+			e.Create(g)
+			e.Await("the upload to start", func() bool { return e.Runs(g, Working) == 1 })
+			time.AfterFunc(200*time.Millisecond, func() { close(release) })
+			e.AwaitState(g, Finished)
+			if got := e.Runs(g, Working); got != 2 {
+				t.Errorf("Working ran %d times, want 2: when the upload started and when it ended", got)
+			}
+		})
+	}
+}
+
 // Writes are counted as the API server sees them, by verb, per object.
 func TestWritesAndEvents(t *testing.T) {
 	e := fsmtest.New(t)
