@@ -3,6 +3,9 @@ package fsmtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,6 +222,55 @@ func TestAnActionFinishesUnderEitherDriver(t *testing.T) {
 		})
 	}
 }
+
+// An Await that gives up while the operator waits on the fake clock
+// says so, and how to move it: under a manager, the wait is otherwise
+// indistinguishable from an operator that does nothing.
+func TestAnAwaitOnTheFakeClockSaysHowToMoveIt(t *testing.T) {
+	rec := &fatalRecorder{TB: t}
+	e := fsmtest.New(rec)
+	e.Timeout = 2 * time.Second
+	failed := false
+	fsmtest.Run(e, fsm.New[*v1alpha1.Gadget]("hint", fsm.Lifecycle).
+		Initial(Working).
+		State(Working, func(context.Context, *request) fsm.Result {
+			if !failed {
+				failed = true
+				return fsm.Fail(errors.New("the disk is full"))
+			}
+			return fsm.Next(Finished)
+		}, fsm.To(Finished)).
+		State(Finished, nil, fsm.Final()).
+		WithClock(e.Clock))
+	g := gadget()
+	e.Create(g)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.AwaitState(g, Finished)
+	}()
+	<-done
+	if !strings.Contains(rec.fatal, "waits on the fake clock until 00:00:01, 1s after its time now: move it with e.Clock.Step") {
+		t.Errorf("the Await gave up saying %q, want it to say that the operator waits on the fake clock", rec.fatal)
+	}
+	e.Clock.Step(time.Second)
+	e.Timeout = time.Minute
+	e.AwaitState(g, Finished)
+}
+
+// fatalRecorder keeps what a test would fail with, and ends the goroutine
+// that failed, as Fatal does, but not the test.
+type fatalRecorder struct {
+	testing.TB
+	fatal string
+}
+
+func (r *fatalRecorder) Fatal(args ...any) {
+	r.fatal = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.Fatal(fmt.Sprintf(format, args...)) }
 
 // Writes are counted as the API server sees them, by verb, per object.
 func TestWritesAndEvents(t *testing.T) {

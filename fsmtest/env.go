@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -47,8 +48,9 @@ type Env struct {
 	// Timeout bounds every Await; the default is two minutes.
 	Timeout time.Duration
 
-	api   *apiLog
-	walks *walkLog
+	api     *apiLog
+	walks   *walkLog
+	actions *actionLog
 
 	kindsMu        sync.Mutex
 	parents, owned []schema.GroupVersionKind
@@ -77,7 +79,7 @@ func New(t testing.TB) *Env {
 	e := &Env{
 		T: t, Namespace: ns.Name, Client: c, Scheme: pkg.scheme,
 		Clock: clocktesting.NewFakeClock(Epoch), Timeout: 2 * time.Minute,
-		api: newAPILog(), walks: &walkLog{},
+		api: newAPILog(), walks: &walkLog{}, actions: newActionLog(),
 	}
 	pkg.mu.Lock()
 	pkg.envs[e.Namespace] = e
@@ -209,7 +211,8 @@ type walkLog struct {
 type machineWalk struct {
 	machine string
 	fsm.Walk
-	written int64 // the newest version of the object the operator had written when the walk ended
+	written int64     // the newest version of the object the operator had written when the walk ended
+	at      time.Time // by the test's fake clock
 }
 
 func (l *walkLog) add(w machineWalk) {
@@ -249,7 +252,7 @@ func (e *Env) observed(machine string, w fsm.Walk) {
 	k := e.resources[machine]
 	e.kindsMu.Unlock()
 	k.Namespace, k.Name = w.Object.Namespace, w.Object.Name
-	e.walks.add(machineWalk{machine: machine, Walk: w, written: e.api.written(k)})
+	e.walks.add(machineWalk{machine: machine, Walk: w, written: e.api.written(k), at: e.Clock.Now()})
 }
 
 // fatalf fails the test; in a faulty run, the message names the fault and
@@ -261,6 +264,28 @@ func (e *Env) fatalf(format string, args ...any) {
 
 // latest returns, for each object by name, the newest version of it that
 // the operator had written when one of its walks ended.
+// nextTimer is the earliest time after now, by the test's fake clock,
+// at which an object's latest walk asked to run again, or zero. For a
+// machine on the fake clock, that is its next timer.
+func (l *walkLog) nextTimer(now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := map[types.UID]machineWalk{}
+	for _, w := range l.walks {
+		last[w.UID] = w
+	}
+	var next time.Time
+	for _, w := range last {
+		if w.Soon || w.RequeueAfter <= 0 {
+			continue
+		}
+		if due := w.at.Add(w.RequeueAfter); due.After(now) && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+	}
+	return next
+}
+
 func (l *walkLog) latest() map[string]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

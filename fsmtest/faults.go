@@ -112,6 +112,14 @@ func AlsoRun(setup func(*Env) func(manager.Manager) error) FaultOption {
 // a command that replays that run (with the clean run it is compared
 // with). Fault-injection runs take time: Faults is skipped with -short.
 //
+// A machine on the Env's fake clock (WithClock(e.Clock)) needs no Step for
+// the waits that faults cause: when an Await does not hold, no action
+// runs and the operator has been quiet for a moment, Faults moves the
+// clock to the operator's next timer (a backoff, a Wait, a timeout),
+// in the clean run as in the faulty ones. Outside Faults, only the test
+// moves the clock; an Await that gives up says when the operator's next
+// timer is.
+//
 // Check outcomes inside Awaits: in a Bursts run, the Awaits before the
 // last change return at once, so a plain check between two of them sees
 // the world before the burst.
@@ -264,11 +272,14 @@ func (s *snapshots) lastChange() int {
 	return last
 }
 
-// quiet waits until the operator has made no write for a moment: longer
-// than its watch events take to reach it, so that what its last writes
-// set off has happened.
+// moment is how long the operator makes no write before it counts as
+// quiet: longer than its watch events take to reach it, so that what its
+// last writes set off has happened.
+func (s *snapshots) moment() time.Duration { return 300*time.Millisecond + s.lag }
+
+// quiet waits until the operator has made no write for a moment.
 func (s *snapshots) quiet(e *Env) {
-	moment := 300*time.Millisecond + s.lag
+	moment := s.moment()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if e.api.quietFor(time.Now()) > moment {
 			return

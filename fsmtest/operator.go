@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -239,7 +240,10 @@ func (o *Operator) crashed() {
 	}
 }
 
-// await polls cond until it holds, the operator working meanwhile.
+// await polls cond until it holds, the operator working meanwhile. In a
+// run of Faults, an operator on the fake clock that has nothing left to
+// do but wait for it gets the clock moved to its next timer: an injected
+// fault's backoff is a wait that the scenario cannot know to make.
 func (o *Operator) await(what string, cond func() (bool, string)) {
 	o.e.T.Helper()
 	deadline := time.Now().Add(o.e.Timeout)
@@ -249,7 +253,10 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 			return
 		}
 		if time.Now().After(deadline) {
-			o.e.fatalf("waited %v for %s: %s", o.e.Timeout, what, why)
+			o.e.fatalf("waited %v for %s: %s%s", o.e.Timeout, what, why, o.e.clockHint())
+		}
+		if o.e.snap != nil {
+			o.e.toNextTimer(o.e.snap.moment())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -270,6 +277,14 @@ func observe[T fsm.Object](m *fsm.Machine[T]) {
 	for i := 2; pkg.profile.AddMachine(name, m.Graph()) != nil; i++ {
 		name = fmt.Sprintf("%s#%d", m.Name(), i)
 	}
+	m.OnAction(func(obj types.NamespacedName, name string, a fsm.Action) {
+		pkg.mu.Lock()
+		e := pkg.envs[obj.Namespace]
+		pkg.mu.Unlock()
+		if e != nil {
+			e.actions.observe(obj, name, a)
+		}
+	})
 	m.OnWalk(func(_ context.Context, w fsm.Walk) {
 		pkg.mu.Lock()
 		e := pkg.envs[w.Object.Namespace]

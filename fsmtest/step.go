@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,80 +25,8 @@ type Stepper[T fsm.Object] struct {
 	r reconcile.Reconciler
 	// due is when each object runs again, by the machine's clock; zero
 	// means at once, and a missing object runs when it changes.
-	due     map[types.NamespacedName]time.Time
-	seen    map[types.NamespacedName]string // resourceVersion after the last step
-	actions *actionLog
-}
-
-// actionLog follows a machine's actions for the step driver, which has no
-// queue for an action's end to wake: an object whose action ended is due,
-// and while actions run, nothing due is no reason to give up yet.
-type actionLog struct {
-	mu      sync.Mutex
-	running map[types.NamespacedName]int
-	ended   map[types.NamespacedName]bool
-	change  chan struct{} // closed and replaced when an action ends
-}
-
-func newActionLog() *actionLog {
-	return &actionLog{running: map[types.NamespacedName]int{}, ended: map[types.NamespacedName]bool{}, change: make(chan struct{})}
-}
-
-// observe is the machine's OnAction observer.
-func (l *actionLog) observe(obj types.NamespacedName, _ string, a fsm.Action) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if a.State == fsm.ActionPending {
-		l.running[obj]++
-		return
-	}
-	if l.running[obj]--; l.running[obj] <= 0 {
-		delete(l.running, obj)
-	}
-	l.ended[obj] = true
-	close(l.change)
-	l.change = make(chan struct{})
-}
-
-// take reports whether an action of obj ended since the last take.
-func (l *actionLog) take(obj types.NamespacedName) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ended := l.ended[obj]
-	delete(l.ended, obj)
-	return ended
-}
-
-// endedOf reports whether an action of obj ended since its last step.
-func (l *actionLog) endedOf(obj types.NamespacedName) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ended[obj]
-}
-
-// waitForEnd waits until an action of an existing object ends, up to
-// timeout; it reports false when none runs, or none ended in time.
-func (l *actionLog) waitForEnd(exists func(types.NamespacedName) bool, timeout time.Duration) bool {
-	l.mu.Lock()
-	change := l.change
-	running := false
-	for obj := range l.running {
-		if exists(obj) {
-			running = true
-		} else {
-			delete(l.running, obj) // deleted: its actions were cancelled
-		}
-	}
-	l.mu.Unlock()
-	if !running {
-		return false
-	}
-	select {
-	case <-change:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
+	due  map[types.NamespacedName]time.Time
+	seen map[types.NamespacedName]string // resourceVersion after the last step
 }
 
 // StepResult is what one reconcile did.
@@ -153,8 +80,6 @@ func (s StepResult) String() string {
 func Steps[T fsm.Object](e *Env, m *fsm.Machine[T]) *Stepper[T] {
 	e.T.Helper()
 	observe(m)
-	actions := newActionLog()
-	m.OnAction(actions.observe)
 	e.watchKind(newObject[T](), m.OwnedTypes())
 	e.noteResource(m.Name(), newObject[T]())
 	c, err := client.New(e.operatorConfig(nil), client.Options{Scheme: e.Scheme})
@@ -165,7 +90,7 @@ func Steps[T fsm.Object](e *Env, m *fsm.Machine[T]) *Stepper[T] {
 	if err != nil {
 		e.T.Fatalf("fsmtest: %v", err)
 	}
-	s := &Stepper[T]{e: e, r: r, due: map[types.NamespacedName]time.Time{}, seen: map[types.NamespacedName]string{}, actions: actions}
+	s := &Stepper[T]{e: e, r: r, due: map[types.NamespacedName]time.Time{}, seen: map[types.NamespacedName]string{}}
 	e.driver = s
 	return s
 }
@@ -175,7 +100,7 @@ func (s *Stepper[T]) Step(obj client.Object) StepResult {
 	s.e.T.Helper()
 	s.e.inNamespace(obj)
 	key := client.ObjectKeyFromObject(obj)
-	s.actions.take(key) // this step sees how the action ended
+	s.e.actions.take(key) // this step sees how the action ended
 	_, from := s.e.walks.of(obj, 1<<62)
 	res, err := s.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
 	walks, _ := s.e.walks.of(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: key.Name}}, from)
@@ -221,7 +146,7 @@ func (s *Stepper[T]) Settle(obj client.Object) []StepResult {
 	key := client.ObjectKeyFromObject(obj)
 	for range 100 {
 		out = append(out, s.Step(obj))
-		if at, ok := s.due[key]; (!ok || at.After(s.e.Clock.Now())) && !s.actions.endedOf(key) {
+		if at, ok := s.due[key]; (!ok || at.After(s.e.Clock.Now())) && !s.e.actions.endedOf(key) {
 			return out
 		}
 	}
@@ -244,7 +169,7 @@ func (s *Stepper[T]) dueNow() []types.NamespacedName {
 		key := client.ObjectKeyFromObject(obj)
 		rv, stepped := s.seen[key]
 		at, asked := s.due[key]
-		if !stepped || rv != obj.GetResourceVersion() || (asked && !at.After(now)) || s.actions.endedOf(key) {
+		if !stepped || rv != obj.GetResourceVersion() || (asked && !at.After(now)) || s.e.actions.endedOf(key) {
 			out = append(out, key)
 		}
 	}
@@ -269,7 +194,7 @@ func (s *Stepper[T]) await(what string, cond func() (bool, string)) {
 			return
 		}
 		due := s.dueNow()
-		if len(due) == 0 && s.actions.waitForEnd(s.exists, s.e.Timeout) {
+		if len(due) == 0 && s.e.actions.waitForEnd(s.exists, s.e.Timeout) {
 			continue
 		}
 		if len(due) == 0 {
