@@ -227,11 +227,23 @@ func TestAnActionFinishesUnderEitherDriver(t *testing.T) {
 // says so, and how to move it: under a manager, the wait is otherwise
 // indistinguishable from an operator that does nothing.
 func TestAnAwaitOnTheFakeClockSaysHowToMoveIt(t *testing.T) {
+	for name, tc := range map[string]struct {
+		drive func(*fsmtest.Env, *fsm.Machine[*v1alpha1.Gadget])
+		says  string
+	}{
+		"Manager": {drivers["Manager"], "waits on the fake clock until 00:00:01, 1s after its time now: move it with e.Clock.Step"},
+		"Step":    {drivers["Step"], "the next step is due at 00:00:01, 1s from now: move the clock with e.Clock.Step"},
+	} {
+		t.Run(name, func(t *testing.T) { awaitOnTheFakeClock(t, tc.drive, tc.says) })
+	}
+}
+
+func awaitOnTheFakeClock(t *testing.T, drive func(*fsmtest.Env, *fsm.Machine[*v1alpha1.Gadget]), says string) {
 	rec := &fatalRecorder{TB: t}
 	e := fsmtest.New(rec)
 	e.Timeout = 2 * time.Second
 	failed := false
-	fsmtest.Run(e, fsm.New[*v1alpha1.Gadget]("hint", fsm.Lifecycle).
+	drive(e, fsm.New[*v1alpha1.Gadget]("hint", fsm.Lifecycle).
 		Initial(Working).
 		State(Working, func(context.Context, *request) fsm.Result {
 			if !failed {
@@ -250,8 +262,8 @@ func TestAnAwaitOnTheFakeClockSaysHowToMoveIt(t *testing.T) {
 		e.AwaitState(g, Finished)
 	}()
 	<-done
-	if !strings.Contains(rec.fatal, "waits on the fake clock until 00:00:01, 1s after its time now: move it with e.Clock.Step") {
-		t.Errorf("the Await gave up saying %q, want it to say that the operator waits on the fake clock", rec.fatal)
+	if !strings.Contains(rec.fatal, says) {
+		t.Errorf("the Await gave up saying %q, want it to say %q", rec.fatal, says)
 	}
 	e.Clock.Step(time.Second)
 	e.Timeout = time.Minute

@@ -176,6 +176,21 @@ func (s *Stepper[T]) dueNow() []types.NamespacedName {
 	return out
 }
 
+// nextDue says when the next object is due by the clock, if one is.
+func (s *Stepper[T]) nextDue() string {
+	now := s.e.Clock.Now()
+	var next time.Time
+	for _, at := range s.due {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	if next.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("; the next step is due at %v, %v from now: move the clock with e.Clock.Step", next.Format(time.TimeOnly), next.Sub(now))
+}
+
 // exists reports whether the object of key is still there.
 func (s *Stepper[T]) exists(key types.NamespacedName) bool {
 	obj := newObject[T]()
@@ -198,7 +213,7 @@ func (s *Stepper[T]) await(what string, cond func() (bool, string)) {
 			continue
 		}
 		if len(due) == 0 {
-			s.e.fatalf("nothing is due (by the clock, at %v) and %s does not: %s", s.e.Clock.Now().Format(time.TimeOnly), what, why)
+			s.e.fatalf("nothing is due (by the clock, at %v) and %s does not: %s%s", s.e.Clock.Now().Format(time.TimeOnly), what, why, s.nextDue())
 		}
 		for _, key := range due {
 			obj := newObject[T]()
