@@ -155,6 +155,9 @@
 // the object at once. Deleting the object cancels the actions started
 // before the deletion. The metrics kfsm_actions_running,
 // kfsm_actions_completed_total and kfsm_actions_failed_total count them.
+// A handler that itself runs longer than [Machine.SlowHandlerAfter] (5 s
+// by default) holds a reconcile worker, and with one worker every other
+// object: kfsm logs it once per state, pointing to Request.Action.
 //
 // # Objects a machine reads
 //
@@ -217,7 +220,8 @@
 //   - [AnnotationRetry] (kfsm.dev/retry), set to a new value such as the
 //     time, runs the current state's handler now: a Stalled object
 //     resumes, with fresh retries, and a backoff ends. The value acted on
-//     is kept in status.lastHandledRetry.
+//     is kept in status.lastHandledRetry, and the handlers of the
+//     reconcile that acts on it see Request.RetryAsked.
 //   - [AnnotationPaused] (kfsm.dev/paused) set to "true" stops every
 //     handler of the object, the deletion path included, until it is
 //     removed; the Paused condition says so meanwhile.

@@ -104,6 +104,7 @@ type Machine[T Object] struct {
 	goal          func(T) State
 	actionLimit   int
 	workers       int
+	slowAfter     time.Duration
 	resync        time.Duration
 	observers     []func(context.Context, T, Transition)
 	walkObservers []func(context.Context, Walk)
@@ -191,7 +192,7 @@ func RetriesThen(n int, to State) StateOption {
 // in metrics, events, logs, its finalizer and its field owner; use a short
 // DNS label such as "moose".
 func New[T Object](name string, mode Mode) *Machine[T] {
-	return &Machine[T]{name: name, mode: mode, clock: clock.RealClock{}, historyLimit: 10, actionLimit: 4}
+	return &Machine[T]{name: name, mode: mode, clock: clock.RealClock{}, historyLimit: 10, actionLimit: 4, slowAfter: defaultSlowAfter}
 }
 
 // Initial names the state where new objects start.
@@ -343,6 +344,20 @@ func (m *Machine[T]) ActionLimit(n int) *Machine[T] {
 // reconciled twice at once.
 func (m *Machine[T]) Workers(n int) *Machine[T] {
 	m.workers = n
+	return m
+}
+
+// defaultSlowAfter is how long a handler runs before it is logged as
+// slow, unless SlowHandlerAfter says otherwise.
+const defaultSlowAfter = 5 * time.Second
+
+// SlowHandlerAfter sets how long a handler may run before kfsm logs, once
+// per state and process, that it holds a reconcile worker (and with one
+// worker, every other object) and that long work belongs in
+// Request.Action. The time is real time, whatever the machine's clock;
+// the default is 5 seconds, and 0 turns the log off.
+func (m *Machine[T]) SlowHandlerAfter(d time.Duration) *Machine[T] {
+	m.slowAfter = d
 	return m
 }
 
@@ -579,6 +594,9 @@ func (m *Machine[T]) badOptions() []graph.Problem {
 	}
 	if m.resync < 0 {
 		bad("Resync(%s): the period cannot be negative", m.resync)
+	}
+	if m.slowAfter < 0 {
+		bad("SlowHandlerAfter(%s): the time cannot be negative", m.slowAfter)
 	}
 	if m.options.MaxConcurrentReconciles < 0 {
 		bad("WithOptions: MaxConcurrentReconciles %d is negative", m.options.MaxConcurrentReconciles)

@@ -12,11 +12,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
 
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -556,6 +560,42 @@ func TestUnderManagerAdoptTakesOverAndReleases(t *testing.T) {
 	}
 }
 
+// A handler that runs longer than SlowHandlerAfter holds its worker; kfsm
+// says so once per state, whatever the number of slow runs, and points to
+// Request.Action.
+func TestUnderManagerASlowHandlerIsLoggedOncePerState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var logMu sync.Mutex
+	var slow []string
+	log := funcr.New(func(prefix, args string) {
+		if strings.Contains(args, "a handler ran long") {
+			logMu.Lock()
+			defer logMu.Unlock()
+			slow = append(slow, args)
+		}
+	}, funcr.Options{})
+	sleepy := func(context.Context, *request) fsm.Result {
+		time.Sleep(300 * time.Millisecond)
+		return fsm.Wait(100*time.Millisecond, "Dozing")
+	}
+	m := fsm.New[*gadget]("slow-handler", fsm.Lifecycle).
+		Initial("Slow").
+		State("Slow", counted(&runs{}, sleepy), fsm.To("Quick")).
+		State("Quick", done, fsm.Final()).
+		SlowHandlerAfter(200 * time.Millisecond)
+	fsmtest.Run(e.fe, m, fsmtest.WithManagerOptions(func(o *manager.Options) { o.Logger = log }))
+	e.gadget("a", v1alpha1.GadgetSpec{})
+	e.gadget("b", v1alpha1.GadgetSpec{})
+	time.Sleep(2 * time.Second) // several slow runs of each
+
+	logMu.Lock()
+	defer logMu.Unlock()
+	if len(slow) != 1 || !strings.Contains(slow[0], `"state"="Slow"`) || !strings.Contains(slow[0], "Request.Action") {
+		t.Errorf("slow-handler log lines %q, want one, for state Slow, naming Request.Action", slow)
+	}
+}
+
 // Guarantee 7: a Stalled object resumes when the retry annotation asks,
 // without a spec change.
 func TestUnderManagerTheRetryAnnotationResumesAStalledObject(t *testing.T) {
@@ -563,9 +603,14 @@ func TestUnderManagerTheRetryAnnotationResumesAStalledObject(t *testing.T) {
 	e := newEnv(t)
 	var calls runs
 	var fixed atomic.Bool
+	var askedMu sync.Mutex
+	var asked []bool // Request.RetryAsked of each run
 	m := fsm.New[*gadget]("retry-annotation", fsm.Lifecycle).
 		Initial("Work").
-		State("Work", counted(&calls, func(context.Context, *request) fsm.Result {
+		State("Work", counted(&calls, func(_ context.Context, r *request) fsm.Result {
+			askedMu.Lock()
+			asked = append(asked, r.RetryAsked)
+			askedMu.Unlock()
 			if !fixed.Load() {
 				return fsm.Stop("DependencyMissing", "the database is not there")
 			}
@@ -594,6 +639,11 @@ func TestUnderManagerTheRetryAnnotationResumesAStalledObject(t *testing.T) {
 	}
 	if n := occurrences(e.apiEvents(), fsm.ReasonRetryRequested); n != 1 {
 		t.Errorf("%d RetryRequested events, want 1", n)
+	}
+	askedMu.Lock()
+	defer askedMu.Unlock()
+	if diff := cmp.Diff([]bool{false, true}, asked); diff != "" {
+		t.Errorf("Request.RetryAsked of the runs (-want +got):\n%s", diff)
 	}
 }
 

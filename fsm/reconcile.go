@@ -78,6 +78,8 @@ type reconciler[T Object] struct {
 	echoes  *echoes
 	limiter *backoffLimiter // set under a manager
 	shards  *Shards         // set when the machine is sharded
+	// slowLogged holds the states whose handler was logged as slow.
+	slowLogged sync.Map
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -952,15 +954,16 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	}
 	req := &w.req
 	*req = Request[T]{
-		Object:  w.obj,
-		Client:  w.r.client,
-		Log:     log,
-		Clock:   w.r.m.clock,
-		State:   def.name,
-		From:    w.from(),
-		Attempt: int(w.st.Failures) + 1,
-		Goal:    w.goal,
-		w:       w,
+		Object:     w.obj,
+		Client:     w.r.client,
+		Log:        log,
+		Clock:      w.r.m.clock,
+		State:      def.name,
+		From:       w.from(),
+		Attempt:    int(w.st.Failures) + 1,
+		RetryAsked: w.retrying,
+		Goal:       w.goal,
+		w:          w,
 	}
 	if w.goal != "" && w.goal != def.name {
 		req.NextHop = w.r.b.hops[[2]State{def.name, w.goal}]
@@ -974,7 +977,9 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	} else {
 		req.Since = w.now
 	}
+	started := time.Now() // real time: a slow handler holds a worker in real time
 	defer func() {
+		w.r.slow(w.log, def.name, time.Since(started))
 		if p := recover(); p != nil {
 			why := w.r.redact(fmt.Sprint(p))
 			w.log.Error(errors.New(why), "handler panicked", "machine", w.r.m.name, "state", def.name, "stack", string(debug.Stack()))
@@ -988,6 +993,19 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 		}
 	}()
 	return def.handler(ctx, req)
+}
+
+// slow logs, once per state, a handler that ran for longer than the
+// machine's SlowHandlerAfter.
+func (r *reconciler[T]) slow(log logr.Logger, state State, ran time.Duration) {
+	if r.m.slowAfter <= 0 || ran < r.m.slowAfter {
+		return
+	}
+	if _, logged := r.slowLogged.LoadOrStore(state, true); logged {
+		return
+	}
+	log.Info("a handler ran long, holding a reconcile worker: other objects waited meanwhile. Long work belongs in Request.Action, which runs outside the worker",
+		"machine", r.m.name, "state", state, "ran", ran.Round(time.Millisecond).String(), "slowAfter", r.m.slowAfter.String())
 }
 
 // authorsStatus copies obj's status without kfsm's part, which kfsm

@@ -32,6 +32,11 @@ type Request[T Object] struct {
 	// 1 until the handler fails, 2 after a failure, and so on, also
 	// across the Waits between failed attempts.
 	Attempt int
+	// RetryAsked says that a person asked for this run with a new value
+	// of AnnotationRetry (kfsm.dev/retry), for every handler of the
+	// reconcile that acts on it: a handler may then refresh what it
+	// would otherwise keep, such as a cached answer from outside.
+	RetryAsked bool
 	// Goal is the state the machine's goal function asks for, empty
 	// without one. NextHop is the exit to take towards it: the first step
 	// of the shortest path through the declared exits, ties going to the
