@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -349,5 +350,38 @@ func TestWriteAcceptsAnEmptyDirectoryAndARelease(t *testing.T) {
 	}
 	if !strings.Contains(string(mod), "require github.com/kfsm/kfsm v0.3.0\n") || strings.Contains(string(mod), "replace") {
 		t.Errorf("go.mod requires no release of kfsm, or replaces it:\n%s", mod)
+	}
+}
+
+// The first make test of a new project builds the Kubernetes binaries.
+// That build runs before go test, where its progress reaches the terminal
+// as it happens and no test timeout counts it; go test then has a timeout
+// of its own, not its default of ten minutes.
+func TestMakeTestBuildsTheAssetsBeforeTheTests(t *testing.T) {
+	dir := t.TempDir()
+	if err := widget(t).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-n", "test")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n test: %v\n%s", err, out)
+	}
+	assets, tests := -1, -1
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "go run "+kfsmModule+"/cluster/assets"):
+			assets = i
+		case strings.HasPrefix(l, "go test "):
+			tests = i
+			if !strings.Contains(l, " -timeout ") {
+				t.Errorf("go test runs with its default timeout: %s", l)
+			}
+		}
+	}
+	if assets < 0 || tests < 0 || assets > tests {
+		t.Errorf("make test does not build the assets, then run go test:\n%s", out)
 	}
 }
