@@ -250,6 +250,7 @@ var templates embed.FS
 var files = []struct{ tmpl, path string }{
 	{"go.mod.tmpl", "go.mod"},
 	{"main.go.tmpl", "main.go"},
+	{"main_test.go.tmpl", "main_test.go"},
 	{"Makefile.tmpl", "Makefile"},
 	{"README.md.tmpl", "README.md"},
 	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go"},

@@ -72,6 +72,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"internal/controller/widget.go",
 		"internal/controller/widget_test.go",
 		"main.go",
+		"main_test.go",
 	}
 	if diff := cmp.Diff(want, tree(t, dir)); diff != "" {
 		t.Fatalf("files (-want +got):\n%s", diff)
@@ -138,6 +139,11 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"fsm.FenceLeaderElection(cfg, &opts", "fsm.LeanCache(&opts)",
 			`"metrics-bind-address"`, `"health-probe-bind-address"`, `"leader-elect"`,
 			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"embedded"`,
+			`"workers", 4,`, "Machine().Workers(o.workers)",
+		},
+		"main_test.go": {
+			`fs.Parse(tc.args)`, `machine(o)`,
+			`l.GetValue() == "widget"`,
 		},
 		"Makefile": {
 			"$(CONTROLLER_GEN) rbac:roleName=widget-operator ",
