@@ -66,9 +66,9 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"api/v1alpha1/zz_generated.deepcopy.go",
 		"config/manager/manager.yaml",
 		"config/samples/widget.yaml",
-		"config/webhook/configuration.yaml",
 		"config/webhook/service.yaml",
 		"go.mod",
+		"hack/webhooks/main.go",
 		"internal/controller/widget.go",
 		"internal/controller/widget_test.go",
 		"main.go",
@@ -145,8 +145,14 @@ func TestWriteWritesTheProject(t *testing.T) {
 			`fs.Parse(tc.args)`, `machine(o)`,
 			`l.GetValue() == "widget"`,
 		},
+		"hack/webhooks/main.go": {
+			`GroupVersion.WithResource("widgets")`,
+			`Namespace: "widget-operator-system", Name: "widget-operator-webhook"`,
+			`"widget-operator-system/widget-operator-webhook-cert"`,
+		},
 		"Makefile": {
 			"$(CONTROLLER_GEN) rbac:roleName=widget-operator ",
+			"\t$(GO) run ./hack/webhooks config/webhook/configuration.yaml\n",
 			"\n## verify:",
 		},
 		"config/samples/widget.yaml": {
