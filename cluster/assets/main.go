@@ -11,10 +11,11 @@
 //	go run github.com/kfsm/kfsm/cluster/assets
 //
 // It is the same build that a test's cluster makes on first use, at the
-// version of kfsm that the project requires. Made inside go test instead,
-// the first build, which takes several minutes, would count against the
-// test timeout, and go test would hold back its progress until the test
-// binary ends. The command needs nothing beyond package cluster, so it
+// version of kfsm that the project requires, into the same cache. Made
+// inside go test instead, the first build, which takes several minutes,
+// would count against the test timeout, and go test would hold back its
+// progress until the test binary ends. The command imports none of
+// package cluster's Kubernetes libraries, so it compiles in seconds, and
 // adds no dependency to the project.
 package main
 
@@ -26,22 +27,22 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/cluster/internal/k8smod"
 )
 
 func main() {
-	opts := cluster.Options{Progress: os.Stderr}
+	opts := k8smod.Options{Progress: os.Stderr}
 	flag.BoolVar(&opts.Workloads, "workloads", false, "also build kube-controller-manager, kube-scheduler and kwok")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	a, err := cluster.EnsureAssets(ctx, opts)
+	dir, workloadsDir, err := k8smod.Ensure(ctx, opts)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "assets:", err)
 		os.Exit(1)
 	}
-	if a.WorkloadsDir != "" && a.WorkloadsDir != a.Dir {
-		fmt.Fprintln(os.Stderr, "workloads binaries:", a.WorkloadsDir)
+	if workloadsDir != "" && workloadsDir != dir {
+		fmt.Fprintln(os.Stderr, "workloads binaries:", workloadsDir)
 	}
-	fmt.Println(a.Dir)
+	fmt.Println(dir)
 }
