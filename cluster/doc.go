@@ -17,10 +17,12 @@
 // module) the first time they are needed. That first build takes several
 // minutes and prints progress; the binaries are then cached in the user cache
 // directory and verified on each use, and concurrent processes share one
-// build through a file lock. [EnsureAssets] does the build alone; the kfsm
-// command's "assets" subcommand calls it. When KUBEBUILDER_ASSETS names a
-// directory with a working kube-apiserver and etcd, as setup-envtest leaves
-// one, those binaries are used instead.
+// build through a file lock. [EnsureAssets] does the build alone; so do
+// the command github.com/kfsm/kfsm/cluster/assets, which an operator
+// project's make test runs before its tests, and the kfsm command's
+// "assets" subcommand. When KUBEBUILDER_ASSETS names a directory with a
+// working kube-apiserver and etcd, as setup-envtest leaves one, those
+// binaries are used instead.
 //
 // The control plane is started by controller-runtime's envtest. With
 // [Options.Workloads] the cluster also runs kube-controller-manager,

@@ -21,7 +21,8 @@ with a controller-runtime manager, a Makefile (test, run, generate, verify)
 and the manifests to deploy it. Its README says what is where.
 
 It then runs go mod tidy and controller-gen in the project, for its go.sum,
-its CRD and its RBAC role; both reach the Go module proxy. The project
+its CRD and its RBAC role, which reach the Go module proxy, and the
+project's hack/webhooks, for its webhook configurations. The project
 requires the kfsm release that this command is, or with --kfsm-path a kfsm
 checkout instead, through a replace directive.`,
 		Example: `  kfsm init widget --module example.com/widget --kind Widget --group example.com
@@ -37,7 +38,7 @@ checkout instead, through a replace directive.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "wrote the %s operator in %s; now go mod tidy and controller-gen\n", p.Kind, dir)
+			fmt.Fprintf(out, "wrote the %s operator in %s; now go mod tidy, controller-gen and hack/webhooks\n", p.Kind, dir)
 			if err := p.Complete(cmd.Context(), dir, cmd.ErrOrStderr()); err != nil {
 				return err
 			}

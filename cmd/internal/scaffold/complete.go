@@ -10,11 +10,12 @@ import (
 )
 
 // Complete finishes a project that Write wrote into dir: go mod tidy
-// writes its go.sum, and controller-gen its CRD (config/crd) and RBAC role
-// (config/rbac), as make generate does. Both run with the go command on
-// PATH, outside any Go workspace, and reach the Go module proxy; their
-// output goes to log. When one fails, the project stays as it is and the
-// error says what to run again.
+// writes its go.sum, controller-gen its CRD (config/crd) and RBAC role
+// (config/rbac), and the project's hack/webhooks its webhook
+// configurations (config/webhook/configuration.yaml), as make generate
+// does. They run with the go command on PATH, outside any Go workspace,
+// and reach the Go module proxy; their output goes to log. When one
+// fails, the project stays as it is and the error says what to run again.
 func (p Project) Complete(ctx context.Context, dir string, log io.Writer) error {
 	d, err := p.validate()
 	if err != nil {
@@ -29,6 +30,7 @@ func (p Project) Complete(ctx context.Context, dir string, log io.Writer) error 
 	for _, g := range d.manifests() {
 		steps = append(steps, append([]string{"run", controllerGen}, strings.Fields(g)...))
 	}
+	steps = append(steps, append([]string{"run"}, strings.Fields(webhooksGen)...))
 	for i, args := range steps {
 		cmd := exec.CommandContext(ctx, goCmd, args...)
 		cmd.Dir = dir

@@ -6,8 +6,9 @@
 // Writing is in two steps. [Project.Write] renders the files from the
 // templates and writes them, or writes nothing when the project or the
 // directory is not right. [Project.Complete] then resolves the project's modules
-// (go mod tidy) and generates its CRD and RBAC role with controller-gen,
-// both of which need the Go module proxy. The deepcopy code is rendered
+// (go mod tidy), generates its CRD and RBAC role with controller-gen, both
+// of which need the Go module proxy, and its webhook configurations with
+// its own program, hack/webhooks. The deepcopy code is rendered
 // from a template, as controller-gen writes it, so that the project
 // compiles before the second step; the project's make verify checks that
 // controller-gen agrees.
@@ -38,6 +39,11 @@ const kfsmModule = "github.com/kfsm/kfsm"
 // controllerGen is the controller-gen that a project's make generate
 // runs, as a go run argument.
 const controllerGen = "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
+
+// webhooksGen is the program of a project that writes its webhook
+// configurations from its machine, with its argument, as go run takes
+// them: the last step of make generate.
+const webhooksGen = "./hack/webhooks config/webhook/configuration.yaml"
 
 // goVersion is the go line of a new go.mod: kfsm's own. go mod tidy raises
 // it if a dependency needs more.
@@ -79,8 +85,10 @@ type data struct {
 	KFSMVersion, KFSMPath string
 	GoVersion             string
 	ControllerGen         string
-	// Generate are the controller-gen runs of make generate.
-	Generate []string
+	// Generate are the controller-gen runs of make generate; WebhooksGen
+	// its last step.
+	Generate    []string
+	WebhooksGen string
 }
 
 // maxKind keeps the names made from the kind (namespace, service, lease)
@@ -135,7 +143,7 @@ func (p Project) validate() (data, error) {
 		Module: p.Module, Kind: p.Kind, Group: p.Group, Version: p.Version,
 		Plural: plural(lower), Lower: lower, Receiver: lower[:1], Name: lower + "-operator",
 		KFSMVersion: version, KFSMPath: kfsmPath, GoVersion: goVersion,
-		ControllerGen: controllerGen,
+		ControllerGen: controllerGen, WebhooksGen: webhooksGen,
 	}
 	d.Generate = d.generate()
 	return d, nil
@@ -250,6 +258,7 @@ var templates embed.FS
 var files = []struct{ tmpl, path string }{
 	{"go.mod.tmpl", "go.mod"},
 	{"main.go.tmpl", "main.go"},
+	{"main_test.go.tmpl", "main_test.go"},
 	{"Makefile.tmpl", "Makefile"},
 	{"README.md.tmpl", "README.md"},
 	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go"},
@@ -257,14 +266,15 @@ var files = []struct{ tmpl, path string }{
 	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go"},
 	{"controller/machine.go.tmpl", "internal/controller/{{.Lower}}.go"},
 	{"controller/machine_test.go.tmpl", "internal/controller/{{.Lower}}_test.go"},
+	{"hack/webhooks.go.tmpl", "hack/webhooks/main.go"},
 	{"config/manager.yaml.tmpl", "config/manager/manager.yaml"},
 	{"config/webhook.yaml.tmpl", "config/webhook/service.yaml"},
-	{"config/webhook_configuration.yaml.tmpl", "config/webhook/configuration.yaml"},
 	{"config/sample.yaml.tmpl", "config/samples/{{.Lower}}.yaml"},
 }
 
 // Files renders the project's files, by slash-separated path. Go files
-// are formatted as gofmt does. Complete adds go.sum, the CRD and the role.
+// are formatted as gofmt does. Complete adds go.sum, the CRD, the role and
+// the webhook configurations.
 func (p Project) Files() (map[string][]byte, error) {
 	d, err := p.validate()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,12 +66,13 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"api/v1alpha1/zz_generated.deepcopy.go",
 		"config/manager/manager.yaml",
 		"config/samples/widget.yaml",
-		"config/webhook/configuration.yaml",
 		"config/webhook/service.yaml",
 		"go.mod",
+		"hack/webhooks/main.go",
 		"internal/controller/widget.go",
 		"internal/controller/widget_test.go",
 		"main.go",
+		"main_test.go",
 	}
 	if diff := cmp.Diff(want, tree(t, dir)); diff != "" {
 		t.Fatalf("files (-want +got):\n%s", diff)
@@ -137,9 +139,20 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"fsm.FenceLeaderElection(cfg, &opts", "fsm.LeanCache(&opts)",
 			`"metrics-bind-address"`, `"health-probe-bind-address"`, `"leader-elect"`,
 			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"embedded"`,
+			`"workers", 4,`, "Machine().Workers(o.workers)",
+		},
+		"main_test.go": {
+			`fs.Parse(tc.args)`, `machine(o)`,
+			`l.GetValue() == "widget"`,
+		},
+		"hack/webhooks/main.go": {
+			`GroupVersion.WithResource("widgets")`,
+			`Namespace: "widget-operator-system", Name: "widget-operator-webhook"`,
+			`"widget-operator-system/widget-operator-webhook-cert"`,
 		},
 		"Makefile": {
 			"$(CONTROLLER_GEN) rbac:roleName=widget-operator ",
+			"\t$(GO) run ./hack/webhooks config/webhook/configuration.yaml\n",
 			"\n## verify:",
 		},
 		"config/samples/widget.yaml": {
@@ -349,5 +362,38 @@ func TestWriteAcceptsAnEmptyDirectoryAndARelease(t *testing.T) {
 	}
 	if !strings.Contains(string(mod), "require github.com/kfsm/kfsm v0.3.0\n") || strings.Contains(string(mod), "replace") {
 		t.Errorf("go.mod requires no release of kfsm, or replaces it:\n%s", mod)
+	}
+}
+
+// The first make test of a new project builds the Kubernetes binaries.
+// That build runs before go test, where its progress reaches the terminal
+// as it happens and no test timeout counts it; go test then has a timeout
+// of its own, not its default of ten minutes.
+func TestMakeTestBuildsTheAssetsBeforeTheTests(t *testing.T) {
+	dir := t.TempDir()
+	if err := widget(t).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-n", "test")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n test: %v\n%s", err, out)
+	}
+	assets, tests := -1, -1
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "go run "+kfsmModule+"/cluster/assets"):
+			assets = i
+		case strings.HasPrefix(l, "go test "):
+			tests = i
+			if !strings.Contains(l, " -timeout ") {
+				t.Errorf("go test runs with its default timeout: %s", l)
+			}
+		}
+	}
+	if assets < 0 || tests < 0 || assets > tests {
+		t.Errorf("make test does not build the assets, then run go test:\n%s", out)
 	}
 }
