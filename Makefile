@@ -45,9 +45,10 @@ bench:
 screenshot:
 	$(GO) test -count=1 -run '^TestDemoDashboardInABrowser$$' ./cmd/kfsm -screenshot $(CURDIR)/docs/dashboard.png
 
-## assets: build the Kubernetes binaries once; later runs reuse the cache
+## assets: build the Kubernetes binaries once; later runs reuse the cache (the
+## command compiles in seconds, so the build's progress shows at once)
 assets:
-	$(GO) run ./cmd/kfsm assets --workloads >/dev/null
+	$(GO) run ./cluster/assets -workloads >/dev/null
 
 ## generate: regenerate deepcopy code, CRDs, the examples' roles, protobuf code (buf with protoc-gen-go and
 ## protoc-gen-go-grpc, all built from the module proxy) and the embedded Kubernetes module
