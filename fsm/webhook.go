@@ -219,9 +219,9 @@ func (v *validator[T]) checkGoal(obj T) error {
 // operator's own writes.
 func (v *validator[T]) checkStatusWriter(ctx context.Context, user string, old, obj T) (admission.Warnings, error) {
 	// Every status write of the operator comes here: the cheap test first.
-	operators, err := v.operatorNames(ctx)
-	if err != nil {
-		return admission.Warnings{err.Error() + "; until it is known, status writes are not checked"}, nil
+	operators, unknown := v.operatorNames(ctx)
+	if unknown != "" {
+		return admission.Warnings{unknown + "; until it is known, status writes are not checked"}, nil
 	}
 	if slices.Contains(operators, user) {
 		return nil, nil
@@ -239,15 +239,15 @@ func (v *validator[T]) checkStatusWriter(ctx context.Context, user string, old, 
 const relearnAfter = 5 * time.Second
 
 // operatorNames returns the users that may write Status: those given,
-// or the manager's own identity.
-func (v *validator[T]) operatorNames(ctx context.Context) ([]string, error) {
+// or the manager's own identity; or, while that is unknown, why.
+func (v *validator[T]) operatorNames(ctx context.Context) (names []string, unknown string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.operators) > 0 {
-		return v.operators, nil
+		return v.operators, ""
 	}
 	if v.err != nil && time.Since(v.failed) < relearnAfter {
-		return nil, v.err
+		return nil, v.err.Error()
 	}
 	review := &authenticationv1.SelfSubjectReview{}
 	err := v.client.Create(ctx, review)
@@ -260,18 +260,18 @@ func (v *validator[T]) operatorNames(ctx context.Context) ([]string, error) {
 	if err != nil {
 		v.failed, v.err = time.Now(), err
 		v.log.Error(err, "the status guard lets every status write through until it knows the operator; set Admission.Operators to name it", "machine", v.m.name)
-		return nil, err
+		return nil, err.Error()
 	}
 	v.operators, v.err = []string{review.Status.UserInfo.Username}, nil
 	v.log.Info("the status guard knows the operator", "machine", v.m.name, "user", v.operators[0])
-	return v.operators, nil
+	return v.operators, ""
 }
 
 // learn learns the operator's identity, trying again after each failure,
 // until it knows it or ctx ends.
 func (v *validator[T]) learn(ctx context.Context) error {
 	for {
-		if _, err := v.operatorNames(ctx); err == nil {
+		if _, unknown := v.operatorNames(ctx); unknown == "" {
 			return nil
 		}
 		select {
