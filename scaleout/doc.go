@@ -21,7 +21,10 @@
 // lies within the run: if two replicas never reconcile one gadget at
 // once, their intervals for it cannot overlap. A run still open when its
 // replica was SIGKILLed ends at the kill; a run still open when a replica
-// stopped cleanly is a failure.
+// stopped cleanly is a failure. The end says whether the handler ran to
+// completion, so that the recorder counts work done twice: the gadgets
+// whose handler ran to completion more than once on one generation since
+// a hand-over began.
 //
 // Each replica's metrics endpoint is scraped for kfsm's shard metrics
 // (kfsm_shard_members, kfsm_shard_slots, kfsm_shard_handovers_total,
@@ -57,6 +60,18 @@
 // Of two replicas, b is frozen (SIGSTOP) past its Lease: a takes its
 // gadgets over, and when b wakes (SIGCONT) it runs no handler until it
 // holds a new Lease, made after it woke, and slots in it.
+//
+// Of three replicas, c reaches the API server through a loopback proxy,
+// which the test stops, twice, while c works, as a partition does: the
+// bytes of c's open connections stop and its new connections hang. Each
+// time a and b converge a gadget from each of c's slots within
+// LeaseDuration, a RetryPeriod and 3 s of the cut; c's runs in flight
+// end before a and b begin theirs; and when the partition heals, c runs
+// no handler until it holds a new Lease.
+//
+// At each hand-over (c's death, d's joining, b's freeze and waking, each
+// partition and each healing) no gadget's handler runs to completion more
+// than once on one generation.
 //
 // On an API server without the feature gate, two replicas fall back to
 // caching every gadget (kfsm_shard_fallback is 1 and each decodes all
