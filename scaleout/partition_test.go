@@ -4,6 +4,7 @@ package scaleout_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -17,18 +18,36 @@ import (
 )
 
 // partition is a loopback TCP proxy between one replica and the API
-// server that can stop forwarding, as a network partition does: the bytes
-// of open connections stop in both directions, and new connections are
-// accepted but go nowhere; nothing is closed or refused, so that the
-// replica's requests hang rather than fail. Once healed, what it held goes
-// on, late, as TCP delivers what it retransmits after a partition.
+// server that can stop forwarding, as a network partition does: the
+// bytes of open connections stop both ways, and new connections are
+// accepted and go nowhere, so that the replica's requests hang rather
+// than fail. What is sent meanwhile is lost, and a connection that lost
+// bytes is closed when the partition heals, as a TLS stream with a gap
+// cannot go on; other connections go on. (A partition that TCP outlives
+// would deliver the bytes late instead: a write on its way when the
+// partition began would land when it heals, which nothing on the
+// replica's side can stop.)
 type partition struct {
 	t        *testing.T
 	listener net.Listener
 	upstream string // host:port of the API server
 
-	mu   sync.Mutex
-	open chan struct{} // closed while the proxy forwards
+	mu    sync.Mutex
+	cut   bool
+	conns map[*proxied]struct{}
+}
+
+// proxied is one connection through the proxy.
+type proxied struct {
+	client, server net.Conn // server is nil if the partition held it back
+	lost           bool     // bytes were lost: it ends when the partition heals
+}
+
+func (c *proxied) close() {
+	_ = c.client.Close()
+	if c.server != nil {
+		_ = c.server.Close()
+	}
 }
 
 // newPartition starts a proxy to cfg's API server and returns it with a
@@ -43,40 +62,25 @@ func newPartition(t *testing.T, cfg *rest.Config) (*partition, *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &partition{t: t, listener: l, upstream: u.Host, open: make(chan struct{})}
-	close(p.open)
-	var conns sync.WaitGroup
-	var mu sync.Mutex
-	var all []net.Conn
-	closed := make(chan struct{})
-	go func() {
+	p := &partition{t: t, listener: l, upstream: u.Host, conns: map[*proxied]struct{}{}}
+	var running sync.WaitGroup
+	running.Go(func() {
 		for {
-			c, err := l.Accept()
+			client, err := l.Accept()
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			all = append(all, c)
-			mu.Unlock()
-			conns.Go(func() {
-				if up := p.dial(closed); up != nil {
-					mu.Lock()
-					all = append(all, up)
-					mu.Unlock()
-					p.pipe(c, up, closed)
-				}
-			})
+			running.Go(func() { p.serve(client) })
 		}
-	}()
+	})
 	t.Cleanup(func() {
-		close(closed)
 		_ = l.Close()
-		mu.Lock()
-		for _, c := range all {
-			_ = c.Close()
+		p.mu.Lock()
+		for c := range p.conns {
+			c.close()
 		}
-		mu.Unlock()
-		conns.Wait()
+		p.mu.Unlock()
+		running.Wait()
 	})
 	through := rest.CopyConfig(cfg)
 	u.Host = l.Addr().String()
@@ -84,83 +88,78 @@ func newPartition(t *testing.T, cfg *rest.Config) (*partition, *rest.Config) {
 	return p, through
 }
 
-// cut stops forwarding.
-func (p *partition) cut() {
+// stop cuts the replica off.
+func (p *partition) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-		p.open = make(chan struct{})
-	default:
-	}
+	p.cut = true
 }
 
-// heal forwards again, what was held first.
+// heal forwards again, and closes the connections that lost bytes.
 func (p *partition) heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-	default:
-		close(p.open)
-	}
-}
-
-// pass waits until the proxy forwards, or closed closes; it reports
-// whether it forwards.
-func (p *partition) pass(closed <-chan struct{}) bool {
-	p.mu.Lock()
-	open := p.open
-	p.mu.Unlock()
-	select {
-	case <-open:
-		return true
-	case <-closed:
-		return false
-	}
-}
-
-// dial connects to the API server once the proxy forwards.
-func (p *partition) dial(closed <-chan struct{}) net.Conn {
-	if !p.pass(closed) {
-		return nil
-	}
-	up, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		p.t.Logf("the partition's proxy could not reach the API server: %v", err)
-		return nil
-	}
-	return up
-}
-
-// pipe copies both ways between a and b, each chunk once the proxy
-// forwards, until either side ends; then it closes both.
-func (p *partition) pipe(a, b net.Conn, closed <-chan struct{}) {
-	var both sync.WaitGroup
-	one := func(dst, src net.Conn) {
-		defer both.Done()
-		defer func() {
-			_ = a.Close()
-			_ = b.Close()
-		}()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 && !p.pass(closed) {
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-			if err != nil {
-				return
-			}
+	p.cut = false
+	for c := range p.conns {
+		if c.lost {
+			c.close()
 		}
 	}
-	both.Add(2)
-	go one(b, a)
-	go one(a, b)
-	both.Wait()
+}
+
+// serve proxies one connection until either side ends it.
+func (p *partition) serve(client net.Conn) {
+	c := &proxied{client: client}
+	p.mu.Lock()
+	c.lost = p.cut
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+		c.close()
+	}()
+	if c.lost {
+		// It goes nowhere: what the client sends is lost.
+		_, _ = io.Copy(io.Discard, client)
+		return
+	}
+	server, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		p.t.Logf("the partition's proxy could not reach the API server: %v", err)
+		return
+	}
+	p.mu.Lock()
+	c.server = server
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { p.copy(c, server, client); done <- struct{}{} }()
+	go func() { p.copy(c, client, server); done <- struct{}{} }()
+	<-done
+}
+
+// copy forwards what src sends to dst while the proxy forwards, and
+// loses it while it does not.
+func (p *partition) copy(c *proxied, dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			c.lost = c.lost || p.cut
+			forward := !c.lost
+			p.mu.Unlock()
+			if forward {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // TestAPartitionedReplicaLosesItsSlots cuts one of three replicas off
@@ -188,7 +187,7 @@ func TestAPartitionedReplicaLosesItsSlots(t *testing.T) {
 		ofC := f.rec.lastBy("c")
 		f.bumpUIDs(target, ofC)
 		cut := time.Now()
-		cable.cut()
+		cable.stop()
 		t.Logf("round %d: c cut off at %s with %d runs open", round, cut.Format("15:04:05.000"), len(f.rec.openBy("c")))
 		// One gadget of each of c's slots changes again, and only they, so
 		// that what is measured is how soon a and b hold every slot of c's.
