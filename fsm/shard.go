@@ -169,6 +169,7 @@ type Shards struct {
 	selected  slots         // what the cache lists and watches
 	changed   chan struct{} // closed when selected changes
 	resources []*shardedResource
+	lists     []*reselecting // of the cache's informers
 
 	// The membership's own state, touched by its loop only.
 	held     slots           // listed in this replica's Lease
@@ -326,12 +327,44 @@ func (s *Shards) Start(ctx context.Context) error {
 		if err := s.look(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error(err, "renewing the shard Lease")
 		}
-		// Jittered, so that replicas started together spread out.
-		wait := s.o.RetryPeriod - time.Duration(rand.Int64N(int64(s.o.RetryPeriod/5)))
-		select {
-		case <-ctx.Done():
+		if !s.pause(ctx) {
 			s.leave()
 			return nil
+		}
+	}
+}
+
+// pause waits until the next look, and reports false if ctx ended
+// first. The next look comes a RetryPeriod later (jittered, so that
+// replicas started together spread out), or sooner: when another's Lease
+// expires, so that its slots move as soon as they may; and, when this
+// look found Leases expired, once the cache holds the objects of their
+// slots, which the next look claims.
+func (s *Shards) pause(ctx context.Context) bool {
+	now := time.Now()
+	next := now.Add(s.o.RetryPeriod - time.Duration(rand.Int64N(int64(s.o.RetryPeriod/5))))
+	for _, l := range s.seen {
+		if at := l.changed.Add(l.duration); at.After(now) && at.Before(next) {
+			next = at
+		}
+	}
+	s.mu.Lock()
+	gen := s.gen
+	s.mu.Unlock()
+	for {
+		wait := time.Until(next)
+		if s.freed != 0 {
+			if s.cached(gen) {
+				return ctx.Err() == nil
+			}
+			wait = min(wait, 10*time.Millisecond)
+		}
+		if wait <= 0 {
+			return ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
 		case <-time.After(wait):
 		}
 	}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -50,7 +51,24 @@ func (s *Shards) reselect(lw toolscache.ListerWatcher, example runtime.Object, g
 	l := &reselecting{inner: toolscache.ToListerWatcherWithContext(lw), s: s, gvk: gvk, example: example}
 	inf := newInformer(l)
 	l.store = inf.GetStore()
+	s.mu.Lock()
+	s.lists = append(s.lists, l)
+	s.mu.Unlock()
 	return inf
+}
+
+// cached reports whether every informer of a sharded resource holds the
+// objects of the selection of generation gen, or a later one.
+func (s *Shards) cached(gen uint64) bool {
+	s.mu.Lock()
+	lists := slices.Clone(s.lists)
+	s.mu.Unlock()
+	for _, l := range lists {
+		if l.held.Load() < gen && l.selects() {
+			return false
+		}
+	}
+	return true
 }
 
 // selects reports whether the informer lists a sharded resource that the
