@@ -170,8 +170,9 @@ func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Ev
 		}
 	}
 	for _, old := range held {
+		// A copy: the informer's transform may change what it is given.
 		if o, ok := old.(runtime.Object); ok {
-			events = append(events, apiwatch.Event{Type: apiwatch.Deleted, Object: o})
+			events = append(events, apiwatch.Event{Type: apiwatch.Deleted, Object: o.DeepCopyObject()})
 		}
 	}
 	return append(events, l.bookmark(listed.GetResourceVersion())), listed.GetResourceVersion(), nil
