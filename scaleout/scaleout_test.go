@@ -47,17 +47,19 @@ const (
 	// shards is the name of the replicas' group, as the operator sets it.
 	shards = "scaleout"
 	// killSlack is what the takeover of a SIGKILLed replica's slots may
-	// take beyond LeaseDuration: the survivors' looks at the Leases (every
-	// RetryPeriod), the lists of their caches under the new selector, and
-	// the handler runs of a gadget from each slot taken, whose targets are
-	// raised at the kill. Quiet, the last of them converges 6 to 7 s after
-	// LeaseDuration; with the race detector, and the fsm and fsmtest tests
-	// running beside it on two cores, up to 13 s after.
-	killSlack = 16 * time.Second
+	// take beyond LeaseDuration: the survivors see its last renewal up to
+	// a RetryPeriod late, their caches list the slots they take, and they
+	// reconcile the ~330 gadgets of those slots, a gadget from each slot
+	// among them, whose targets are raised at the kill. Quiet, the last of
+	// those converges about 2.5 s after LeaseDuration; the bound leaves
+	// three times that for a loaded machine.
+	killSlack = 8 * time.Second
 	// takeoverSlack is what the takeover of a partitioned replica's slots
 	// may take beyond LeaseDuration and a RetryPeriod: the survivors'
-	// caches list the slots they take, and a reconcile of a gadget from
-	// each.
+	// caches list the slots they take, and they reconcile the ~100 gadgets
+	// of those slots, a gadget from each slot among them. Quiet, the last
+	// of those converges within LeaseDuration and a RetryPeriod of the cut,
+	// or 0.2 s after.
 	takeoverSlack = 3 * time.Second
 	// convergeWithin bounds every wait for the gadgets to converge.
 	convergeWithin = 2 * time.Minute
