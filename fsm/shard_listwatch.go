@@ -122,8 +122,8 @@ func (l *reselecting) WatchWithContext(ctx context.Context, opts metav1.ListOpti
 	if err != nil {
 		return nil, err
 	}
-	out := &cutWatch{inner: w, events: make(chan apiwatch.Event), stop: make(chan struct{}), rv: opts.ResourceVersion}
-	go out.run(first, changed, func() { l.held.Store(gen) }, l.bookmark)
+	out := &cutWatch{of: l, gen: gen, inner: w, events: make(chan apiwatch.Event), stop: make(chan struct{}), rv: opts.ResourceVersion}
+	go out.run(first, changed)
 	return out, nil
 }
 
@@ -192,6 +192,8 @@ func (l *reselecting) bookmark(rv string) apiwatch.Event {
 // sent, so that the reflector, which takes a watch that ends without an
 // event within a second for a failure, watches again at once.
 type cutWatch struct {
+	of     *reselecting
+	gen    uint64 // of the selection it sends
 	inner  apiwatch.Interface
 	events chan apiwatch.Event
 	stop   chan struct{}
@@ -203,9 +205,10 @@ func (w *cutWatch) ResultChan() <-chan apiwatch.Event { return w.events }
 
 func (w *cutWatch) Stop() { w.once.Do(func() { close(w.stop) }) }
 
-// run sends first, calls sent, and forwards inner's events until inner
-// ends, the watch is stopped or changed closes.
-func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}, sent func(), bookmark func(string) apiwatch.Event) {
+// run sends first, after which the informer holds the selection, and
+// forwards inner's events until inner ends, the watch is stopped or
+// changed closes.
+func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}) {
 	defer close(w.events)
 	defer w.inner.Stop()
 	for _, ev := range first {
@@ -213,7 +216,7 @@ func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}, sent fun
 			return
 		}
 	}
-	sent()
+	w.of.held.Store(w.gen)
 	for {
 		select {
 		case ev, ok := <-w.inner.ResultChan():
@@ -222,7 +225,7 @@ func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}, sent fun
 			}
 		case <-changed:
 			if w.rv != "" {
-				w.send(bookmark(w.rv))
+				w.send(w.of.bookmark(w.rv))
 			}
 			return
 		case <-w.stop:

@@ -81,7 +81,8 @@ func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 			return next.RoundTrip(req)
 		}
 		q := req.URL.Query()
-		listing := (q.Get("watch") != "true" && q.Get("watch") != "1") || q.Get("sendInitialEvents") == "true"
+		watching := q.Get("watch") == "true" || q.Get("watch") == "1"
+		listing := !watching || q.Get("sendInitialEvents") == "true"
 		s.mu.Lock()
 		if r.probe == nil && listing {
 			r.probe, r.next = req.Clone(context.Background()), next
