@@ -235,12 +235,7 @@ func TestAFrozenReplicaActsOnNothingItLost(t *testing.T) {
 
 	woke := f.replicas["b"].signal(syscall.SIGCONT)
 	f.share("a", "b")
-	var rejoined time.Time
-	for _, l := range f.leases() {
-		if deref(l.Spec.HolderIdentity) == "b" && l.Spec.AcquireTime != nil {
-			rejoined = l.Spec.AcquireTime.Time
-		}
-	}
+	rejoined := f.acquired("b")
 	if !rejoined.After(woke) {
 		t.Fatalf("b's Lease was acquired at %v, want a new Lease after it woke at %v: the old one should have been deleted", rejoined, woke)
 	}
