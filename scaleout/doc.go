@@ -51,11 +51,11 @@
 // c is SIGKILLed and the targets of its gadgets raised at once. a and b
 // take c's slots over once its Lease expires, and a gadget from each of
 // c's slots converges within LeaseDuration plus 8 s of the kill (plus
-// about 2.5 s on a quiet machine), handled by a or b. Then d joins; once a, b and d
-// share the slots, every target is raised again: some gadgets move to
-// another replica, at most 600, and d handles at least 15 %. SIGTERM
-// stops a, b and d with status 0, every run they began has ended, and
-// their membership Leases are gone.
+// about 2.5 s on a quiet machine), handled by a or b. Then d joins; once
+// a, b and d share the slots, every target is raised again: some gadgets
+// move to another replica, at most 600, and d handles at least 15 %.
+// SIGTERM stops a, b and d with status 0, every run they began has ended,
+// and their membership Leases are gone.
 //
 // Of two replicas, b is frozen (SIGSTOP) past its Lease: a takes its
 // gadgets over, and when b wakes (SIGCONT) it runs no handler until it
