@@ -354,31 +354,43 @@
 //   - No object is reconciled by two replicas at once. A replica gives a
 //     slot up only once the reconciles and actions of its objects have
 //     ended; another takes it only once no Lease lists it.
-//   - A replica that dies without a word (SIGKILL, a lost node) has its
-//     slots taken once its Lease has gone unrenewed for LeaseDuration. A
-//     replica that stops cleanly hands its slots over at once.
+//   - A replica that dies without a word (SIGKILL, a lost node) or is
+//     cut off from the API server (a partition) has its slots taken once
+//     the others have seen its Lease unrenewed for LeaseDuration: within
+//     LeaseDuration and a RetryPeriod of its last renewal, as the others
+//     look at the Leases when one expires and claim its slots as soon as
+//     their caches hold them; its objects are reconciled a reconcile
+//     later. A replica that stops cleanly hands its slots over at once.
 //   - A replica frozen past its Lease (a paused VM, a partition) writes
 //     nothing once it wakes: its writes are fenced by its own renewals,
 //     as [FenceLeaderElection] fences a leader's, and the others delete
 //     its Lease before they take its slots, so that its next renewal
-//     fails.
+//     fails. A write still waiting for its answer when the fence closes
+//     is cut off, so that a partitioned replica's handlers, which would
+//     hang on their writes, end before the others take its slots.
+//   - A hand-over reconciles each object that moved once, on its new
+//     owner, and none of the objects that stayed where they were.
 //   - The first reconcile of an object after a handover waits until the
 //     replica's cache has the version the API server has (the stale-cache
 //     guard, guarantee 5 below), so the new owner does not act on what
 //     the old one had already changed.
 //
 // What it does not: objects are reconciled in no particular order across
-// replicas, as across workers; a handover costs a relist of the slots
-// that moved and about two RetryPeriods; a handler that a frozen replica
-// was running when it froze runs on when it wakes, beside the new
-// owner's, with its writes refused; and what a handler does outside the
-// API server is not fenced.
+// replicas, as across workers; a handover costs a list of the slots of
+// each replica whose slots change, and a reconcile of each object that
+// moved, also one that its old owner had finished; a handler that a
+// frozen replica was running when it froze runs on when it wakes, beside
+// the new owner's, with its writes refused; a write that the network
+// delivers late, after a partition heals, lands whoever holds the object
+// then; and what a handler does outside the API server is not fenced.
 //
 // Each replica's cache lists and watches only its slice of the machine's
 // objects, with the API server's shard selector (Kubernetes 1.36, alpha,
 // feature gate ShardedListAndWatch on kube-apiserver), so that a replica
 // receives and decodes about 1/N of them; when its slots change, its
-// cache lists them again. On a server without the gate, every replica
+// cache's watches list its slots and take in what differs, without the
+// informers listing again (client-go waits longer before each list an
+// informer makes, up to 30 s). On a server without the gate, every replica
 // caches every object and reconciles only its own: the work is still
 // disjoint, and kfsm logs it once and sets kfsm_shard_fallback to 1.
 // Children are selected too, on any API server: a sharded machine's

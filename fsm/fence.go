@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -32,10 +33,13 @@ import (
 // and it cannot see a renewal before the leader sent it, so the leader
 // holds the Lease for at least LeaseDuration after it sent its last
 // successful renewal. The fence lets writes through for RenewDeadline
-// after that moment, the time the elector itself allows, and refuses them
-// after; a write has the rest, LeaseDuration minus RenewDeadline, to reach
-// the API server. It also refuses to release a Lease that may have moved,
-// which client-go would otherwise empty under its new holder.
+// after that moment, the time the elector itself allows, refuses them
+// after, and then cuts off those it let through that are still waiting
+// for their answer (on a partition, say), so that no handler waits on a
+// write beside the next leader's; a write has the rest, LeaseDuration
+// minus RenewDeadline, to reach the API server. It also refuses to
+// release a Lease that may have moved, which client-go would otherwise
+// empty under its new holder.
 //
 // Call it before manager.New with the configuration and the options that
 // the manager gets: it changes both. identity names the process in the
@@ -44,11 +48,12 @@ import (
 // a LeaderElectionNamespace, and the Lease resource lock (the default).
 // Reads are never refused, nor reviews (a SelfSubjectReview, an access
 // review), which store nothing; a refused write fails with an error that
-// says why, and the reconcile is retried once the process leads again. The fence assumes that the clocks of leader
-// and standby advance at the same rate, and a write it lets through may
-// still be delayed past LeaseDuration by a freeze between the check and
-// the API server: only a precondition checked by the API server could
-// exclude that.
+// says why, and the reconcile is retried once the process leads again.
+// The fence assumes that the clocks of leader and standby advance at the
+// same rate, and a write it lets through may still be delayed past
+// LeaseDuration by a freeze between the check and the API server, or by
+// a network that delivers it late: only a precondition checked by the
+// API server could exclude that.
 func FenceLeaderElection(cfg *rest.Config, opts *manager.Options, identity string) error {
 	switch {
 	case !opts.LeaderElection:
@@ -111,9 +116,16 @@ type fence struct {
 }
 
 func (f *fence) open() bool {
+	_, ok := f.until()
+	return ok
+}
+
+// until returns when the fence closes, and whether it is open now.
+func (f *fence) until() (time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.renewed.IsZero() && time.Since(f.renewed) < f.window
+	end := f.renewed.Add(f.window)
+	return end, !f.renewed.IsZero() && time.Now().Before(end)
 }
 
 func (f *fence) hold(sent time.Time) {
@@ -141,22 +153,35 @@ func (f *fence) started(req *http.Request) {
 	}
 }
 
-// transport refuses writes while the fence is closed.
+// transport refuses writes while the fence is closed, and ends those it
+// let through when it closes: a write that hangs (on a partition, say)
+// must not outlive the fence, nor keep the handler that waits for it
+// running beside the next holder's.
 func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		switch {
-		case req.Method == http.MethodGet, req.Method == http.MethodHead, req.Method == http.MethodOptions:
-		case review(req):
-		default:
-			f.started(req)
-			if !f.open() {
-				if req.Body != nil {
-					_ = req.Body.Close()
-				}
-				return nil, fmt.Errorf("%s %s refused: this process may no longer hold %s", req.Method, req.URL.Path, f.lease)
-			}
+		case req.Method == http.MethodGet, req.Method == http.MethodHead, req.Method == http.MethodOptions, review(req):
+			return next.RoundTrip(req)
 		}
-		return next.RoundTrip(req)
+		f.started(req)
+		end, ok := f.until()
+		if !ok {
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return nil, fmt.Errorf("%s %s refused: this process may no longer hold %s", req.Method, req.URL.Path, f.lease)
+		}
+		ctx, cancel := context.WithDeadline(req.Context(), end)
+		resp, err := next.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			if ctx.Err() != nil && req.Context().Err() == nil {
+				err = fmt.Errorf("%s %s cut off: this process may no longer hold %s: %w", req.Method, req.URL.Path, f.lease, err)
+			}
+			return nil, err
+		}
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
 	})
 }
 
@@ -169,6 +194,18 @@ func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
 func review(req *http.Request) bool {
 	return req.Method == http.MethodPost &&
 		(strings.HasPrefix(req.URL.Path, "/apis/authentication.k8s.io/") || strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/"))
+}
+
+// cancelOnClose is a response body that ends its request's context when
+// it is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	defer b.cancel()
+	return b.ReadCloser.Close()
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -27,11 +27,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -134,7 +137,8 @@ const NumSlots = 64
 // API server's shard selector (Kubernetes 1.36, feature gate
 // ShardedListAndWatch), so that a replica receives and decodes only the
 // objects of the slots it holds or is about to hold. When its slots
-// change, the cache lists them again. If the API server does not honour
+// change, the cache's watches list the slots and take in what differs,
+// without the informers listing again. If the API server does not honour
 // the selector (the gate is off, or it is older), every replica caches
 // every object and reconciles only its own: the work is still disjoint;
 // kfsm logs it once and sets kfsm_shard_fallback. The machine's children
@@ -160,10 +164,12 @@ type Shards struct {
 	machines []shardedMachine
 	names    []string // of the machines, for the Lease
 	mgr      manager.Manager
-	// What the cache's transport selects.
-	gen       uint64 // bumped whenever selected changes
-	selected  slots  // what the cache lists and watches
+	// What the cache selects.
+	gen       uint64        // bumped whenever selected changes
+	selected  slots         // what the cache lists and watches
+	changed   chan struct{} // closed when selected changes
 	resources []*shardedResource
+	lists     []*reselecting // of the cache's informers
 
 	// The membership's own state, touched by its loop only.
 	held     slots           // listed in this replica's Lease
@@ -245,6 +251,7 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 		log:      logf.Log.WithName("kfsm").WithValues("shards", o.Name, "replica", o.Identity),
 		m:        newShardMetrics(o.Name),
 		seen:     map[string]seen{},
+		changed:  make(chan struct{}),
 	}
 	cfg.Wrap(s.fence.transport)
 	newCache := opts.NewCache
@@ -259,6 +266,24 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 			co.HTTPClient = &hc
 		} else {
 			cfg.Wrap(s.selecting)
+		}
+		newInformer := co.NewInformer
+		if newInformer == nil {
+			newInformer = toolscache.NewSharedIndexInformer
+		}
+		scheme := co.Scheme
+		if scheme == nil {
+			scheme = clientgoscheme.Scheme
+		}
+		co.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+			informer := func(lw toolscache.ListerWatcher) toolscache.SharedIndexInformer {
+				return newInformer(lw, obj, resync, indexers)
+			}
+			gvk, err := apiutil.GVKForObject(obj, scheme)
+			if err != nil {
+				return informer(lw)
+			}
+			return s.reselect(lw, obj, gvk, informer)
 		}
 		return newCache(cfg, co)
 	}
@@ -302,12 +327,44 @@ func (s *Shards) Start(ctx context.Context) error {
 		if err := s.look(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error(err, "renewing the shard Lease")
 		}
-		// Jittered, so that replicas started together spread out.
-		wait := s.o.RetryPeriod - time.Duration(rand.Int64N(int64(s.o.RetryPeriod/5)))
-		select {
-		case <-ctx.Done():
+		if !s.pause(ctx) {
 			s.leave()
 			return nil
+		}
+	}
+}
+
+// pause waits until the next look, and reports false if ctx ended
+// first. The next look comes a RetryPeriod later (jittered, so that
+// replicas started together spread out), or sooner: when another's Lease
+// expires, so that its slots move as soon as they may; and, when this
+// look found Leases expired, once the cache holds the objects of their
+// slots, which the next look claims.
+func (s *Shards) pause(ctx context.Context) bool {
+	now := time.Now()
+	next := now.Add(s.o.RetryPeriod - time.Duration(rand.Int64N(int64(s.o.RetryPeriod/5))))
+	for _, l := range s.seen {
+		if at := l.changed.Add(l.duration); at.After(now) && at.Before(next) {
+			next = at
+		}
+	}
+	s.mu.Lock()
+	gen := s.gen
+	s.mu.Unlock()
+	for {
+		wait := time.Until(next)
+		if s.freed != 0 {
+			if s.cached(gen) {
+				return ctx.Err() == nil
+			}
+			wait = min(wait, 10*time.Millisecond)
+		}
+		if wait <= 0 {
+			return ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
 		case <-time.After(wait):
 		}
 	}
@@ -630,27 +687,27 @@ func (s *Shards) exit(slot int) {
 	s.inflight[slot]--
 }
 
-// setSelector makes the cache select the slots, listing again if they
-// changed.
+// setSelector makes the cache select the slots; if they changed, its
+// watches take the difference in (see reselecting).
 func (s *Shards) setSelector(want slots) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if want == s.selected {
-		s.mu.Unlock()
 		return
 	}
 	s.selected = want
 	s.gen++
-	var cut []*cutBody
-	for _, r := range s.resources {
-		for b := range r.watches {
-			cut = append(cut, b)
-		}
-	}
-	s.mu.Unlock()
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.log.V(1).Info("the cache selects other slots", "slots", want.String())
-	for _, b := range cut {
-		b.cut()
-	}
+}
+
+// selection returns what the cache selects, the generation of that
+// selection, and a channel closed when it changes.
+func (s *Shards) selection() (gen uint64, selected slots, changed <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen, s.selected, s.changed
 }
 
 // slots is a set of hash slots.
@@ -898,13 +955,13 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *Shards) error {
 	if err != nil {
 		return err
 	}
-	resources := []*shardedResource{newShardedResource(r.gvk.Group, r.gvk.Version, mapping.Resource.Resource, false)}
+	resources := []*shardedResource{newShardedResource(r.gvk, mapping.Resource.Resource, false)}
 	for _, t := range r.owns {
 		m, err := mgr.GetRESTMapper().RESTMapping(t.gvk.GroupKind(), t.gvk.Version)
 		if err != nil {
 			return err
 		}
-		resources = append(resources, newShardedResource(t.gvk.Group, t.gvk.Version, m.Resource.Resource, true))
+		resources = append(resources, newShardedResource(t.gvk, m.Resource.Resource, true))
 	}
 	if err := s.join(mgr, r.m.name, resources, r); err != nil {
 		return err

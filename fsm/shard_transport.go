@@ -9,15 +9,15 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // shardedResource is a resource of a sharded machine, as the cache's
 // transport sees it.
 type shardedResource struct {
+	gvk      schema.GroupVersionKind
 	prefix   string // "/apis/<group>/<version>/", or "/api/v1/"
 	resource string // the plural
 	// children are selected by their LabelSlot, which every API server
@@ -25,11 +25,9 @@ type shardedResource struct {
 	children bool
 
 	// Under the Shards' mutex:
-	support   support
-	probe     *http.Request     // a list of the resource, to ask with
-	next      http.RoundTripper // where to ask
-	listedGen uint64            // the selector of the latest list
-	watches   map[*cutBody]struct{}
+	support support
+	probe   *http.Request     // a list of the resource, to ask with
+	next    http.RoundTripper // where to ask
 }
 
 // support says whether the API server honours shard selectors for a
@@ -42,12 +40,12 @@ const (
 	ignored                 // it sends everything: the fallback
 )
 
-func newShardedResource(group, version, resource string, children bool) *shardedResource {
-	prefix := "/apis/" + group + "/" + version + "/"
-	if group == "" {
-		prefix = "/api/" + version + "/"
+func newShardedResource(gvk schema.GroupVersionKind, resource string, children bool) *shardedResource {
+	prefix := "/apis/" + gvk.Group + "/" + gvk.Version + "/"
+	if gvk.Group == "" {
+		prefix = "/api/" + gvk.Version + "/"
 	}
-	r := &shardedResource{prefix: prefix, resource: resource, children: children, watches: map[*cutBody]struct{}{}}
+	r := &shardedResource{gvk: gvk, prefix: prefix, resource: resource, children: children}
 	if children {
 		r.support = honoured
 	}
@@ -70,10 +68,9 @@ func (r *shardedResource) collection(path string) bool {
 
 // selecting is the transport of the cache's HTTP client: it adds the
 // replica's shard selector to the lists and watches of sharded machines'
-// resources, and a selector of LabelSlot to those of their children's.
-// When the slots change, it cuts the open watches and answers the next
-// watch that would continue an older list with 410 Gone, so that the
-// informer lists again with the new selectors.
+// resources, and a selector of LabelSlot to those of their children's:
+// of the slots that the request's context names (see reselecting), else
+// of those that the cache selects now.
 func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method != http.MethodGet {
@@ -100,19 +97,14 @@ func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 		// Until the server is known to ignore selectors, it is sent them:
 		// a server that ignores them sends everything, which the replica
 		// needs then anyway.
-		gen, selected, ignoring := s.gen, s.selected, r.support == ignored
+		selected, ignoring := s.selected, r.support == ignored
+		s.mu.Unlock()
 		if ignoring {
-			s.mu.Unlock()
 			return next.RoundTrip(req)
 		}
-		if !listing && r.listedGen != gen {
-			s.mu.Unlock()
-			return gone(req), nil
+		if named, ok := req.Context().Value(selectionKey{}).(slots); ok {
+			selected = named
 		}
-		if listing {
-			r.listedGen = gen
-		}
-		s.mu.Unlock()
 		if !r.children {
 			q.Set("shardSelector", selectorOf(selected))
 		} else if labels := childSelector(selected); labels != "" {
@@ -123,27 +115,7 @@ func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 		}
 		req = req.Clone(req.Context())
 		req.URL.RawQuery = q.Encode()
-		resp, err := next.RoundTrip(req)
-		if err != nil || !watching || resp.StatusCode != http.StatusOK {
-			return resp, err
-		}
-		b := &cutBody{ReadCloser: resp.Body}
-		b.closed = func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			delete(r.watches, b)
-		}
-		s.mu.Lock()
-		current := s.gen == gen
-		if current {
-			r.watches[b] = struct{}{}
-		}
-		s.mu.Unlock()
-		if !current {
-			b.cut()
-		}
-		resp.Body = b
-		return resp, nil
+		return next.RoundTrip(req)
 	})
 }
 
@@ -159,8 +131,7 @@ func (s *Shards) resourceOf(path string) *shardedResource {
 }
 
 // ask finds out, until it knows, whether the API server honours shard
-// selectors for r. If it learns that it does, the informer lists again
-// with the selector.
+// selectors for r.
 //
 // A server that honours them echoes the selector in the list's shardInfo;
 // but Kubernetes 1.36 echoes it for built-in types only, not for custom
@@ -249,54 +220,4 @@ func (s *Shards) askAgain(ctx context.Context) {
 			s.log.Error(err, "asking whether the API server shards", "resource", r.resource)
 		}
 	}
-}
-
-// gone is the 410 that makes an informer list again.
-func gone(req *http.Request) *http.Response {
-	body, _ := json.Marshal(metav1.Status{
-		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
-		Message: "the replica's shard changed: list again",
-	})
-	return &http.Response{
-		Status: "410 Gone", StatusCode: http.StatusGone, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": []string{"application/json"}},
-		Body:          io.NopCloser(strings.NewReader(string(body))),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}
-}
-
-// cutBody is a watch's body that the transport can end: once cut, it
-// reads as the end of the stream.
-type cutBody struct {
-	io.ReadCloser
-	isCut  atomic.Bool
-	once   sync.Once
-	closed func()
-}
-
-func (b *cutBody) Read(p []byte) (int, error) {
-	if b.isCut.Load() {
-		return 0, io.EOF
-	}
-	n, err := b.ReadCloser.Read(p)
-	if b.isCut.Load() {
-		return 0, io.EOF
-	}
-	return n, err
-}
-
-func (b *cutBody) cut() {
-	b.isCut.Store(true)
-	_ = b.ReadCloser.Close()
-}
-
-func (b *cutBody) Close() error {
-	b.once.Do(func() {
-		if b.closed != nil {
-			b.closed()
-		}
-	})
-	return b.ReadCloser.Close()
 }

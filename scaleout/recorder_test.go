@@ -32,11 +32,13 @@ type recorder struct {
 }
 
 // handlerRun is what a handler reports: by whom, of which object and
-// generation. The operator sends the same fields.
+// generation, and at its end whether it ran to completion. The operator
+// sends the same fields.
 type handlerRun struct {
 	Replica    string    `json:"replica"`
 	UID        types.UID `json:"uid"`
 	Generation int64     `json:"generation"`
+	Done       bool      `json:"done,omitempty"`
 }
 
 // runKey names the open run of a replica on an object: a replica never
@@ -109,7 +111,7 @@ func (r *recorder) end(run handlerRun, at time.Time) {
 		r.faults = append(r.faults, fmt.Sprintf("%s ended a run of %s gen %d that it had not begun", run.Replica, run.UID, run.Generation))
 		return
 	}
-	i.end = at
+	i.end, i.Done = at, run.Done
 	delete(r.open, k)
 }
 
@@ -188,6 +190,19 @@ func (r *recorder) unfinished() []string {
 	return out
 }
 
+// openBy describes the open runs of replica.
+func (r *recorder) openBy(replica string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k, i := range r.open {
+		if k.replica == replica {
+			out = append(out, fmt.Sprintf("%s: %s", i.UID, i))
+		}
+	}
+	return out
+}
+
 // reportFaults returns the reports that fit no interval.
 func (r *recorder) reportFaults() []string {
 	r.mu.Lock()
@@ -256,6 +271,52 @@ func (r *recorder) lastEnd(uids []types.UID, gen int64) time.Time {
 		}
 	}
 	return l
+}
+
+// repeated describes the objects and generations whose handler ran to
+// completion more than once in the runs that began after since: work
+// done again. A hand-over may cost one run of an object that its old
+// owner completed already, never two.
+func (r *recorder) repeated(since time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for uid, runs := range r.runs {
+		done := map[int64][]string{}
+		for _, i := range runs {
+			if i.Done && i.begin.After(since) {
+				done[i.Generation] = append(done[i.Generation], i.String())
+			}
+		}
+		for gen, by := range done {
+			if len(by) > 1 {
+				out = append(out, fmt.Sprintf("%s gen %d: %s", uid, gen, strings.Join(by, ", ")))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// completed counts the runs that ran to completion, and the distinct
+// objects and generations among them.
+func (r *recorder) completed() (runs, pairs int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	type pair struct {
+		uid types.UID
+		gen int64
+	}
+	seen := map[pair]bool{}
+	for uid, is := range r.runs {
+		for _, i := range is {
+			if i.Done {
+				runs++
+				seen[pair{uid, i.Generation}] = true
+			}
+		}
+	}
+	return runs, len(seen)
 }
 
 // runsBy counts the handler runs of each replica.

@@ -8,7 +8,7 @@
 // works for -work, applies a ConfigMap named like the gadget with
 // data.target set to spec.target, sets status.count to spec.target and
 // status.note to the process's identity, and tells the recorder that it
-// ends. It waits for the recorder's answer each time, so that the
+// ends, and whether it ran to completion. It waits for the recorder's answer each time, so that the
 // interval the recorder keeps lies within the handler's run: two runs
 // that never overlap cannot be recorded as overlapping.
 //
@@ -186,15 +186,17 @@ func (h *handlers) configure(ctx context.Context, r *fsm.Request[*v1alpha1.Gadge
 	}
 	g.Status.Count = g.Spec.Target
 	g.Status.Note = h.identity
+	run.Done = true
 	return fsm.Done()
 }
 
 // handlerRun is what the recorder is told of a run: by whom, of which
-// object and generation.
+// object and generation, and at its end whether it ran to completion.
 type handlerRun struct {
 	Replica    string    `json:"replica"`
 	UID        types.UID `json:"uid"`
 	Generation int64     `json:"generation"`
+	Done       bool      `json:"done,omitempty"`
 }
 
 // report posts run to the recorder's endpoint and waits for its answer.

@@ -1,0 +1,37 @@
+package fsm
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A write that the fence let through and that hangs (on a partition,
+// say) is cut off when the fence closes, not when the network gives up.
+func TestFenceCutsOffAWriteWhenItCloses(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	const window = 300 * time.Millisecond
+	f := &fence{window: window, lease: "the test Lease"}
+	renewed := time.Now()
+	f.hold(renewed)
+	c := &http.Client{Transport: f.transport(http.DefaultTransport), Timeout: 10 * time.Second}
+	resp, err := c.Post(srv.URL+"/api/v1/namespaces/ns/configmaps", "application/json", strings.NewReader(`{}`))
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+	took := time.Since(renewed)
+	if err == nil || !strings.Contains(err.Error(), "cut off: this process may no longer hold the test Lease") {
+		t.Errorf("a write that hangs past the fence: got %v, want it cut off", err)
+	}
+	// Never before the fence closes; on a loaded machine, maybe late.
+	if took < window || took > window+5*time.Second {
+		t.Errorf("the write ended %v after the renewal, want when the fence closed, %v after it", took, window)
+	}
+}

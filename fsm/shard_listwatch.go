@@ -1,0 +1,249 @@
+package fsm
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// reselecting is the list and watch of one of the cache's informers. For
+// a resource of a sharded machine, it moves the informer to the objects
+// of the replica's new slots without a list by the informer: client-go's
+// reflector waits before each list it makes after the first, 0.8 s and
+// twice as long each time (up to 30 s, and up to twice that with jitter)
+// until two minutes pass, so a cache that listed again at each change of
+// the slots held the slots it took only tens of seconds later once a few
+// hand-overs came in a row.
+//
+// So when the slots change, the open watch ends as a server ends one,
+// and the reflector watches again at once. That watch first lists the
+// new slots and sends, as watch events, what differs from what the
+// informer holds: the objects it lacks, those that changed, the deletion
+// of those no longer listed; then it watches on from the list. An object
+// that did not change sends nothing, and reconciles nothing.
+type reselecting struct {
+	inner   toolscache.ListerWatcherWithContext
+	s       *Shards
+	gvk     schema.GroupVersionKind
+	example runtime.Object   // an empty object of the informer's type
+	store   toolscache.Store // the informer's, set once it is made
+	// held is the generation of the selection that the informer holds,
+	// or is sent by a watch open now.
+	held atomic.Uint64
+}
+
+// selectionKey is the context key of the slots that a list or watch
+// selects; the cache's transport applies them.
+type selectionKey struct{}
+
+// reselect wraps the list and watch of an informer of objects like
+// example (of gvk), which newInformer makes.
+func (s *Shards) reselect(lw toolscache.ListerWatcher, example runtime.Object, gvk schema.GroupVersionKind, newInformer func(toolscache.ListerWatcher) toolscache.SharedIndexInformer) toolscache.SharedIndexInformer {
+	l := &reselecting{inner: toolscache.ToListerWatcherWithContext(lw), s: s, gvk: gvk, example: example}
+	inf := newInformer(l)
+	l.store = inf.GetStore()
+	s.mu.Lock()
+	s.lists = append(s.lists, l)
+	s.mu.Unlock()
+	return inf
+}
+
+// cached reports whether every informer of a sharded resource holds the
+// objects of the selection of generation gen, or a later one.
+func (s *Shards) cached(gen uint64) bool {
+	s.mu.Lock()
+	lists := slices.Clone(s.lists)
+	s.mu.Unlock()
+	for _, l := range lists {
+		if l.held.Load() < gen && l.selects() {
+			return false
+		}
+	}
+	return true
+}
+
+// selects reports whether the informer lists a sharded resource that the
+// API server selects: the selection does not matter to another, nor to
+// one whose shard selectors the server ignores.
+func (l *reselecting) selects() bool {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	for _, r := range l.s.resources {
+		if r.gvk == l.gvk {
+			return r.support != ignored
+		}
+	}
+	return false
+}
+
+func (l *reselecting) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), opts)
+}
+
+func (l *reselecting) Watch(opts metav1.ListOptions) (apiwatch.Interface, error) {
+	return l.WatchWithContext(context.Background(), opts)
+}
+
+func (l *reselecting) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	gen, selected, _ := l.s.selection()
+	list, err := l.inner.ListWithContext(context.WithValue(ctx, selectionKey{}, selected), opts)
+	if err == nil {
+		l.held.Store(gen)
+	}
+	return list, err
+}
+
+func (l *reselecting) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
+	if !l.selects() {
+		return l.inner.WatchWithContext(ctx, opts)
+	}
+	gen, selected, changed := l.s.selection()
+	ctx = context.WithValue(ctx, selectionKey{}, selected)
+	var first []apiwatch.Event
+	switch {
+	case ptr.Deref(opts.SendInitialEvents, false):
+		// A list by watch: it sends every selected object.
+	case l.held.Load() != gen:
+		var err error
+		if first, opts.ResourceVersion, err = l.differences(ctx, opts.ResourceVersion); err != nil {
+			return nil, err
+		}
+	}
+	w, err := l.inner.WatchWithContext(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &cutWatch{of: l, gen: gen, inner: w, events: make(chan apiwatch.Event), stop: make(chan struct{}), rv: opts.ResourceVersion}
+	go out.run(first, changed)
+	return out, nil
+}
+
+// differences lists the selected objects, no older than rv, and returns
+// the watch events that take the informer's store there, ending with a
+// bookmark of the list's resourceVersion, which it returns too.
+func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Event, string, error) {
+	opts := metav1.ListOptions{ResourceVersion: rv}
+	if rv != "" {
+		opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	}
+	list, err := l.inner.ListWithContext(ctx, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, "", err
+	}
+	listed, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, "", err
+	}
+	held := map[string]metav1.Object{}
+	for _, o := range l.store.List() {
+		if m, err := meta.Accessor(o); err == nil {
+			held[m.GetNamespace()+"/"+m.GetName()] = m
+		}
+	}
+	var events []apiwatch.Event
+	for _, item := range items {
+		m, err := meta.Accessor(item)
+		if err != nil {
+			continue
+		}
+		key := m.GetNamespace() + "/" + m.GetName()
+		old, ok := held[key]
+		delete(held, key)
+		switch {
+		case !ok:
+			events = append(events, apiwatch.Event{Type: apiwatch.Added, Object: item})
+		case old.GetUID() != m.GetUID() || old.GetResourceVersion() != m.GetResourceVersion():
+			events = append(events, apiwatch.Event{Type: apiwatch.Modified, Object: item})
+		}
+	}
+	for _, old := range held {
+		// A copy: the informer's transform may change what it is given.
+		if o, ok := old.(runtime.Object); ok {
+			events = append(events, apiwatch.Event{Type: apiwatch.Deleted, Object: o.DeepCopyObject()})
+		}
+	}
+	return append(events, l.bookmark(listed.GetResourceVersion())), listed.GetResourceVersion(), nil
+}
+
+// bookmark is a bookmark event of resourceVersion rv.
+func (l *reselecting) bookmark(rv string) apiwatch.Event {
+	o := l.example.DeepCopyObject()
+	if m, err := meta.Accessor(o); err == nil {
+		m.SetResourceVersion(rv)
+	}
+	return apiwatch.Event{Type: apiwatch.Bookmark, Object: o}
+}
+
+// cutWatch sends first events, then those of inner, until the selection
+// changes: then it ends with a bookmark of the last resourceVersion it
+// sent, so that the reflector, which takes a watch that ends without an
+// event within a second for a failure, watches again at once.
+type cutWatch struct {
+	of     *reselecting
+	gen    uint64 // of the selection it sends
+	inner  apiwatch.Interface
+	events chan apiwatch.Event
+	stop   chan struct{}
+	once   sync.Once
+	rv     string // of the last event sent; the run's alone
+}
+
+func (w *cutWatch) ResultChan() <-chan apiwatch.Event { return w.events }
+
+func (w *cutWatch) Stop() { w.once.Do(func() { close(w.stop) }) }
+
+// run sends first, after which the informer holds the selection, and
+// forwards inner's events until inner ends, the watch is stopped or
+// changed closes.
+func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}) {
+	defer close(w.events)
+	defer w.inner.Stop()
+	for _, ev := range first {
+		if !w.send(ev) {
+			return
+		}
+	}
+	w.of.held.Store(w.gen)
+	for {
+		select {
+		case ev, ok := <-w.inner.ResultChan():
+			if !ok || !w.send(ev) {
+				return
+			}
+		case <-changed:
+			if w.rv != "" {
+				w.send(w.of.bookmark(w.rv))
+			}
+			return
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+func (w *cutWatch) send(ev apiwatch.Event) bool {
+	select {
+	case w.events <- ev:
+	case <-w.stop:
+		return false
+	}
+	if ev.Type != apiwatch.Error {
+		if m, err := meta.Accessor(ev.Object); err == nil {
+			w.rv = m.GetResourceVersion()
+		}
+	}
+	return true
+}
