@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,11 +172,14 @@ func failing() *fsm.Machine[*v1alpha1.Gadget] {
 			case "stalls":
 				return fsm.Fail(errors.New("the license server refused"))
 			case "fails":
-				// A flaky dependency: every other call fails.
-				if r.Attempt == 1 {
+				// A flaky dependency, looked at again every second: every
+				// other call fails. The calls that succeed are done, so the
+				// state's failures start afresh and never exhaust its
+				// retries, and the state keeps failing.
+				if flaky.Add(1)%2 == 1 {
 					return fsm.Fail(errors.New("the metrics backend timed out"))
 				}
-				return fsm.Wait(time.Second, "RetryingLater")
+				return fsm.Done()
 			case "backup":
 				if a := r.Action("backup", func(context.Context) error { return errors.New("disk full") }); a.State == fsm.ActionFailed {
 					return fsm.Wait(time.Second, "BackupFailed")
@@ -187,8 +191,12 @@ func failing() *fsm.Machine[*v1alpha1.Gadget] {
 			}
 			return fsm.Wait(0, "WaitingForApproval")
 		}, fsm.To("Done"), fsm.Retries(2)).
-		State("Done", nil, fsm.Final())
+		State("Done", nil, fsm.Final()).
+		Resync(time.Second)
 }
+
+// flaky counts the calls of the flaky dependency.
+var flaky atomic.Int64
 
 func healthy() *fsm.Machine[*v1alpha1.Door] {
 	return fsm.New[*v1alpha1.Door]("healthy", fsm.Lifecycle).

@@ -1042,7 +1042,10 @@ func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
 	}
 }
 
-func TestWaitClearsFailuresAndReasonsAreMadeValid(t *testing.T) {
+// A Wait after a failure ends the backoff's mark but not the count of
+// the state's failures: a handler that waits between failed attempts
+// still exhausts its retries (guarantee 7). Its reason is made valid.
+func TestWaitKeepsFailuresAndReasonsAreMadeValid(t *testing.T) {
 	e := newEnv(t)
 	var calls atomic.Int32
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -1066,8 +1069,8 @@ func TestWaitClearsFailuresAndReasonsAreMadeValid(t *testing.T) {
 	clock.SetTime(clock.Now().Add(f.RetryAfter))
 	e.reconcile(r, "g")
 	g := e.get("g")
-	if g.Status.Failures != 0 || g.Status.RetryAt != nil {
-		t.Errorf("failures = %d after a Wait, want 0: retries count failures in a row", g.Status.Failures)
+	if g.Status.Failures != 1 || g.Status.RetryAt != nil {
+		t.Errorf("after a Wait: failures %d, retryAt %v; want 1 and none: a Wait is no success", g.Status.Failures, g.Status.RetryAt)
 	}
 	// "waiting for the db" is no valid condition reason; the API server
 	// would refuse the status with it.
