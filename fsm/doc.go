@@ -213,6 +213,23 @@
 // managed fields, which kfsm never reads, and one copy of each string
 // that repeats from object to object.
 //
+// If the CustomResourceDefinition of the machine's kind, or of a typed
+// kind it owns, is deleted while the operator runs (the API server
+// deletes its objects first, and their deletion paths run as for any
+// deletion), kfsm logs it once, with the resource, and the kind's
+// informer stops listing and watching it, where client-go would retry for
+// ever with an error each time; the manager's other kinds go on, and a
+// handler that applies a child of the deleted kind fails, on its object's
+// backoff. kfsm asks discovery every ten seconds whether the resource is
+// back; once it is, the informer lists it again and the machine
+// reconciles its new objects, in the same process: exiting instead would
+// stop the other controllers too, and fail at every start until the CRD
+// is back. For this, the informers of these kinds start with the
+// manager's cache, before its controllers, and take kfsm's watch error
+// handler (in place of cache.Options.DefaultWatchErrorHandler). A cache
+// of the whole cluster, the default, lets them; the informers of a cache
+// of some namespaces take none, and keep client-go's retries.
+//
 // # Retrying and pausing an object
 //
 // Two annotations let a person act on one object without a spec change:

@@ -626,14 +626,23 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	r.index = newChildIndex(r.owns, mgr.GetScheme())
 	// The informers of the typed owned types start with the cache, so
 	// that the manager's cache sync covers them: an operator whose role
-	// may not list a child's kind is told at start.
+	// may not list a child's kind is told at start. So does the machine's
+	// kind's, so that all of them take the guard below before they start.
+	kinds := []client.Object{newObject[T]()}
 	for _, t := range r.owns {
 		if t.unstructured {
 			continue
 		}
-		if _, err := mgr.GetCache().GetInformer(context.Background(), t.newObject(mgr.GetScheme())); err != nil {
+		obj := t.newObject(mgr.GetScheme())
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("machine %s: watching %s children: %w", m.name, t.gvk.Kind, err)
 		}
+		kinds = append(kinds, obj)
+	}
+	// A deleted CRD of one of these kinds holds its informer until the
+	// CRD is back.
+	if err := guardUnserved(mgr, kinds...); err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
 	}
 	opts := m.options
 	if m.shards != nil {

@@ -183,7 +183,14 @@ func (o *Operator) start() error {
 	syncCtx, cancelSync := context.WithTimeout(ctx, o.e.Timeout)
 	defer cancelSync()
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) && ctx.Err() == nil {
-		// Such a manager never stops: leave it, cancelled.
+		// Such a manager never stops: leave it, cancelled, with the
+		// informers of the machine's kinds removed, whose open watches
+		// would hold up the API server's stop.
+		for _, gvk := range append(o.e.parentKinds(), o.e.childKinds()...) {
+			if obj, err := o.e.Scheme.New(gvk); err == nil {
+				_ = mgr.GetCache().RemoveInformer(context.Background(), obj.(client.Object))
+			}
+		}
 		o.mu.Lock()
 		o.stop = cancel
 		o.mu.Unlock()
