@@ -5,15 +5,17 @@ import (
 	"time"
 )
 
-// toNextTimer moves the fake clock to the operator's next timer when the
-// operator waits for nothing else: something waits on the clock, no
-// action runs, no write has been made for moment, and the walk of every
-// write is recorded.
-func (e *Env) toNextTimer(moment time.Duration) {
+// toNextBackoff moves the fake clock to the end of the operator's next
+// backoff after a failure, when the operator waits for nothing else:
+// something waits on the clock, no action runs, no write has been made
+// for moment, and the walk of every write is recorded. Waits and
+// timeouts are left to the scenario, which moves the clock for them in
+// the clean run as in the faulty ones.
+func (e *Env) toNextBackoff(moment time.Duration) {
 	if !e.Clock.HasWaiters() || e.actions.runningAny() || e.api.quietFor(time.Now()) < moment || !e.walksCurrent() {
 		return
 	}
-	if next := e.walks.nextTimer(e.Clock.Now()); !next.IsZero() {
+	if next := e.walks.nextTimer(e.Clock.Now(), true); !next.IsZero() {
 		e.Clock.SetTime(next)
 	}
 }
@@ -25,7 +27,7 @@ func (e *Env) clockHint() string {
 		return ""
 	}
 	now := e.Clock.Now()
-	next := e.walks.nextTimer(now)
+	next := e.walks.nextTimer(now, false)
 	if next.IsZero() {
 		return ""
 	}

@@ -2,6 +2,7 @@ package fsmtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -265,9 +266,10 @@ func (e *Env) fatalf(format string, args ...any) {
 // latest returns, for each object by name, the newest version of it that
 // the operator had written when one of its walks ended.
 // nextTimer is the earliest time after now, by the test's fake clock,
-// at which an object's latest walk asked to run again, or zero. For a
-// machine on the fake clock, that is its next timer.
-func (l *walkLog) nextTimer(now time.Time) time.Time {
+// at which an object's latest walk asked to run again, or zero: for a
+// machine on the fake clock, its next timer. With backoffs, only the
+// walks that failed count, whose timer is a failure's backoff.
+func (l *walkLog) nextTimer(now time.Time, backoffs bool) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last := map[types.UID]machineWalk{}
@@ -276,7 +278,8 @@ func (l *walkLog) nextTimer(now time.Time) time.Time {
 	}
 	var next time.Time
 	for _, w := range last {
-		if w.Soon || w.RequeueAfter <= 0 {
+		var failed *fsm.HandlerError
+		if w.Soon || w.RequeueAfter <= 0 || backoffs && !errors.As(w.Err, &failed) {
 			continue
 		}
 		if due := w.at.Add(w.RequeueAfter); due.After(now) && (next.IsZero() || due.Before(next)) {

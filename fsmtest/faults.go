@@ -113,12 +113,12 @@ func AlsoRun(setup func(*Env) func(manager.Manager) error) FaultOption {
 // with). Fault-injection runs take time: Faults is skipped with -short.
 //
 // A machine on the Env's fake clock (WithClock(e.Clock)) needs no Step for
-// the waits that faults cause: when an Await does not hold, no action
-// runs and the operator has been quiet for a moment, Faults moves the
-// clock to the operator's next timer (a backoff, a Wait, a timeout),
-// in the clean run as in the faulty ones. Outside Faults, only the test
-// moves the clock; an Await that gives up says when the operator's next
-// timer is.
+// the backoffs that faults cause: in a faulty run, when an Await does not
+// hold, no action runs, the operator has been quiet for a moment and a
+// handler's failure backs off, Faults moves the clock to the backoff's
+// end. Waits and timeouts are the scenario's to step through, in every
+// run alike. Outside Faults, only the test moves the clock; an Await that
+// gives up says when the operator's next timer is.
 //
 // Check outcomes inside Awaits: in a Bursts run, the Awaits before the
 // last change return at once, so a plain check between two of them sees
@@ -271,6 +271,9 @@ func (s *snapshots) lastChange() int {
 	}
 	return last
 }
+
+// faulty reports whether this is a run with a fault, not the clean run.
+func (s *snapshots) faulty() bool { return s != nil && s.point != "" }
 
 // moment is how long the operator makes no write before it counts as
 // quiet: longer than its watch events take to reach it, so that what its

@@ -138,10 +138,9 @@ func TestBrokenMachines(t *testing.T) {
 
 // A machine on the fake clock: an injected failure (of a child's apply,
 // say) fails the handler, whose backoff waits on the fake clock, which
-// the scenario does not know to move. Faults moves it to the operator's
-// next timer once the operator is quiet, so every run of every class
-// converges.
-func TestFaultsMoveTheFakeClockToTheNextTimer(t *testing.T) {
+// the scenario does not know to move. Faults moves it to the backoff's
+// end once the operator is quiet, so every run of every class converges.
+func TestFaultsMoveTheFakeClockPastABackoff(t *testing.T) {
 	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 		return simple("fake-clock", func(ctx context.Context, r *request) fsm.Result {
 			if err := r.Apply(ctx, ledger(r.Object)); err != nil {

@@ -248,9 +248,10 @@ func (o *Operator) crashed() {
 }
 
 // await polls cond until it holds, the operator working meanwhile. In a
-// run of Faults, an operator on the fake clock that has nothing left to
-// do but wait for it gets the clock moved to its next timer: an injected
-// fault's backoff is a wait that the scenario cannot know to make.
+// faulty run of Faults, an operator on the fake clock that has nothing
+// left to do but wait for a failure's backoff gets the clock moved to its
+// end: the backoff after an injected fault is a wait that the scenario
+// cannot know to make.
 func (o *Operator) await(what string, cond func() (bool, string)) {
 	o.e.T.Helper()
 	deadline := time.Now().Add(o.e.Timeout)
@@ -262,8 +263,8 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 		if time.Now().After(deadline) {
 			o.e.fatalf("waited %v for %s: %s%s", o.e.Timeout, what, why, o.e.clockHint())
 		}
-		if o.e.snap != nil {
-			o.e.toNextTimer(o.e.snap.moment())
+		if o.e.snap.faulty() {
+			o.e.toNextBackoff(o.e.snap.moment())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
