@@ -127,6 +127,13 @@ func (c *Cache) Ensure(ctx context.Context, src Source, g Group) (Result, error)
 	return Result{Dir: dir, Built: true}, nil
 }
 
+// Cached returns the directory of g's binaries when they are built
+// already, as Ensure would find them, and whether they are.
+func (c *Cache) Cached(src Source, g Group) (string, bool) {
+	dir := c.Dir(src)
+	return dir, c.verify(dir, g) == nil
+}
+
 var errNoManifest = errors.New("no manifest")
 
 type manifest struct {

@@ -298,6 +298,26 @@ func TestDamagedCacheIsRebuilt(t *testing.T) {
 	}
 }
 
+func TestCachedSaysWhetherTheBinariesAreBuilt(t *testing.T) {
+	c := &Cache{Root: t.TempDir()}
+	src, g := tinySource("hello"), tinyGroup("")
+	if dir, ok := c.Cached(src, g); ok || dir != c.Dir(src) {
+		t.Errorf("Cached() before a build = %s, %t; want %s, false", dir, ok, c.Dir(src))
+	}
+	if _, err := c.Ensure(t.Context(), src, g); err != nil {
+		t.Fatal(err)
+	}
+	if dir, ok := c.Cached(src, g); !ok || dir != c.Dir(src) {
+		t.Errorf("Cached() after a build = %s, %t; want %s, true", dir, ok, c.Dir(src))
+	}
+	if err := os.Truncate(filepath.Join(c.Dir(src), "hello"), 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Cached(src, g); ok {
+		t.Error("Cached() takes a damaged binary for a built one")
+	}
+}
+
 func TestNewSourceGetsNewDirectory(t *testing.T) {
 	c := &Cache{Root: t.TempDir()}
 	a, err := c.Ensure(t.Context(), tinySource("one"), tinyGroup(""))
