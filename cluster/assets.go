@@ -37,13 +37,11 @@ func (a Assets) Kubectl() string {
 	return "kubectl"
 }
 
-// EnsureAssets returns the directories of the cluster's binaries, building
-// them from the Go module proxy the first time. The build takes minutes;
-// progress goes to opts.Progress. Later calls, from any process, verify the
-// cached binaries and return at once.
-//
-// When KUBEBUILDER_ASSETS names a directory with a working kube-apiserver and
-// etcd (as setup-envtest leaves it), those are used instead of a build.
+// EnsureAssets returns the directories of the cluster's binaries, finding,
+// downloading or building them as the package documentation says, and
+// says where each set comes from on opts.Progress. A build takes minutes
+// and reports its progress there too. Later calls, from any process, find
+// the binaries at once.
 func EnsureAssets(ctx context.Context, opts Options) (Assets, error) {
 	dir, workloadsDir, err := k8smod.Ensure(ctx, k8smod.Options{Workloads: opts.Workloads, Progress: opts.Progress, CacheDir: opts.CacheDir})
 	if err != nil {

@@ -38,7 +38,8 @@ type Options struct {
 	// An unknown gate fails Start with kube-apiserver's message.
 	FeatureGates map[string]bool
 
-	// Progress receives build progress and notices; nil means standard error.
+	// Progress receives where the binaries come from, a build's progress
+	// and notices; nil means standard error.
 	Progress io.Writer
 	// CacheDir is where binaries are built and kept; empty means the kfsm
 	// folder of the user cache directory.

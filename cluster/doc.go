@@ -12,17 +12,22 @@
 //
 // ExampleStart shows it whole.
 //
-// The binaries are real Kubernetes components, built from the Go module proxy
-// (k8s.io/kubernetes and etcd, at the versions pinned in kfsm's tools/k8s
-// module) the first time they are needed. That first build takes several
-// minutes and prints progress; the binaries are then cached in the user cache
-// directory and verified on each use, and concurrent processes share one
-// build through a file lock. [EnsureAssets] does the build alone; so do
-// the command github.com/kfsm/kfsm/cluster/assets, which an operator
-// project's make test runs before its tests, and the kfsm command's
-// "assets" subcommand. When KUBEBUILDER_ASSETS names a directory with a
-// working kube-apiserver and etcd, as setup-envtest leaves one, those
-// binaries are used instead.
+// The binaries are real Kubernetes components, at the version pinned in
+// kfsm's tools/k8s module, found or made the fastest way the machine
+// allows, and each choice is said in one line. kube-apiserver, etcd and
+// kubectl come from the first of: a directory that KUBEBUILDER_ASSETS
+// names; setup-envtest's store (~/.local/share/kubebuilder-envtest on
+// Linux), when it holds that version; an earlier build; a download of
+// setup-envtest's release archive into that store, checked against the
+// SHA-512 in its index; a build from the Go module proxy (k8s.io/kubernetes
+// and etcd). kube-controller-manager, kube-scheduler and kwok, which
+// setup-envtest does not have, are always built. A build takes several
+// minutes and says how many packages it has compiled of how many; its
+// binaries are then cached in the user cache directory and verified on
+// each use, and concurrent processes share one build, or one download,
+// through a file lock. [EnsureAssets] does this alone; so do the command
+// github.com/kfsm/kfsm/cluster/assets, which an operator project's make
+// test runs before its tests, and the kfsm command's "assets" subcommand.
 //
 // The control plane is started by controller-runtime's envtest. With
 // [Options.Workloads] the cluster also runs kube-controller-manager,
@@ -44,9 +49,8 @@
 //
 // # Assumptions
 //
-//   - The go command is available (on PATH, or the toolchain this program
-//     was built with) and the Go module proxy can be reached for the first
-//     build.
+//   - For a build, the go command is available (on PATH, or the toolchain
+//     this program was built with) and the Go module proxy can be reached.
 //   - Unix file locks work in the cache directory.
 //
 // # Caveats

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kfsm/kfsm/internal/buildinfo"
 )
 
 // AnnotationGraphPrefix starts the annotation in which a machine publishes
@@ -149,25 +150,7 @@ func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
 // Version is the version of the kfsm module built into this binary, as Go
 // records it: a tag such as v0.3.0, a pseudo-version, or "(devel)" when
 // the binary was built inside kfsm's own source tree.
-func Version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	const path = "github.com/kfsm/kfsm"
-	if info.Main.Path == path {
-		return info.Main.Version
-	}
-	for _, d := range info.Deps {
-		if d.Path == path {
-			if d.Replace != nil && d.Replace.Version != "" {
-				return d.Replace.Version
-			}
-			return d.Version
-		}
-	}
-	return "unknown"
-}
+func Version() string { return buildinfo.Version() }
 
 // publishWith adds the machine's publisher to mgr.
 func (m *Machine[T]) publishWith(mgr manager.Manager) error {

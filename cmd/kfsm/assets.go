@@ -12,11 +12,15 @@ func newAssetsCommand() *cobra.Command {
 	var opts cluster.Options
 	cmd := &cobra.Command{
 		Use:   "assets",
-		Short: "Build or find the Kubernetes binaries and print their directory",
+		Short: "Find, download or build the Kubernetes binaries and print their directory",
 		Long: `Assets makes sure that kube-apiserver, etcd and kubectl (and with --workloads
-kube-controller-manager, kube-scheduler and kwok) are built and cached, then
-prints the directory that holds them as the last line of standard output.
-The first build takes several minutes; progress goes to standard error.`,
+kube-controller-manager, kube-scheduler and kwok) are at hand, then prints
+the directory that holds them as the last line of standard output. It takes
+kube-apiserver, etcd and kubectl from KUBEBUILDER_ASSETS, setup-envtest's
+store or an earlier build, else downloads them as setup-envtest does, and
+builds them from the Go module proxy when it cannot; the workloads are
+always built. Each choice, and a build's progress, go to standard error; a
+build takes several minutes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Progress = cmd.ErrOrStderr()

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"fmt"
+	"flag"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kfsm/kfsm/cmd/internal/scaffold"
-	"github.com/kfsm/kfsm/fsm"
 )
 
 func newInitCommand() *cobra.Command {
@@ -14,17 +13,7 @@ func newInitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init [DIR] --module PATH --kind KIND --group GROUP",
 		Short: "Start a new operator project built on kfsm",
-		Long: `Init writes a new operator project into DIR (by default the current
-directory), which must be new or empty: an API type whose status embeds
-kfsm's, a machine with two states and a deletion path, its tests, main.go
-with a controller-runtime manager, a Makefile (test, run, generate, verify)
-and the manifests to deploy it. Its README says what is where.
-
-It then runs go mod tidy and controller-gen in the project, for its go.sum,
-its CRD and its RBAC role, which reach the Go module proxy, and the
-project's hack/webhooks, for its webhook configurations. The project
-requires the kfsm release that this command is, or with --kfsm-path a kfsm
-checkout instead, through a replace directive.`,
+		Long:  scaffold.Help,
 		Example: `  kfsm init widget --module example.com/widget --kind Widget --group example.com
   kfsm init widget --module example.com/widget --kind Widget --group example.com --kfsm-path ~/src/kfsm`,
 		Args: cobra.MaximumNArgs(1),
@@ -33,25 +22,12 @@ checkout instead, through a replace directive.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			p.KFSMVersion = fsm.Version()
-			if err := p.Write(dir); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "wrote the %s operator in %s; now go mod tidy, controller-gen and hack/webhooks\n", p.Kind, dir)
-			if err := p.Complete(cmd.Context(), dir, cmd.ErrOrStderr()); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "done: cd %s, then make test, and make run\n", dir)
-			return nil
+			return p.Init(cmd.Context(), dir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&p.Module, "module", "", "the Go module path of the project, such as example.com/widget")
-	f.StringVar(&p.Kind, "kind", "", "the kind of the resource the operator drives, such as Widget")
-	f.StringVar(&p.Group, "group", "", "the kind's API group, a domain such as example.com")
-	f.StringVar(&p.Version, "version", "v1alpha1", "the kind's API version")
-	f.StringVar(&p.KFSMPath, "kfsm-path", "", "a kfsm checkout for the project to use instead of a release")
+	flags := flag.NewFlagSet("init", flag.ContinueOnError)
+	p.Flags(flags)
+	cmd.Flags().AddGoFlagSet(flags)
 	for _, name := range []string{"module", "kind", "group"} {
 		if err := cmd.MarkFlagRequired(name); err != nil {
 			panic(err) // a flag declared above

@@ -127,6 +127,13 @@ func (c *Cache) Ensure(ctx context.Context, src Source, g Group) (Result, error)
 	return Result{Dir: dir, Built: true}, nil
 }
 
+// Cached returns the directory of g's binaries when they are built
+// already, as Ensure would find them, and whether they are.
+func (c *Cache) Cached(src Source, g Group) (string, bool) {
+	dir := c.Dir(src)
+	return dir, c.verify(dir, g) == nil
+}
+
 var errNoManifest = errors.New("no manifest")
 
 type manifest struct {
@@ -204,10 +211,21 @@ func (c *Cache) build(ctx context.Context, src Source, g Group, dir string) erro
 
 	c.printf("building %s from %s %s into %s\n", strings.Join(g.Binaries, ", "), src.Name, src.Version, dir)
 	c.printf("this happens once per version and can take several minutes on a small machine; later runs reuse the cache\n")
-	start := time.Now()
-	defer func() { c.printf("%s binaries ready after %s\n", g.Name, time.Since(start).Round(time.Second)) }()
-	args := slices.Concat([]string{"build", "-v"}, buildFlags, []string{"-o", b.OutDir + string(filepath.Separator)}, g.Packages)
-	if _, err := c.run(ctx, b.ModuleDir, "building "+g.Name+" binaries", &progress{start: start}, args...); err != nil {
+	// go list names the packages that go build -v will name as it
+	// compiles them: those that the build cache does not hold. A main
+	// package is stale whenever its binary is not installed, compiled or
+	// not, so mains do not count.
+	p := &progress{start: time.Now()}
+	args := slices.Concat([]string{"list", "-deps", "-f", `{{if and .Stale (ne .Name "main")}}{{.ImportPath}}{{end}}`}, buildFlags, g.Packages)
+	out, err := c.run(ctx, b.ModuleDir, "finding the packages of the "+g.Name+" binaries", p, args...)
+	if err != nil {
+		return err
+	}
+	stale := strings.Fields(string(out))
+	c.printf("%d packages to compile for the %s binaries\n", len(stale), g.Name)
+	p.build(stale)
+	args = slices.Concat([]string{"build", "-v"}, buildFlags, []string{"-o", b.OutDir + string(filepath.Separator)}, g.Packages)
+	if _, err := c.run(ctx, b.ModuleDir, "building "+g.Name+" binaries", p, args...); err != nil {
 		return err
 	}
 	if g.Finish != nil {
@@ -215,7 +233,11 @@ func (c *Cache) build(ctx context.Context, src Source, g Group, dir string) erro
 			return fmt.Errorf("finishing %s binaries: %w", g.Name, err)
 		}
 	}
-	return install(b.OutDir, dir, manifestPath(dir, g), g)
+	if err := install(b.OutDir, dir, manifestPath(dir, g), g); err != nil {
+		return err
+	}
+	c.printf("%s binaries ready: %s\n", g.Name, p)
+	return nil
 }
 
 // install moves the built files into dir and writes the manifest last, so

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -296,6 +298,26 @@ func TestDamagedCacheIsRebuilt(t *testing.T) {
 	}
 }
 
+func TestCachedSaysWhetherTheBinariesAreBuilt(t *testing.T) {
+	c := &Cache{Root: t.TempDir()}
+	src, g := tinySource("hello"), tinyGroup("")
+	if dir, ok := c.Cached(src, g); ok || dir != c.Dir(src) {
+		t.Errorf("Cached() before a build = %s, %t; want %s, false", dir, ok, c.Dir(src))
+	}
+	if _, err := c.Ensure(t.Context(), src, g); err != nil {
+		t.Fatal(err)
+	}
+	if dir, ok := c.Cached(src, g); !ok || dir != c.Dir(src) {
+		t.Errorf("Cached() after a build = %s, %t; want %s, true", dir, ok, c.Dir(src))
+	}
+	if err := os.Truncate(filepath.Join(c.Dir(src), "hello"), 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Cached(src, g); ok {
+		t.Error("Cached() takes a damaged binary for a built one")
+	}
+}
+
 func TestNewSourceGetsNewDirectory(t *testing.T) {
 	c := &Cache{Root: t.TempDir()}
 	a, err := c.Ensure(t.Context(), tinySource("one"), tinyGroup(""))
@@ -344,16 +366,79 @@ func TestMissingBinaryIsAnError(t *testing.T) {
 	}
 }
 
-func TestProgressIsReported(t *testing.T) {
+// The build says how many packages it has to compile, then how many of
+// them it compiled. The source is new to the build cache each time, so
+// that there is something to compile however warm the cache is.
+func TestProgressCountsThePackagesToCompile(t *testing.T) {
+	src := tinySource("hello")
+	src.Files["hello/main.go"] = []byte("package main\n\nimport \"example.com/tiny/greeting\"\n\nfunc main() { greeting.Print() }\n")
+	src.Files["greeting/greeting.go"] = []byte(fmt.Sprintf("package greeting\n\nimport \"fmt\"\n\nfunc Print() { fmt.Println(%q) }\n", "hello "+time.Now().String()))
 	var progress bytes.Buffer
 	c := &Cache{Root: t.TempDir(), Progress: &progress}
-	if _, err := c.Ensure(t.Context(), tinySource("hello"), tinyGroup("")); err != nil {
+	if _, err := c.Ensure(t.Context(), src, tinyGroup("")); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"building hello from tiny v0.0.1", "tiny binaries ready after"} {
-		if !strings.Contains(progress.String(), want) {
-			t.Errorf("progress lacks %q:\n%s", want, progress.String())
-		}
+	out := progress.String()
+	if !strings.Contains(out, "building hello from tiny v0.0.1") {
+		t.Errorf("progress does not say what it builds:\n%s", out)
+	}
+	found := regexp.MustCompile(`kfsm: (\d+) packages to compile for the tiny binaries\n`).FindStringSubmatch(out)
+	ready := regexp.MustCompile(`kfsm: tiny binaries ready: (\d+) of (\d+) packages compiled \(100%\), [0-9hms.]+ elapsed`).FindStringSubmatch(out)
+	if found == nil || ready == nil {
+		t.Fatalf("progress lacks the count of packages to compile, or the count compiled at the end:\n%s", out)
+	}
+	if n, _ := strconv.Atoi(found[1]); n < 1 {
+		t.Errorf("%d packages to compile; want at least greeting, which is new", n)
+	}
+	if ready[1] != found[1] || ready[2] != found[1] {
+		t.Errorf("compiled %s of %s packages, want all %s found to compile:\n%s", ready[1], ready[2], found[1], out)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		stale  []string // nil while go list finds them
+		lines  []string
+		want   string
+	}{
+		"Finding": {
+			reason: "While go list finds the packages, the modules it downloads count.",
+			lines:  []string{"go: downloading k8s.io/api v0.36.3", "go: downloading k8s.io/apimachinery v0.36.3"},
+			want:   "Ts elapsed, 2 modules downloaded, last: downloading k8s.io/apimachinery v0.36.3",
+		},
+		"Compiling": {
+			reason: "go build -v names each package it compiles; other lines are not packages.",
+			stale:  []string{"internal/goarch", "k8s.io/api/core/v1", "k8s.io/api/apps/v1", "k8s.io/kubernetes/pkg/api"},
+			lines:  []string{"internal/goarch", "k8s.io/api/core/v1", "# a warning of the compiler"},
+			want:   "2 of 4 packages compiled (50%), Ts elapsed, last: compiling k8s.io/api/core/v1",
+		},
+		"OnlyTheStale": {
+			reason: "A package that go list did not count, such as a main package, is not counted compiled, and none twice.",
+			stale:  []string{"a"},
+			lines:  []string{"a", "a", "k8s.io/kubernetes/cmd/kube-apiserver"},
+			want:   "1 of 1 packages compiled (100%), Ts elapsed, last: compiling k8s.io/kubernetes/cmd/kube-apiserver",
+		},
+		"NothingToCompile": {
+			reason: "A build whose packages are all cached has nothing to count.",
+			stale:  []string{},
+			want:   "0 of 0 packages compiled (0%), Ts elapsed, last: ",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := &progress{start: time.Now()}
+			if tc.stale != nil {
+				p.build(tc.stale)
+			}
+			for _, l := range tc.lines {
+				p.line(l)
+			}
+			got := regexp.MustCompile(`[0-9hms.]+ elapsed`).ReplaceAllString(p.String(), "Ts elapsed")
+			if got != tc.want {
+				t.Errorf("%s\nString() = %q\nwant       %q", tc.reason, got, tc.want)
+			}
+		})
 	}
 }
 

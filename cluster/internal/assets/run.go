@@ -32,10 +32,13 @@ const (
 	progressEvery = 15 * time.Second
 )
 
-// progress counts what go build -v reports, for periodic messages.
+// progress counts what go list and go build -v report, for periodic
+// messages: the modules that go list downloads while it finds the
+// packages to compile, then those of them that go build compiles.
 type progress struct {
 	start     time.Time
 	mu        sync.Mutex
+	stale     map[string]bool // nil until go list has found them
 	compiled  int
 	downloads int
 	last      string
@@ -49,17 +52,36 @@ func (p *progress) line(l string) {
 		p.last = "downloading " + mod
 		return
 	}
-	if !strings.Contains(l, " ") {
-		p.compiled++
+	if p.stale != nil && !strings.Contains(l, " ") {
 		p.last = "compiling " + l
+		if p.stale[l] {
+			p.compiled++
+			p.stale[l] = false
+		}
+	}
+}
+
+// build says that go list found these packages to compile, and that the
+// lines to come are go build's.
+func (p *progress) build(stale []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stale = make(map[string]bool, len(stale))
+	for _, pkg := range stale {
+		p.stale[pkg] = true
 	}
 }
 
 func (p *progress) String() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return fmt.Sprintf("%s elapsed, %d modules downloaded, %d packages compiled, last: %s",
-		time.Since(p.start).Round(time.Second), p.downloads, p.compiled, p.last)
+	elapsed := time.Since(p.start).Round(time.Second)
+	if p.stale == nil {
+		return fmt.Sprintf("%s elapsed, %d modules downloaded, last: %s", elapsed, p.downloads, p.last)
+	}
+	total := len(p.stale)
+	return fmt.Sprintf("%d of %d packages compiled (%d%%), %s elapsed, last: %s",
+		p.compiled, total, p.compiled*100/max(total, 1), elapsed, p.last)
 }
 
 func goCommand() (string, error) {

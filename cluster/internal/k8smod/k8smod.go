@@ -1,8 +1,9 @@
-// Package k8smod builds the binaries that package cluster runs from the
-// module that pins their versions, embedded here: kube-apiserver, etcd and
-// kubectl, and for the workloads tier kube-controller-manager,
-// kube-scheduler and kwok. It imports no Kubernetes package, so that a
-// program that only builds them, such as the command
+// Package k8smod provides the binaries that package cluster runs, at the
+// versions that a module embedded here pins: kube-apiserver, etcd and
+// kubectl, found or downloaded as setup-envtest does or built from that
+// module, and for the workloads tier kube-controller-manager,
+// kube-scheduler and kwok, built. It imports no Kubernetes package, so
+// that a program that only provides them, such as the command
 // github.com/kfsm/kfsm/cluster/assets, compiles in seconds.
 //
 // The module lives in tools/k8s, where it is edited with the usual go
@@ -110,51 +111,43 @@ func versionIn(gomod []byte) string {
 	return string(m[1])
 }
 
-// Options say which binaries to build, and where.
+// Options say which binaries to find or build, and where.
 type Options struct {
 	// Workloads adds the workloads tier.
 	Workloads bool
-	// Progress receives build progress and notices; nil means standard
-	// error.
+	// Progress receives the choices made, build progress and notices;
+	// nil means standard error.
 	Progress io.Writer
 	// CacheDir is where binaries are built and kept; empty means the kfsm
 	// folder of the user cache directory.
 	CacheDir string
+	// EnvtestStore is setup-envtest's store, where binaries are looked for
+	// and downloaded to; empty means setup-envtest's default on this
+	// system.
+	EnvtestStore string
+	// IndexURL is setup-envtest's index of release archives; empty means
+	// the one setup-envtest reads.
+	IndexURL string
 }
 
-// Ensure returns the directories of the binaries, building them from the
-// Go module proxy the first time: dir holds kube-apiserver, etcd and
-// kubectl, and workloadsDir, with Workloads, the workloads tier. When
-// KUBEBUILDER_ASSETS names a directory with a working kube-apiserver and
-// etcd, dir is that one.
+// Ensure returns the directories of the binaries, found or made the
+// fastest way this machine allows: dir holds kube-apiserver, etcd and
+// kubectl, and workloadsDir, with Workloads, the workloads tier. It says
+// on opts.Progress, in one line, where it takes each set from.
+//
+// The control plane's binaries come from the first of these that works:
+// a directory that KUBEBUILDER_ASSETS names; setup-envtest's store, when
+// it holds the version that kfsm pins; the binaries that an earlier call
+// built; a download of setup-envtest's release archive, checked against
+// the SHA-512 in its index, into that store; a build from the Go module
+// proxy. setup-envtest's archives do not hold the workloads tier, which
+// is always built.
 func Ensure(ctx context.Context, opts Options) (dir, workloadsDir string, err error) {
-	cache, err := opts.cache()
+	f, err := newFinder(opts)
 	if err != nil {
 		return "", "", err
 	}
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		if err := usable(ctx, d); err != nil {
-			fmt.Fprintf(cache.Progress, "kfsm: ignoring KUBEBUILDER_ASSETS=%s: %v\n", d, err)
-		} else {
-			dir = d
-		}
-	}
-	src := source()
-	if dir == "" {
-		res, err := cache.Ensure(ctx, src, coreGroup)
-		if err != nil {
-			return "", "", err
-		}
-		dir = res.Dir
-	}
-	if opts.Workloads {
-		res, err := cache.Ensure(ctx, src, workloadsGroup)
-		if err != nil {
-			return "", "", err
-		}
-		workloadsDir = res.Dir
-	}
-	return dir, workloadsDir, nil
+	return f.ensure(ctx, opts.Workloads)
 }
 
 // usable reports why dir cannot serve as the control plane's binaries.
@@ -177,20 +170,4 @@ func usable(ctx context.Context, dir string) error {
 func Executable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
-func (o Options) cache() (*assets.Cache, error) {
-	root := o.CacheDir
-	if root == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("finding a cache directory for the cluster binaries (set Options.CacheDir): %w", err)
-		}
-		root = filepath.Join(dir, "kfsm")
-	}
-	progress := o.Progress
-	if progress == nil {
-		progress = os.Stderr
-	}
-	return &assets.Cache{Root: root, Progress: progress}, nil
 }

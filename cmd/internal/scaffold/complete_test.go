@@ -8,18 +8,20 @@ import (
 	"testing"
 )
 
-// A machine that gains a Default gets a defaulting webhook, and its
-// configuration: make generate writes it beside the validating one, and
-// the project's test of the configurations passes.
+// Init writes and completes a project, as kfsm init does. A machine that
+// then gains a Default gets a defaulting webhook, and its configuration:
+// make generate writes it beside the validating one, and the project's
+// test of the configurations passes.
 func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "widget")
-	p := widget(t)
-	if err := p.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	if err := p.Complete(t.Context(), dir, &log); err != nil {
+	var said, log strings.Builder
+	if err := widget(t).Init(t.Context(), dir, &said, &log); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
+	}
+	want := "wrote the Widget operator in " + dir + "; now go mod tidy, controller-gen and hack/webhooks\n" +
+		"done: cd " + dir + ", then make test, and make run\n"
+	if said.String() != want {
+		t.Errorf("Init said %q, want %q", said.String(), want)
 	}
 
 	machine := filepath.Join(dir, "internal", "controller", "widget.go")

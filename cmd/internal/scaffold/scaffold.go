@@ -29,8 +29,6 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // kfsmModule is the module path of kfsm, which every project requires.
@@ -101,7 +99,12 @@ var (
 	// A release: a semantic version that is not a pseudo-version.
 	releasePattern = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
 	pseudoPattern  = regexp.MustCompile(`[0-9]{14}-[0-9a-f]{12}$`)
+	// A DNS subdomain (RFC 1123), as Kubernetes checks it.
+	subdomainPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
+
+// maxSubdomain is the longest DNS subdomain.
+const maxSubdomain = 253
 
 // reservedKinds are names that the API package declares itself.
 var reservedKinds = []string{"AddToScheme", "GroupVersion"}
@@ -228,8 +231,8 @@ func checkGroup(g string) error {
 	if g == "" {
 		return errors.New("group is empty: name the API group of the kind, a DNS name such as example.com")
 	}
-	if errs := validation.IsDNS1123Subdomain(g); len(errs) > 0 {
-		return fmt.Errorf("group %q is not a DNS subdomain: %s", g, strings.Join(errs, "; "))
+	if len(g) > maxSubdomain || !subdomainPattern.MatchString(g) {
+		return fmt.Errorf("group %q is not a DNS subdomain: at most %d lower-case letters, digits, '-' and '.', with a letter or digit at each end of each part between dots", g, maxSubdomain)
 	}
 	if !strings.Contains(g, ".") {
 		return fmt.Errorf("group %q has no dot: a CustomResourceDefinition's group is a domain, such as %s.example.com", g, g)

@@ -275,6 +275,16 @@ func TestWriteRefusesBadInputAndWritesNothing(t *testing.T) {
 			change: func(p *Project, _ string) { p.Group = "Example_Com.io" },
 			want:   []string{`group "Example_Com.io" is not a DNS subdomain`},
 		},
+		"GroupPartEndsInDash": {
+			reason: "Each part of a DNS subdomain ends in a letter or digit.",
+			change: func(p *Project, _ string) { p.Group = "example-.com" },
+			want:   []string{`group "example-.com" is not a DNS subdomain`},
+		},
+		"GroupTooLong": {
+			reason: "A DNS subdomain has at most 253 characters.",
+			change: func(p *Project, _ string) { p.Group = strings.Repeat("a.", 127) + "io" },
+			want:   []string{"is not a DNS subdomain", "at most 253"},
+		},
 		"BadVersion": {
 			reason: "A version is a Kubernetes API version.",
 			change: func(p *Project, _ string) { p.Version = "1.0" },

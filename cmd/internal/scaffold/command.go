@@ -1,0 +1,51 @@
+package scaffold
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/kfsm/kfsm/internal/buildinfo"
+)
+
+// Help is what kfsm init says of itself, after its usage line.
+const Help = `Init writes a new operator project into DIR (by default the current
+directory), which must be new or empty: an API type whose status embeds
+kfsm's, a machine with two states and a deletion path, its tests, main.go
+with a controller-runtime manager, a Makefile (test, run, generate, verify)
+and the manifests to deploy it. Its README says what is where.
+
+It then runs go mod tidy and controller-gen in the project, for its go.sum,
+its CRD and its RBAC role, which reach the Go module proxy, and the
+project's hack/webhooks, for its webhook configurations. The project
+requires the kfsm release that this command is, or with --kfsm-path a kfsm
+checkout instead, through a replace directive.`
+
+// Flags adds kfsm init's flags, which set p's fields, to fs.
+func (p *Project) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&p.Module, "module", "", "the Go module path of the project, such as example.com/widget")
+	fs.StringVar(&p.Kind, "kind", "", "the kind of the resource the operator drives, such as Widget")
+	fs.StringVar(&p.Group, "group", "", "the kind's API group, a domain such as example.com")
+	fs.StringVar(&p.Version, "version", "v1alpha1", "the kind's API version")
+	fs.StringVar(&p.KFSMPath, "kfsm-path", "", "a kfsm checkout for the project to use instead of a release")
+}
+
+// Init is kfsm init: it writes the project into dir and completes it.
+// Unless p names a kfsm version or checkout, the project requires the
+// kfsm that this program is built with. What Init does goes to out; the
+// output of the steps that complete the project goes to log.
+func (p Project) Init(ctx context.Context, dir string, out, log io.Writer) error {
+	if p.KFSMVersion == "" {
+		p.KFSMVersion = buildinfo.Version()
+	}
+	if err := p.Write(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote the %s operator in %s; now go mod tidy, controller-gen and hack/webhooks\n", p.Kind, dir)
+	if err := p.Complete(ctx, dir, log); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "done: cd %s, then make test, and make run\n", dir)
+	return nil
+}
