@@ -13,7 +13,7 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
-.PHONY: test demo bench generate verify-generated lint assets screenshot scaffold-test release
+.PHONY: test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
 ## test: run every test, with the race detector, against a real API server
 ## (three packages at a time: they mostly wait on their API servers, so on
@@ -37,6 +37,13 @@ scaffold-test:
 ## first, unless TESTED names this commit as one that passed it in the same run.
 release:
 	GOWORK=off $(GO) -C tools/release run . -repo "$(CURDIR)" -version "$(VERSION)" -tested "$(TESTED)"
+
+## release-test: make release in a clone of this commit, serve its tags from a module proxy
+## on disk, and install and use the release as a user does, with empty module and build
+## caches (the Kubernetes binaries stay in the user cache); a cold build of the command
+## and of a new project takes a while
+release-test:
+	GOWORK=off $(GO) -C tools/release test -race -count=1 -timeout 50m -v .
 
 ## demo: run the demo (the example operators on an embedded Kubernetes) until Ctrl-C
 demo:
