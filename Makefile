@@ -13,13 +13,15 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
-.PHONY: test demo bench generate verify-generated lint assets screenshot scaffold-test
+.PHONY: test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
 ## test: run every test, with the race detector, against a real API server
 ## (three packages at a time: they mostly wait on their API servers, so on
-## two cores three finish sooner than go test's default of two)
+## two cores three finish sooner than go test's default of two), and the
+## tests of make release's checks
 test: assets
 	$(GO) test -race -count=1 -timeout 30m -p 3 $(PACKAGES)
+	GOWORK=off $(GO) -C tools/release test -race -count=1 -run '^TestRelease' .
 
 ## scaffold-test: build kfsm, have it init a project into a temporary directory with this
 ## checkout as its kfsm, then run the project's make verify and make test
@@ -29,6 +31,19 @@ scaffold-test:
 	"$$dir/kfsm" init "$$dir/widget" --module example.com/widget --kind Widget --group example.com --kfsm-path "$(CURDIR)" && \
 	GOWORK=off $(MAKE) -C "$$dir/widget" verify && \
 	GOWORK=off $(MAKE) -C "$$dir/widget" test
+
+## release: check the tree and tag kfsm's modules at VERSION, here, pushing nothing
+## (make release VERSION=v0.2.0; CONTRIBUTING.md says what it checks). It runs make test
+## first, unless TESTED names this commit as one that passed it in the same run.
+release:
+	GOWORK=off $(GO) -C tools/release run . -repo "$(CURDIR)" -version "$(VERSION)" -tested "$(TESTED)"
+
+## release-test: make release in a clone of this commit, serve its tags from a module proxy
+## on disk, and install and use the release as a user does, with empty module and build
+## caches (the Kubernetes binaries stay in the user cache); a cold build of the command
+## and of a new project takes a while
+release-test:
+	GOWORK=off $(GO) -C tools/release test -race -count=1 -timeout 50m -v .
 
 ## demo: run the demo (the example operators on an embedded Kubernetes) until Ctrl-C
 demo:
@@ -79,7 +94,9 @@ verify-generated: generate
 ## and on the examples' API types, and kfsm vet on the examples' state machines
 lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	$(GO) vet $(PACKAGES)
+	GOWORK=off $(GO) -C tools/release vet ./...
 	$(BIN)/golangci-lint run $(PACKAGES)
+	cd tools/release && GOWORK=off $(BIN)/golangci-lint run ./...
 	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/ ./examples/.../v1alpha1
 	$(GO) run ./cmd/kfsm vet ./examples/...
 

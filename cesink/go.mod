@@ -2,7 +2,7 @@ module github.com/kfsm/kfsm/cesink
 
 go 1.26.0
 
-require github.com/kfsm/kfsm v0.0.0-00010101000000-000000000000
+require github.com/kfsm/kfsm v0.1.0
 
 require (
 	github.com/cloudevents/sdk-go/v2 v2.16.2
@@ -79,5 +79,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/kfsm/kfsm => ..

@@ -3,8 +3,8 @@ module github.com/kfsm/kfsm/examples
 go 1.26.0
 
 require (
-	github.com/kfsm/kfsm v0.0.0-00010101000000-000000000000
-	github.com/kfsm/kfsm/cesink v0.0.0-00010101000000-000000000000
+	github.com/kfsm/kfsm v0.1.0
+	github.com/kfsm/kfsm/cesink v0.1.0
 )
 
 require (
@@ -85,7 +85,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/kfsm/kfsm => ..
-
-replace github.com/kfsm/kfsm/cesink => ../cesink

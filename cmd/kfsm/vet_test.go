@@ -124,8 +124,8 @@ func examplesModule(t *testing.T) (dir, root string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The replacements point into the repository, as they did from examples/.
-	goMod = bytes.ReplaceAll(goMod, []byte("=> .."), []byte("=> "+root))
+	// The kfsm modules it requires are this checkout's, as in the workspace.
+	goMod = fmt.Appendf(goMod, "\nreplace github.com/kfsm/kfsm => %s\n\nreplace github.com/kfsm/kfsm/cesink => %s\n", root, filepath.Join(root, "cesink"))
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), goMod, 0o644); err != nil {
 		t.Fatal(err)
 	}

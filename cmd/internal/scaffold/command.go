@@ -19,8 +19,10 @@ and the manifests to deploy it. Its README says what is where.
 It then runs go mod tidy and controller-gen in the project, for its go.sum,
 its CRD and its RBAC role, which reach the Go module proxy, and the
 project's hack/webhooks, for its webhook configurations. The project
-requires the kfsm release that this command is, or with --kfsm-path a kfsm
-checkout instead, through a replace directive.`
+requires the kfsm release that this command was built with (go install
+github.com/kfsm/kfsm/cmd/kfsm@v0.1.0 builds it with v0.1.0), or the one
+that --kfsm-version names; with --kfsm-path it uses a kfsm checkout
+instead, through a replace directive.`
 
 // Flags adds kfsm init's flags, which set p's fields, to fs.
 func (p *Project) Flags(fs *flag.FlagSet) {
@@ -28,6 +30,7 @@ func (p *Project) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.Kind, "kind", "", "the kind of the resource the operator drives, such as Widget")
 	fs.StringVar(&p.Group, "group", "", "the kind's API group, a domain such as example.com")
 	fs.StringVar(&p.Version, "version", "v1alpha1", "the kind's API version")
+	fs.StringVar(&p.KFSMVersion, "kfsm-version", "", "the kfsm release for the project to require, by default the one this command was built with")
 	fs.StringVar(&p.KFSMPath, "kfsm-path", "", "a kfsm checkout for the project to use instead of a release")
 }
 
@@ -36,6 +39,9 @@ func (p *Project) Flags(fs *flag.FlagSet) {
 // kfsm that this program is built with. What Init does goes to out; the
 // output of the steps that complete the project goes to log.
 func (p Project) Init(ctx context.Context, dir string, out, log io.Writer) error {
+	if p.KFSMVersion != "" && p.KFSMPath != "" {
+		return fmt.Errorf("--kfsm-version %s and --kfsm-path %s: a project uses a kfsm release or a kfsm checkout, not both", p.KFSMVersion, p.KFSMPath)
+	}
 	if p.KFSMVersion == "" {
 		p.KFSMVersion = buildinfo.Version()
 	}

@@ -63,7 +63,8 @@ type Project struct {
 	// place of a released kfsm, through a replace directive.
 	KFSMPath string
 	// KFSMVersion is the kfsm release that the project requires when
-	// KFSMPath is empty; it must be a release, such as v0.3.0.
+	// KFSMPath is empty; it must be a release, such as v0.3.0. kfsm init
+	// takes the one it was built with, or --kfsm-version.
 	KFSMVersion string
 }
 
@@ -171,7 +172,8 @@ func (d data) manifests() []string {
 func (p Project) kfsm() (version, replace string, err error) {
 	if p.KFSMPath == "" {
 		if !releasePattern.MatchString(p.KFSMVersion) || pseudoPattern.MatchString(p.KFSMVersion) {
-			return "", "", fmt.Errorf("kfsm %s is not a release that the Go module proxy serves (kfsm is not published there yet): pass the path of a kfsm checkout with --kfsm-path", p.KFSMVersion)
+			return "", "", fmt.Errorf("kfsm %s is not a release that a module proxy serves, such as v0.1.0 (a kfsm command built from a checkout knows no release of its own): "+
+				"name the release for the project to require with --kfsm-version, or a kfsm checkout for it to use with --kfsm-path", p.KFSMVersion)
 		}
 		return p.KFSMVersion, "", nil
 	}

@@ -303,12 +303,12 @@ func TestWriteRefusesBadInputAndWritesNothing(t *testing.T) {
 		"NoRelease": {
 			reason: "Without a checkout, the command's own version must be a release.",
 			change: func(p *Project, _ string) { p.KFSMPath, p.KFSMVersion = "", "(devel)" },
-			want:   []string{"kfsm (devel) is not a release", "--kfsm-path"},
+			want:   []string{"kfsm (devel) is not a release", "--kfsm-version", "--kfsm-path"},
 		},
 		"PseudoVersion": {
 			reason: "A pseudo-version is not a release.",
 			change: func(p *Project, _ string) { p.KFSMPath, p.KFSMVersion = "", "v0.0.0-20260101000000-abcdefabcdef" },
-			want:   []string{"is not a release", "--kfsm-path"},
+			want:   []string{"is not a release", "--kfsm-version", "--kfsm-path"},
 		},
 		"DirNotEmpty": {
 			reason: "The project goes into a new or empty directory.",

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/modfile"
+)
+
+// A user of kfsm, with a module proxy that serves kfsm's tags, the
+// public proxy for everything else, and module and build caches of their
+// own, empty at first.
+type user struct {
+	env []string
+	bin string
+}
+
+func newUser(t *testing.T, proxy string) user {
+	home := t.TempDir()
+	u := user{bin: filepath.Join(home, "bin")}
+	u.env = append(os.Environ(),
+		"GOWORK=off",
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",https://proxy.golang.org",
+		// The checksum database knows no release that is not published:
+		// the go command does not ask it about kfsm's modules. (The test
+		// checks the tagged go.sum files against the proxy at the end.)
+		"GONOSUMDB=github.com/kfsm/kfsm", "GOPRIVATE=", "GONOPROXY=",
+		// -modcacherw lets the test remove the module cache.
+		"GOFLAGS=-modcacherw",
+		"GOMODCACHE="+filepath.Join(home, "mod"),
+		"GOCACHE="+filepath.Join(home, "build"),
+		"GOBIN="+u.bin,
+	)
+	return u
+}
+
+// run runs a command in dir as the user does, with its output going to
+// the test's output as it comes under go test -v.
+func (u user) run(t *testing.T, dir, name string, args ...string) {
+	t.Helper()
+	u.exec(t, true, dir, name, args...)
+}
+
+// output runs a command in dir as the user does and returns its standard
+// output; only its standard error goes to the test's output.
+func (u user) output(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	return u.exec(t, false, dir, name, args...)
+}
+
+func (u user) exec(t *testing.T, stream bool, dir, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), name, args...)
+	cmd.Dir = dir
+	cmd.Env = u.env
+	var stdout, all bytes.Buffer
+	progress := io.Discard
+	if testing.Verbose() {
+		progress = os.Stderr
+	}
+	cmd.Stderr = io.MultiWriter(&all, progress)
+	cmd.Stdout = io.MultiWriter(&stdout, &all)
+	if stream {
+		cmd.Stdout = io.MultiWriter(&stdout, &all, progress)
+	}
+	line := strings.Join(append([]string{filepath.Base(name)}, args...), " ")
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s, in %s: %s", line, dir, time.Since(start).Round(time.Second))
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, tail(all.String(), 60))
+	}
+	return stdout.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// releasedClone clones the repository's commit (not the changes not
+// committed), and in the clone, with no tag of the repository's, makes
+// the release with make release, told that the commit passed its tests.
+// It returns the clone.
+func releasedClone(t *testing.T, repo, version string) string {
+	t.Helper()
+	head := gitT(t, repo, "rev-parse", "HEAD")
+	clone := filepath.Join(t.TempDir(), "kfsm")
+	gitT(t, repo, "clone", "--quiet", "--no-tags", repo, clone)
+	gitT(t, clone, "fetch", "--quiet", "origin", head)
+	gitT(t, clone, "checkout", "--quiet", "-B", "release-test", head)
+	cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "release", "VERSION="+version, "TESTED="+head)
+	cmd.Dir = clone
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make release VERSION=%s in a clone of %s: %v\n%s", version, head, err, out)
+	}
+	t.Logf("released %s of commit %s in a clone", version, head)
+	return clone
+}
+
+// wantRequires fails the test unless the go.mod in dir requires the
+// module at the version, and replaces nothing.
+func wantRequires(t *testing.T, dir, path, version string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range f.Require {
+		found = found || r.Mod.Path == path && r.Mod.Version == version
+	}
+	if !found || len(f.Replace) > 0 {
+		t.Errorf("%s does not require %s %s, or replaces a module:\n%s", filepath.Join(dir, "go.mod"), path, version, data)
+	}
+}
+
+// The release as its users get it: make release tags a clone of this
+// commit, a module proxy on disk serves the tags, and, with module and
+// build caches that start empty, go install installs kfsm, kfsm init
+// writes a project that requires the release and passes its own make
+// verify and make test, and go get gets the CloudEvents sink. Outside the
+// workspace, the tagged tree's modules load as their go.mod and go.sum
+// say. The Kubernetes binaries come from the user cache directory, as
+// ever; its first build is not this test's.
+func TestAUserInstallsTheRelease(t *testing.T) {
+	isolateGit(t)
+	const version = "v0.1.0"
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := releasedClone(t, repo, version)
+	mods, err := workspaceModules(clone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := t.TempDir()
+	writeProxy(t, proxy, clone, mods, version)
+	u := newUser(t, proxy)
+
+	u.run(t, t.TempDir(), "go", "install", "github.com/kfsm/kfsm/cmd/kfsm@"+version)
+	kfsm := filepath.Join(u.bin, "kfsm")
+	if out := u.output(t, t.TempDir(), kfsm, "version"); !strings.HasPrefix(out, "kfsm "+version+", ") {
+		t.Errorf("kfsm version printed %q, want kfsm %s first", out, version)
+	}
+	if out := u.output(t, t.TempDir(), "go", "list", "-m", "github.com/kfsm/kfsm/cmd@latest"); out != "github.com/kfsm/kfsm/cmd "+version+"\n" {
+		t.Errorf("the latest kfsm command is %q, want %s", out, version)
+	}
+
+	work := t.TempDir()
+	u.run(t, work, kfsm, "init", "widget", "--module", "example.com/widget", "--kind", "Widget", "--group", "example.com")
+	project := filepath.Join(work, "widget")
+	wantRequires(t, project, "github.com/kfsm/kfsm", version)
+	u.run(t, project, "make", "verify")
+	u.run(t, project, "make", "test")
+
+	sink := t.TempDir()
+	u.run(t, sink, "go", "mod", "init", "example.com/sink")
+	u.run(t, sink, "go", "get", "github.com/kfsm/kfsm/cesink@"+version)
+	write(t, sink, "main.go", "package main\n\nimport _ \"github.com/kfsm/kfsm/cesink\"\n\nfunc main() {}\n")
+	u.output(t, sink, "go", "list", "-deps", ".")
+	wantRequires(t, sink, "github.com/kfsm/kfsm/cesink", version)
+	wantRequires(t, sink, "github.com/kfsm/kfsm", version)
+
+	for _, m := range mods {
+		if len(m.requires) > 0 {
+			u.output(t, filepath.Join(clone, m.dir), "go", "list", "-mod=readonly", "-deps", "-test", "./...")
+		}
+	}
+}
