@@ -4,11 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/doccheck"
 )
 
 // An operator written from the README alone, in a module of its own that
@@ -24,21 +24,19 @@ func TestReadmeOperatorInAModuleOfItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := read(t, filepath.Join(root, "README.md"))
-	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(readme, -1)
-	find := func(prefix string) string {
+	find := func(doc, prefix string) string {
 		t.Helper()
-		for _, b := range blocks {
-			if strings.HasPrefix(b[1], prefix) {
-				return b[1]
+		for _, b := range doccheck.Blocks(t, filepath.Join(root, doc), "go") {
+			if strings.HasPrefix(b, prefix) {
+				return b
 			}
 		}
-		t.Fatalf("the README has no Go block starting with %q", prefix)
+		t.Fatalf("%s has no Go block starting with %q", doc, prefix)
 		return ""
 	}
-	tutorial := find("m := fsm.New[*Door]")
-	testMain := find("func TestMain(")
-	tests := find("func TestDoor(")
+	tutorial := find("README.md", "m := fsm.New[*Door]")
+	testMain := find("README.md", "func TestMain(")
+	tests := find("README.md", "func TestDoor(")
 
 	dir := t.TempDir()
 	files := map[string]string{
