@@ -11,8 +11,9 @@ import (
 	"github.com/kfsm/kfsm/fsmtest"
 )
 
-// The README's testing section is these two tests, word for word (a test
-// checks it).
+// The documents show these two tests word for word (a test checks it):
+// TestDoor in the README's tutorial, TestDoorSurvivesFaults in
+// docs/testing.md.
 
 func TestDoor(t *testing.T) {
 	e := fsmtest.New(t) // a namespace of its own on the package's API server

@@ -20,9 +20,17 @@ func TestReadmeTutorialIsTheTestedCode(t *testing.T) {
 	doccheck.HasBlock(t, "../README.md", "go", code.String())
 }
 
-// The README's tests of the door are those that run here.
+// The door's tests that the documents show are those that run here: the
+// README's tutorial tests the door, and docs/testing.md tests it under
+// faults.
 func TestReadmeTestsAreTheTestedCode(t *testing.T) {
-	doccheck.HasBlock(t, "../README.md", "go", sourceOf(t, "door_test.go", `(?s)\n(func TestDoor\(.*\n\})\n`)+"\n")
+	for doc, test := range map[string]string{
+		"../README.md":       "TestDoor",
+		"../docs/testing.md": "TestDoorSurvivesFaults",
+	} {
+		code := sourceOf(t, "door_test.go", `(?s)\n(func `+test+`\(t \*testing\.T\) \{\n.*?\n\})\n`)
+		doccheck.HasBlock(t, doc, "go", code+"\n")
+	}
 }
 
 // sourceOf returns the first group of pattern in file.

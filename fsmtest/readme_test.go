@@ -11,10 +11,11 @@ import (
 	"github.com/kfsm/kfsm/internal/doccheck"
 )
 
-// An operator written from the README alone, in a module of its own that
-// requires kfsm, needs no harness beyond its scenarios: its tests are the
-// README's, and they pass. The author's type is the test API's Door, as
-// controller-gen generates it.
+// An operator written from the documents alone, in a module of its own
+// that requires kfsm, needs no harness beyond its scenarios: its machine is
+// the README's tutorial, its tests are the tutorial's and docs/testing.md's
+// test under faults, and they pass. The author's type is the test API's
+// Door, as controller-gen generates it.
 func TestReadmeOperatorInAModuleOfItsOwn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a module of its own")
@@ -36,7 +37,7 @@ func TestReadmeOperatorInAModuleOfItsOwn(t *testing.T) {
 	}
 	tutorial := find("README.md", "m := fsm.New[*Door]")
 	testMain := find("README.md", "func TestMain(")
-	tests := find("README.md", "func TestDoor(")
+	tests := find("README.md", "func TestDoor(") + "\n" + find(filepath.Join("docs", "testing.md"), "func TestDoorSurvivesFaults(")
 
 	dir := t.TempDir()
 	files := map[string]string{
@@ -106,7 +107,7 @@ import (
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's operator fails its tests: %v\n%s", err, out)
+		t.Fatalf("the documents' operator fails its tests: %v\n%s", err, out)
 	}
 	f, err := os.Open(profile)
 	if err != nil {
@@ -118,7 +119,7 @@ import (
 		t.Fatal(err)
 	}
 	if taken, total := p.Covered("door"); taken != 4 || total != 4 {
-		t.Errorf("the README's tests cover %d of the door's %d edges, want 4 of 4:\n%s", taken, total, p.Summary())
+		t.Errorf("the documents' tests cover %d of the door's %d edges, want 4 of 4:\n%s", taken, total, p.Summary())
 	}
 }
 
