@@ -485,9 +485,9 @@ func grant(t *testing.T, e *fsmtest.Env, user string, rules, clusterRules []rbac
 	}
 }
 
-// The README shows get and why as the golden files have them.
-func TestReadmeShowsTheGoldenOutputs(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+// docs/operating.md shows get and why as the golden files have them.
+func TestDocsShowTheGoldenOutputs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,8 +500,8 @@ func TestReadmeShowsTheGoldenOutputs(t *testing.T) {
 			t.Fatal(err)
 		}
 		block := "    $ " + c.command + "\n" + strings.TrimSuffix(indentLines(string(out), "    "), "\n")
-		if !strings.Contains(string(readme), block) {
-			t.Errorf("README.md does not show %q as testdata/%s.golden has it:\n%s", c.command, c.golden, block)
+		if !strings.Contains(string(doc), block) {
+			t.Errorf("docs/operating.md does not show %q as testdata/%s.golden has it:\n%s", c.command, c.golden, block)
 		}
 	}
 }
