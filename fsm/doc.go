@@ -273,18 +273,31 @@
 //
 // # The graph in the cluster
 //
+// A machine's graph is published where tools find it without the
+// operator's code: in the annotation graph.kfsm.dev/<machine>
+// ([AnnotationGraphPrefix]) of the CustomResourceDefinition of the
+// resource it drives, as a [PublishedGraph] in JSON (the machine's name,
+// the resource, the version of kfsm and the graph as package graph's
+// JSON). kubectl fsm and the dashboard read it with get on
+// customresourcedefinitions.
+//
+// The graph is known when the operator is built, so the CRD's manifest
+// carries it: [Machine.GraphAnnotation] makes the annotation, and a
+// project's code generation writes it into the CRD (kfsm init's projects
+// do so in make generate, and fail make verify when it is stale). The CRD
+// then carries the graph from the moment it is installed, and the
+// operator needs no right to write CRDs, a right that would let it
+// rewrite the schema of the resources it serves.
+//
 // When its manager starts (and, with leader election, once it leads), a
-// machine publishes its graph where tools find it without the operator's
-// code: in the annotation graph.kfsm.dev/<machine> ([AnnotationGraphPrefix])
-// of the CustomResourceDefinition of the resource it drives, as a
-// [PublishedGraph] in JSON (the machine's name, the resource, the version
-// of kfsm and the graph as package graph's JSON). It reads the CRD first
-// and writes only when the annotation differs, so a restart with the same
-// graph costs one read. kubectl fsm and the dashboard read it with get on
-// customresourcedefinitions. A machine that drives a built-in resource,
-// or that may not read or patch its CRD, publishes nothing and says why
-// in one log line; the operator works on. [Machine.PublishGraph] turns
-// publishing off.
+// machine reads its CRD and compares the annotation with its own graph:
+// the same costs that one read. When they differ (a CRD installed from
+// older manifests, or without the annotation), it patches the annotation
+// if its role lets it, and otherwise says so in one log line and works on;
+// tools then show the CRD's graph, or none. A machine that drives a
+// built-in resource, or that may not read its CRD, publishes nothing and
+// says why in one log line. [Machine.PublishGraph] turns the check and
+// the publishing off.
 //
 // # Testing
 //
@@ -449,8 +462,17 @@
 //     delete; and create where children are new;
 //   - on each kind it Watches: get, list, watch;
 //   - on events.k8s.io events: create and patch;
-//   - to publish its graph: get and patch on its own kind's
-//     CustomResourceDefinition only (resourceNames), cluster-wide.
+//   - to check the graph that its CRD carries (see "The graph in the
+//     cluster"): get on its own kind's CustomResourceDefinition only
+//     (resourceNames), cluster-wide. It needs no write on CRDs; patch
+//     there, which lets a machine publish its graph at run time on a CRD
+//     installed without it, also lets the operator change the CRD's
+//     schema, and is best left out;
+//   - with leader election or sharded replicas ([NewShards]), on
+//     coordination.k8s.io leases in the namespace of the Leases only (a
+//     Role, not a ClusterRole): get, list, create, update and delete;
+//     and there, for the events of controller-runtime's leader election,
+//     create and patch on core events.
 //
 // As kubebuilder markers, for a Moose that owns ConfigMaps:
 //
@@ -459,7 +481,7 @@
 //	// +kubebuilder:rbac:groups=example.com,resources=moose/finalizers,verbs=update
 //	// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 //	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-//	// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moose.example.com,verbs=get;patch
+//	// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moose.example.com,verbs=get
 //
 // Tests check the list: fsmtest's Options.Roles runs the operator with
 // exactly the role that controller-gen generates from such markers, and

@@ -46,7 +46,7 @@ type live struct {
 
 // fault fails one call of the manager's client that matches.
 type fault struct {
-	op    string // "status", "delete", "apply", "patch"
+	op    string // "status", "delete", "apply", "patch", "publish" (of the graph)
 	match func(client.Object) bool
 	err   error
 	times int // how many calls it fails
@@ -202,7 +202,11 @@ func (l *live) newClient(cfg *rest.Config, opts client.Options) (client.Client, 
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if obj.GetObjectKind().GroupVersionKind().Kind == "CustomResourceDefinition" {
-				l.published.Add(1) // the machine's graph, not a write of the loop
+				// The machine's graph, not a write of the loop.
+				if err := l.fault("publish", obj); err != nil {
+					return err
+				}
+				l.published.Add(1)
 				return c.Patch(ctx, obj, patch, opts...)
 			}
 			if err := write("patch", obj); err != nil {

@@ -63,9 +63,47 @@ func (m *Machine[T]) PublishGraph(on bool) *Machine[T] {
 	return m
 }
 
-// publisher publishes a machine's graph once the manager runs, as a
-// runnable that needs the leader: during a rolling update it is the new
-// leader's graph that stays.
+// GraphAnnotation returns the annotation in which the machine publishes
+// its graph on the CustomResourceDefinition of resource: its key,
+// graph.kfsm.dev/<machine>, and its value, a [PublishedGraph] in JSON,
+// byte for byte what the machine compares with its CRD's, and writes
+// there when it may, once it starts. A project's code generation writes
+// it into the CRD's manifest, so that the CRD carries the graph from the
+// moment it is installed and the operator needs no right to write CRDs.
+func (m *Machine[T]) GraphAnnotation(resource PublishedResource) (key, value string, err error) {
+	g, err := m.compactGraph()
+	if err != nil {
+		return "", "", err
+	}
+	value, err = publishedGraph(m.name, g, resource)
+	return AnnotationGraphPrefix + m.name, value, err
+}
+
+// compactGraph is the machine's graph as graph.Graph's JSON writes it,
+// without spaces.
+func (m *Machine[T]) compactGraph() ([]byte, error) {
+	doc, err := m.Graph().JSON()
+	if err != nil {
+		return nil, err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc); err != nil {
+		return nil, err
+	}
+	return compact.Bytes(), nil
+}
+
+// publishedGraph is the value of a machine's annotation.
+func publishedGraph(machine string, graph []byte, resource PublishedResource) (string, error) {
+	doc, err := json.Marshal(PublishedGraph{Machine: machine, Resource: resource, KfsmVersion: Version(), Graph: graph})
+	return string(doc), err
+}
+
+// publisher checks, once the manager runs, that the CRD of the machine's
+// resource carries the machine's graph, and publishes it there when it
+// does not and the operator may patch the CRD. It is a runnable that
+// needs the leader: during a rolling update it is the new leader's graph
+// that stays.
 type publisher struct {
 	machine string
 	graph   []byte
@@ -79,16 +117,21 @@ type publisher struct {
 
 const maxPublishRetry = 5 * time.Minute
 
-// Start publishes the graph, retrying failures that may pass. It never
-// stops the manager: a graph that cannot be published leaves the operator
-// working, with the reason logged.
+// Start checks and publishes the graph, retrying failures that may pass.
+// It never stops the manager: a graph that cannot be published leaves the
+// operator working, with the reason logged once.
 func (p *publisher) Start(ctx context.Context) error {
 	wait := p.retry
 	for {
 		wrote, err := p.publish(ctx)
+		var differs *errDiffers
 		switch {
 		case err == nil:
 			p.log.V(1).Info("the machine's graph is published", "machine", p.machine, "wrote", wrote)
+			return nil
+		case errors.As(err, &differs):
+			p.log.Info("the CRD does not carry the machine's graph, and the operator may not patch it: tools show the CRD's graph, or none; install the CRD with the annotation that Machine.GraphAnnotation makes",
+				"machine", p.machine, "crd", differs.crd, "annotation", AnnotationGraphPrefix+p.machine)
 			return nil
 		case apierrors.IsForbidden(err), apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, errBuiltIn):
 			p.log.Info("not publishing the machine's graph", "machine", p.machine, "reason", err.Error())
@@ -108,6 +151,19 @@ func (p *publisher) Start(ctx context.Context) error {
 // graph.
 var errBuiltIn = errors.New("a built-in resource has no CustomResourceDefinition to carry the graph")
 
+// errDiffers says that a CRD carries another graph than the machine's, or
+// none, and that the operator may not patch it.
+type errDiffers struct {
+	crd string
+	err error // the refusal of the patch
+}
+
+func (e *errDiffers) Error() string {
+	return fmt.Sprintf("the CustomResourceDefinition %s does not carry the machine's graph: %v", e.crd, e.err)
+}
+
+func (e *errDiffers) Unwrap() error { return e.err }
+
 // publish writes the annotation unless the CRD carries it already.
 func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
 	mapping, err := p.mapper.RESTMapping(p.gvk.GroupKind(), p.gvk.Version)
@@ -117,12 +173,8 @@ func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
 	if mapping.Resource.Group == "" {
 		return false, fmt.Errorf("%s: %w", mapping.Resource.Resource, errBuiltIn)
 	}
-	doc, err := json.Marshal(PublishedGraph{
-		Machine: p.machine,
-		Resource: PublishedResource{Group: p.gvk.Group, Version: p.gvk.Version, Kind: p.gvk.Kind,
-			Resource: mapping.Resource.Resource},
-		KfsmVersion: Version(),
-		Graph:       p.graph,
+	doc, err := publishedGraph(p.machine, p.graph, PublishedResource{
+		Group: p.gvk.Group, Version: p.gvk.Version, Kind: p.gvk.Kind, Resource: mapping.Resource.Resource,
 	})
 	if err != nil {
 		return false, err
@@ -134,14 +186,17 @@ func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
 		return false, err
 	}
 	key := AnnotationGraphPrefix + p.machine
-	if crd.GetAnnotations()[key] == string(doc) {
+	if crd.GetAnnotations()[key] == doc {
 		return false, nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: string(doc)}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: doc}}})
 	if err != nil {
 		return false, err
 	}
 	if err := p.writer.Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsForbidden(err) {
+			return false, &errDiffers{crd: name, err: err}
+		}
 		return false, err
 	}
 	return true, nil
@@ -158,16 +213,12 @@ func (m *Machine[T]) publishWith(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	doc, err := m.Graph().JSON()
+	g, err := m.compactGraph()
 	if err != nil {
 		return err
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, doc); err != nil {
-		return err
-	}
 	return mgr.Add(&publisher{
-		machine: m.name, graph: compact.Bytes(), gvk: gvk,
+		machine: m.name, graph: g, gvk: gvk,
 		mapper: mgr.GetRESTMapper(), reader: mgr.GetAPIReader(), writer: mgr.GetClient(),
 		log: mgr.GetLogger().WithName("kfsm"), retry: time.Second,
 	})

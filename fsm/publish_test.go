@@ -2,10 +2,13 @@ package fsm_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm"
@@ -59,6 +62,14 @@ func TestUnderManagerAMachinePublishesItsGraphOnceOnItsCRD(t *testing.T) {
 	if n := l.published.Load(); n != 1 {
 		t.Errorf("publishing wrote %d times, want 1", n)
 	}
+	// What it wrote is what GraphAnnotation makes, for a CRD's manifest.
+	key, value, err := machine(nil).GraphAnnotation(doc.Resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := crd.Annotations[key]; got != value {
+		t.Errorf("the machine published\n%s\nGraphAnnotation makes\n%s", got, value)
+	}
 
 	l.op.Restart()
 	e.fe.Await("the restarted machine to check its graph", func() bool { return publishedLines() == 2 })
@@ -76,6 +87,56 @@ func TestUnderManagerAMachinePublishesItsGraphOnceOnItsCRD(t *testing.T) {
 	_, doc = publishedGraph(t, e, name)
 	if g, err := graph.ParseJSON(doc.Graph); err != nil || len(g.States) != 3 {
 		t.Errorf("after the change the published graph is %s (%v), want its 3 states", doc.Graph, err)
+	}
+}
+
+// An operator that may not patch its CRD writes nothing there: a CRD
+// installed with the machine's annotation (GraphAnnotation's) costs it one
+// read, and one without it a line in the log, once.
+func TestUnderManagerAMachineThatMayNotPatchItsCRDOnlyReadsIt(t *testing.T) {
+	e := newEnv(t)
+	const name = "unpatched"
+	machine := func(*fsmtest.Env) *fsm.Machine[*gadget] {
+		return fsm.New[*gadget](name, fsm.Lifecycle).
+			Initial("Start").
+			State("Start", done, fsm.Final())
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, "gadgets.testing.kfsm.dev", nil)
+	l := runFunc(e, machine, func(l *live) { l.inject(&fault{op: "publish", err: forbidden, times: 1 << 30}) })
+	lines := func(msg string) int {
+		n := 0
+		for _, line := range l.logs.all() {
+			if strings.HasPrefix(line.msg, msg) && line.value("machine") == name {
+				n++
+			}
+		}
+		return n
+	}
+	const differs = "the CRD does not carry the machine's graph, and the operator may not patch it"
+	e.fe.Await("the operator to say that the CRD lacks the graph", func() bool { return lines(differs) == 1 })
+
+	resource := fsm.PublishedResource{Group: "testing.kfsm.dev", Version: "v1alpha1", Kind: "Gadget", Resource: "gadgets"}
+	key, value, err := machine(nil).GraphAnnotation(resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	crd.SetName("gadgets.testing.kfsm.dev")
+	if err := e.direct.Patch(t.Context(), crd, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	l.op.Restart()
+	e.fe.Await("the restarted operator to find its graph on the CRD", func() bool { return lines("the machine's graph is published") == 1 })
+	if n := lines(differs); n != 1 {
+		t.Errorf("the operator said %d times that the CRD lacks the graph, want once, before the CRD carried it", n)
+	}
+	if n := l.published.Load(); n != 0 {
+		t.Errorf("the operator patched its CRD %d times", n)
 	}
 }
 
