@@ -65,8 +65,9 @@ screenshot:
 assets:
 	$(GO) run ./cluster/assets -workloads >/dev/null
 
-## generate: regenerate deepcopy code, CRDs, the examples' roles, protobuf code (buf with protoc-gen-go and
-## protoc-gen-go-grpc, all built from the module proxy) and the embedded Kubernetes module
+## generate: regenerate deepcopy code, CRDs (the examples' with their machines' graphs), the examples' roles,
+## protobuf code (buf with protoc-gen-go and protoc-gen-go-grpc, all built from the module proxy) and the
+## embedded Kubernetes module
 generate: $(BIN)/controller-gen $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	$(BIN)/controller-gen object paths=./fsm/ paths=./internal/testapi/... paths=./examples/...
 	$(BIN)/controller-gen crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
@@ -78,6 +79,7 @@ generate: $(BIN)/controller-gen $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-ge
 	$(BIN)/controller-gen rbac:roleName=autoupdate-operator paths=./examples/autoupdate/... output:rbac:artifacts:config=examples/autoupdate/rbac
 	$(BIN)/controller-gen crd paths=./examples/database/... output:crd:artifacts:config=examples/database/crd
 	$(BIN)/controller-gen rbac:roleName=database-operator paths=./examples/database/... output:rbac:artifacts:config=examples/database/rbac
+	$(GO) run ./examples/internal/graphs examples
 	$(BIN)/buf generate --template tools/proto/buf.gen.yaml
 	cp tools/k8s/go.mod cluster/internal/k8smod/go.mod.txt
 	cp tools/k8s/go.sum cluster/internal/k8smod/go.sum.txt

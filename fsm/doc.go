@@ -291,7 +291,8 @@
 //
 // When its manager starts (and, with leader election, once it leads), a
 // machine reads its CRD and compares the annotation with its own graph:
-// the same costs that one read. When they differ (a CRD installed from
+// the same (whichever kfsm version the annotation names) costs that one
+// read. When they differ (a CRD installed from
 // older manifests, or without the annotation), it patches the annotation
 // if its role lets it, and otherwise says so in one log line and works on;
 // tools then show the CRD's graph, or none. A machine that drives a

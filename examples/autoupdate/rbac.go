@@ -8,4 +8,4 @@ package autoupdate
 // +kubebuilder:rbac:groups=examples.kfsm.dev,resources=managedclients/status,verbs=patch
 // +kubebuilder:rbac:groups=examples.kfsm.dev,resources=managedclients/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=managedclients.examples.kfsm.dev,verbs=get;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=managedclients.examples.kfsm.dev,verbs=get

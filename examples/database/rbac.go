@@ -8,4 +8,4 @@ package database
 // +kubebuilder:rbac:groups=examples.kfsm.dev,resources=databases/status,verbs=patch
 // +kubebuilder:rbac:groups=examples.kfsm.dev,resources=databases/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=databases.examples.kfsm.dev,verbs=get;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=databases.examples.kfsm.dev,verbs=get

@@ -8,4 +8,4 @@ package moose
 // +kubebuilder:rbac:groups=examples.kfsm.dev,resources=moose/status,verbs=patch
 // +kubebuilder:rbac:groups=examples.kfsm.dev,resources=moose/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moose.examples.kfsm.dev,verbs=get;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moose.examples.kfsm.dev,verbs=get
