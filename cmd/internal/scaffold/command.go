@@ -11,15 +11,19 @@ import (
 
 // Help is what kfsm init says of itself, after its usage line.
 const Help = `Init writes a new operator project into DIR (by default the current
-directory), which must be new or empty: an API type whose status embeds
-kfsm's, a machine with two states and a deletion path, its tests, main.go
-with a controller-runtime manager, a Makefile (test, run, generate, verify)
-and the manifests to deploy it. Its README says what is where.
+directory), which must be new or empty, laid out as kubebuilder lays out
+its projects: an API type whose status embeds kfsm's (api/), a machine
+with two states and a deletion path, and its tests (internal/controller),
+the operator (cmd), kustomize bases to deploy it (config), a record of
+its kinds (PROJECT) and a Makefile: test, run, generate, verify, image,
+build-installer, install, deploy. Its README says what is where; kfsm
+create api adds a kind.
 
 It then runs go mod tidy and controller-gen in the project, for its go.sum,
 its CRD and its RBAC role, which reach the Go module proxy, and the
-project's hack/webhooks, for its webhook configurations. The project
-requires the kfsm release that this command was built with (go install
+project's hack/generate, for its webhook configurations, its CRD's graph
+annotation and its alert rules. The project requires the kfsm release
+that this command was built with (go install
 github.com/kfsm/kfsm/cmd/kfsm@v0.1.0 builds it with v0.1.0), or the one
 that --kfsm-version names; with --kfsm-path it uses a kfsm checkout
 instead, through a replace directive.`
@@ -48,7 +52,7 @@ func (p Project) Init(ctx context.Context, dir string, out, log io.Writer) error
 	if err := p.Write(dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "wrote the %s operator in %s; now go mod tidy, controller-gen and hack/webhooks\n", p.Kind, dir)
+	fmt.Fprintf(out, "wrote the %s operator in %s; now go mod tidy, controller-gen and hack/generate\n", p.Kind, dir)
 	if err := p.Complete(ctx, dir, log); err != nil {
 		return err
 	}

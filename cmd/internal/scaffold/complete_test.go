@@ -1,29 +1,101 @@
 package scaffold
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// Init writes and completes a project, as kfsm init does. A machine that
-// then gains a Default gets a defaulting webhook, and its configuration:
-// make generate writes it beside the validating one, and the project's
-// test of the configurations passes.
-func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "widget")
-	var said, log strings.Builder
-	if err := widget(t).Init(t.Context(), dir, &said, &log); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	want := "wrote the Widget operator in " + dir + "; now go mod tidy, controller-gen and hack/webhooks\n" +
-		"done: cd " + dir + ", then make test, and make run\n"
-	if said.String() != want {
-		t.Errorf("Init said %q, want %q", said.String(), want)
-	}
+// The project that Init wrote and completed, once for the tests that read
+// it; a test that changes it works on a copy.
+var completed struct {
+	once sync.Once
+	dir  string
+	err  error
+	log  string
+}
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if completed.dir != "" {
+		_ = os.RemoveAll(filepath.Dir(completed.dir))
+	}
+	os.Exit(code)
+}
+
+// project is a copy of the completed Widget project, which Init wrote as
+// kfsm init does.
+func project(t *testing.T) string {
+	t.Helper()
+	completed.once.Do(func() {
+		parent, err := os.MkdirTemp("", "kfsm-scaffold")
+		if err != nil {
+			completed.err = err
+			return
+		}
+		completed.dir = filepath.Join(parent, "widget")
+		var said, log strings.Builder
+		completed.err = widget(t).Init(t.Context(), completed.dir, &said, &log)
+		completed.log = log.String()
+		want := "wrote the Widget operator in " + completed.dir + "; now go mod tidy, controller-gen and hack/generate\n" +
+			"done: cd " + completed.dir + ", then make test, and make run\n"
+		if completed.err == nil && said.String() != want {
+			completed.err = errors.New("Init said " + said.String() + ", want " + want)
+		}
+	})
+	if completed.err != nil {
+		t.Fatalf("%v\n%s", completed.err, completed.log)
+	}
+	dir := filepath.Join(t.TempDir(), "widget")
+	if err := os.CopyFS(dir, os.DirFS(completed.dir)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// run runs a command in dir, outside any Go workspace, and returns its
+// output; it fails the test if the command fails.
+func run(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	out, err := command(t, dir, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func command(t *testing.T, dir, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// A machine that gains a Default gets a defaulting webhook, and its
+// configuration: make generate writes it beside the validating one, and
+// the project's test of the configurations passes.
+func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
+	dir := project(t)
 	machine := filepath.Join(dir, "internal", "controller", "widget.go")
 	src, err := os.ReadFile(machine)
 	if err != nil {
@@ -40,18 +112,7 @@ func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := func(name string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(t.Context(), name, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	run("make", "generate")
+	run(t, dir, "make", "generate")
 	config, err := os.ReadFile(filepath.Join(dir, "config", "webhook", "configuration.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +122,369 @@ func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
 			t.Errorf("config/webhook/configuration.yaml lacks %q:\n%s", want, config)
 		}
 	}
-	out := run("go", "test", "-count=1", "-v", "-run", "^TestTheWebhookConfiguration", "./internal/controller")
-	if !strings.Contains(out, "--- PASS: TestTheWebhookConfiguration") {
+	out := run(t, dir, "go", "test", "-count=1", "-v", "-run", "^TestTheWidgetWebhookConfigurationsAreTheMachines$", "./internal/controller")
+	if !strings.Contains(out, "--- PASS: TestTheWidgetWebhookConfigurationsAreTheMachines") {
 		t.Errorf("the project's test of the webhook configurations did not run:\n%s", out)
+	}
+}
+
+// The operator's role, as generated, writes no CRD: it may read its own,
+// whose graph make generate wrote there. Its Leases are in a Role of its
+// namespace, not in a ClusterRole.
+func TestTheRoleWritesNoCRDAndHoldsLeasesInItsNamespaceOnly(t *testing.T) {
+	dir := project(t)
+	var clusterRoles []*rbacv1.ClusterRole
+	var roles []*rbacv1.Role
+	for _, file := range []string{"operator/role.yaml", "leader_election_role.yaml"} {
+		for _, obj := range objects(t, filepath.Join(dir, "config", "rbac", file)) {
+			switch o := typed(t, obj).(type) {
+			case *rbacv1.ClusterRole:
+				clusterRoles = append(clusterRoles, o)
+			case *rbacv1.Role:
+				roles = append(roles, o)
+			}
+		}
+	}
+	checkRoles(t, clusterRoles, roles, "system")
+
+	// The CRD carries the machine's graph.
+	crd, err := os.ReadFile(filepath.Join(dir, "config", "crd", "bases", "example.com_widgets.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(crd), `graph.kfsm.dev/widget: '{"machine":"widget","resource":{"group":"example.com","version":"v1alpha1","kind":"Widget","resource":"widgets"}`) {
+		t.Errorf("the CRD does not carry the widget machine's graph:\n%.1000s", crd)
+	}
+}
+
+// checkRoles checks that no ClusterRole writes CRDs or holds Leases, and
+// that a Role of namespace does hold the Leases.
+func checkRoles(t *testing.T, clusterRoles []*rbacv1.ClusterRole, roles []*rbacv1.Role, namespace string) {
+	t.Helper()
+	if len(clusterRoles) == 0 {
+		t.Fatal("no ClusterRole")
+	}
+	readOnly := []string{"get", "list", "watch"}
+	for _, cr := range clusterRoles {
+		for _, r := range cr.Rules {
+			for _, res := range r.Resources {
+				if slices.Contains(r.APIGroups, "apiextensions.k8s.io") && (res == "customresourcedefinitions" || res == "*") {
+					for _, verb := range r.Verbs {
+						if !slices.Contains(readOnly, verb) {
+							t.Errorf("ClusterRole %s may %s customresourcedefinitions", cr.Name, verb)
+						}
+					}
+				}
+				if slices.Contains(r.APIGroups, "coordination.k8s.io") {
+					t.Errorf("ClusterRole %s holds %s of coordination.k8s.io, cluster-wide", cr.Name, res)
+				}
+			}
+		}
+	}
+	leases := false
+	for _, role := range roles {
+		for _, r := range role.Rules {
+			if role.Namespace == namespace && slices.Contains(r.APIGroups, "coordination.k8s.io") && slices.Contains(r.Resources, "leases") &&
+				slices.Contains(r.Verbs, "create") && slices.Contains(r.Verbs, "update") {
+				leases = true
+			}
+		}
+	}
+	if !leases {
+		t.Errorf("no Role of namespace %s may create and update Leases", namespace)
+	}
+}
+
+// make build-installer writes everything that make deploy applies into
+// one file, with the image pinned; an image without a tag of its own is
+// refused.
+func TestBuildInstallerWritesThePinnedInstall(t *testing.T) {
+	dir := project(t)
+	for _, img := range []string{"registry.example.com/widget:latest", "registry.example.com:5000/widget"} {
+		if out, err := command(t, dir, "make", "build-installer", "IMG="+img); err == nil || !strings.Contains(out, "pin a version") {
+			t.Errorf("make build-installer IMG=%s: %v, want it refused:\n%s", img, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dist", "install.yaml")); err == nil {
+		t.Error("a refused image wrote dist/install.yaml")
+	}
+
+	const img = "registry.example.com/widget:v1.2.3"
+	run(t, dir, "make", "build-installer", "IMG="+img)
+	install := objects(t, filepath.Join(dir, "dist", "install.yaml"))
+	var got []string
+	for _, obj := range install {
+		got = append(got, obj.GetKind()+" "+obj.GetNamespace()+"/"+obj.GetName())
+	}
+	want := []string{
+		"Namespace /widget-operator-system",
+		"CustomResourceDefinition /widgets.example.com",
+		"ServiceAccount widget-operator-system/widget-operator-controller",
+		"Role widget-operator-system/widget-operator-leader-election",
+		"ClusterRole /widget-operator-controller",
+		"ClusterRole /widget-operator-metrics-reader",
+		"ClusterRole /widget-operator-widget-editor",
+		"ClusterRole /widget-operator-widget-viewer",
+		"RoleBinding widget-operator-system/widget-operator-leader-election",
+		"ClusterRoleBinding /widget-operator-controller",
+		"Service widget-operator-system/widget-operator-metrics",
+		"Service widget-operator-system/widget-operator-webhook",
+		"Deployment widget-operator-system/widget-operator-controller",
+		"ValidatingWebhookConfiguration /widget-operator-kfsm-validate-widget.widgets.example.com",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("dist/install.yaml's objects (-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "dist", "install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), ":latest") {
+		t.Error("dist/install.yaml names an image :latest")
+	}
+
+	var clusterRoles []*rbacv1.ClusterRole
+	var roles []*rbacv1.Role
+	var deployment *appsv1.Deployment
+	for _, obj := range install {
+		switch o := typed(t, obj).(type) {
+		case *rbacv1.ClusterRole:
+			clusterRoles = append(clusterRoles, o)
+		case *rbacv1.Role:
+			roles = append(roles, o)
+		case *appsv1.Deployment:
+			deployment = o
+		}
+	}
+	checkRoles(t, clusterRoles, roles, "widget-operator-system")
+	if deployment == nil {
+		t.Fatal("no Deployment")
+	}
+	pod := deployment.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != img {
+		t.Errorf("the operator's image is %s, want %s", c.Image, img)
+	}
+	switch {
+	case pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot:
+		t.Error("the pod may run as root")
+	case pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != "RuntimeDefault":
+		t.Error("the pod's seccomp profile is not RuntimeDefault")
+	case c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem:
+		t.Error("the operator's root file system is writable")
+	case c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation:
+		t.Error("the operator may escalate its privileges")
+	case c.SecurityContext.Capabilities == nil || !slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}):
+		t.Error("the operator keeps capabilities")
+	case c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero():
+		t.Error("the operator has no resource requests and limits")
+	case c.LivenessProbe == nil || c.ReadinessProbe == nil:
+		t.Error("the operator has no probes")
+	}
+}
+
+// The certmanager and prometheus components add what they say, under
+// config/default's names.
+func TestTheComponentsAddCertManagerAndPrometheus(t *testing.T) {
+	dir := project(t)
+	file := filepath.Join(dir, "config", "default", "kustomization.yaml")
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := strings.NewReplacer("# - ../certmanager", "- ../certmanager", "# - ../prometheus", "- ../prometheus").Replace(string(src))
+	if enabled == string(src) {
+		t.Fatalf("config/default lists no component to uncomment:\n%s", src)
+	}
+	if err := os.WriteFile(file, []byte(enabled), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, "make", "build-installer")
+	var kinds []string
+	for _, obj := range objects(t, filepath.Join(dir, "dist", "install.yaml")) {
+		switch obj.GetKind() {
+		case "Issuer", "Certificate", "ServiceMonitor", "PrometheusRule":
+			kinds = append(kinds, obj.GetKind()+" "+obj.GetNamespace()+"/"+obj.GetName())
+		case "ValidatingWebhookConfiguration":
+			if got := obj.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "widget-operator-system/widget-operator-webhook-cert" {
+				t.Errorf("the webhook configuration's inject-ca-from is %q", got)
+			}
+		}
+	}
+	want := []string{
+		"Certificate widget-operator-system/widget-operator-webhook-cert",
+		"Issuer widget-operator-system/widget-operator-selfsigned",
+		"PrometheusRule widget-operator-system/widget-operator-kfsm",
+		"ServiceMonitor widget-operator-system/widget-operator-metrics",
+	}
+	slices.Sort(kinds)
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("the components' objects (-want +got):\n%s", diff)
+	}
+}
+
+// make image writes an image that runs the operator as nonroot, from a
+// static binary that links nothing that starts a Kubernetes: no envtest,
+// no package cluster.
+func TestImageRunsAStaticOperatorAsNonroot(t *testing.T) {
+	dir := project(t)
+	run(t, dir, "make", "image", "VERSION=v1.2.3")
+	files := untar(t, filepath.Join(dir, "dist", "image.tar"))
+	var manifest []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest) != 1 || !slices.Equal(manifest[0].RepoTags, []string{"widget-operator:v1.2.3"}) || len(manifest[0].Layers) != 1 {
+		t.Fatalf("the image's manifest: %s; want one image, widget-operator:v1.2.3, of one layer", files["manifest.json"])
+	}
+	var config struct {
+		OS     string `json:"os"`
+		Config struct {
+			User       string
+			Entrypoint []string
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(files[manifest[0].Config], &config); err != nil {
+		t.Fatal(err)
+	}
+	if config.OS != "linux" || config.Config.User != "65532:65532" || !slices.Equal(config.Config.Entrypoint, []string{"/operator"}) {
+		t.Errorf("the image's config: %s; want linux, user 65532:65532, entrypoint /operator", files[manifest[0].Config])
+	}
+
+	gz, err := gzip.NewReader(bytes.NewReader(files[manifest[0].Layers[0]]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := readTar(t, gz)
+	var names []string
+	for name := range layer {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if diff := cmp.Diff([]string{"etc/", "etc/group", "etc/passwd", "home/", "home/nonroot/", "operator"}, names); diff != "" {
+		t.Errorf("the layer's files (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(string(layer["etc/passwd"]), "nonroot:x:65532:65532:") {
+		t.Errorf("/etc/passwd:\n%s", layer["etc/passwd"])
+	}
+	bin := filepath.Join(t.TempDir(), "operator")
+	if err := os.WriteFile(bin, layer["operator"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	info := run(t, dir, "go", "version", "-m", bin)
+	for _, want := range []string{"\tpath\texample.com/widget/cmd\n", "\tbuild\tCGO_ENABLED=0\n", "\tbuild\tGOOS=linux\n", "\tbuild\t-trimpath=true\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("go version -m of the image's operator lacks %q:\n%s", want, info)
+		}
+	}
+}
+
+// The operator links nothing that starts a Kubernetes: neither envtest
+// nor kfsm's package cluster, which make run's hack/run links. Both are
+// in modules that the operator needs (controller-runtime, kfsm), so that
+// go version -m, which lists modules, cannot tell: the binary's symbols
+// name the packages.
+func TestTheOperatorLinksNoTestCluster(t *testing.T) {
+	dir := project(t)
+	unwanted := []string{"sigs.k8s.io/controller-runtime/pkg/envtest", kfsmModule + "/cluster"}
+	links := func(pkg string) (info string, packages []string) {
+		bin := filepath.Join(t.TempDir(), "bin")
+		run(t, dir, "go", "build", "-o", bin, pkg)
+		symbols := run(t, dir, "go", "tool", "nm", bin)
+		for _, u := range unwanted {
+			if strings.Contains(symbols, " "+u+".") {
+				packages = append(packages, u)
+			}
+		}
+		return run(t, dir, "go", "version", "-m", bin), packages
+	}
+	info, packages := links("./cmd")
+	if len(packages) > 0 {
+		t.Errorf("the operator links %v", packages)
+	}
+	if !strings.Contains(info, "\tpath\texample.com/widget/cmd\n") {
+		t.Errorf("go version -m of the operator:\n%s", info)
+	}
+	// The check sees them where they are.
+	if _, packages := links("./hack/run"); !slices.Equal(packages, unwanted) {
+		t.Errorf("hack/run links %v, want %v", packages, unwanted)
+	}
+}
+
+// objects are the objects of the YAML file.
+func objects(t *testing.T, file string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if u.Object != nil {
+			out = append(out, u)
+		}
+	}
+}
+
+// typed is obj as the API type of its kind, for the kinds that the tests
+// look into; other kinds come back as they are.
+func typed(t *testing.T, obj *unstructured.Unstructured) any {
+	t.Helper()
+	var into any
+	switch obj.GetKind() {
+	case "ClusterRole":
+		into = &rbacv1.ClusterRole{}
+	case "Role":
+		into = &rbacv1.Role{}
+	case "Deployment":
+		into = &appsv1.Deployment{}
+	default:
+		return obj
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, into); err != nil {
+		t.Fatal(err)
+	}
+	return into
+}
+
+// untar reads the files of a tarball.
+func untar(t *testing.T, file string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	return readTar(t, f)
+}
+
+func readTar(t *testing.T, r io.Reader) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = data
 	}
 }

@@ -1,17 +1,21 @@
-// Package scaffold writes a new operator project built on kfsm: an API
-// type whose status embeds fsm.Status, a machine with its tests, main.go
-// with a controller-runtime manager, a Makefile and the manifests to
-// deploy it. It is what kfsm init runs.
+// Package scaffold writes a new operator project built on kfsm, laid out
+// as kubebuilder lays out its projects: API types whose status embeds
+// fsm.Status (api/<version>), their machines with their tests
+// (internal/controller), the operator (cmd), a Makefile, the kustomize
+// bases to deploy it (config) and a record of its kinds (PROJECT). It is
+// what kfsm init runs, and kfsm create api, which adds a kind.
 //
 // Writing is in two steps. [Project.Write] renders the files from the
 // templates and writes them, or writes nothing when the project or the
 // directory is not right. [Project.Complete] then resolves the project's modules
-// (go mod tidy), generates its CRD and RBAC role with controller-gen, both
-// of which need the Go module proxy, and its webhook configurations with
-// its own program, hack/webhooks. The deepcopy code is rendered
+// (go mod tidy), generates its CRDs and RBAC role with controller-gen, both
+// of which need the Go module proxy, and, with its own program
+// hack/generate, its webhook configurations, the graph annotations of its
+// CRDs and its Prometheus rules. The deepcopy code is rendered
 // from a template, as controller-gen writes it, so that the project
 // compiles before the second step; the project's make verify checks that
-// controller-gen agrees.
+// controller-gen agrees. [API.Create] takes the same two steps for a new
+// kind.
 package scaffold
 
 import (
@@ -19,7 +23,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"go/format"
 	"maps"
 	"os"
 	"path"
@@ -34,14 +37,19 @@ import (
 // kfsmModule is the module path of kfsm, which every project requires.
 const kfsmModule = "github.com/kfsm/kfsm"
 
-// controllerGen is the controller-gen that a project's make generate
-// runs, as a go run argument.
-const controllerGen = "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
+// controllerGen and kustomize are the controller-gen and the kustomize
+// that a project's Makefile runs, as go run arguments; goContainerRegistry
+// is the version of the module that its hack/image builds images with.
+const (
+	controllerGen       = "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
+	kustomize           = "sigs.k8s.io/kustomize/kustomize/v5@v5.8.1"
+	goContainerRegistry = "v0.22.1"
+)
 
-// webhooksGen is the program of a project that writes its webhook
-// configurations from its machine, with its argument, as go run takes
-// them: the last step of make generate.
-const webhooksGen = "./hack/webhooks config/webhook/configuration.yaml"
+// generateProgram is the program of a project that writes, from its
+// machines, its webhook configurations, the graph annotations of its CRDs
+// and its Prometheus rules: the last step of make generate.
+const generateProgram = "./hack/generate"
 
 // goVersion is the go line of a new go.mod: kfsm's own. go mod tidy raises
 // it if a dependency needs more.
@@ -70,24 +78,49 @@ type Project struct {
 
 // data is what the templates see.
 type data struct {
-	Module, Kind, Group, Version string
-	// Plural is the resource name, such as widgets; Lower the kind in
-	// lower case, the name of the machine and of the files.
-	Plural, Lower string
-	// Receiver is the receiver name of the kind's methods.
-	Receiver string
-	// Name prefixes the operator's objects: its namespace, service
-	// account, role and lease.
+	Module, Group string
+	// Name is the project's name, after its first kind (widget-operator):
+	// it prefixes the names of the objects it deploys, and names their
+	// namespace.
 	Name string
 	// KFSMVersion is the required version of kfsm; KFSMPath, quoted for
 	// go.mod if needed, replaces it.
 	KFSMVersion, KFSMPath string
 	GoVersion             string
 	ControllerGen         string
-	// Generate are the controller-gen runs of make generate; WebhooksGen
-	// its last step.
-	Generate    []string
-	WebhooksGen string
+	Kustomize             string
+	GoContainerRegistry   string
+	// Generate are the steps of make generate, as its lines run them.
+	Generate []string
+	// The kind at hand: the project's first in the project's own files.
+	kind
+}
+
+// kind is what the templates see of one kind.
+type kind struct {
+	Kind, Version string
+	// Plural is the resource name, such as widgets; Lower the kind in
+	// lower case, the name of the machine and of the files.
+	Plural, Lower string
+	// Receiver is the receiver name of the kind's methods.
+	Receiver string
+	// APIImport is the import of the kind's API package: named, where
+	// its version looks like a major version suffix (v1, v2), as
+	// goimports wants.
+	APIImport string
+}
+
+// majorVersion is a version that goimports takes for a module's major
+// version suffix rather than a package name.
+var majorVersion = regexp.MustCompile(`^v[0-9]+$`)
+
+func newKind(module, k, version string) kind {
+	lower := strings.ToLower(k)
+	apiImport := strconv.Quote(module + "/api/" + version)
+	if majorVersion.MatchString(version) {
+		apiImport = version + " " + apiImport
+	}
+	return kind{Kind: k, Version: version, Plural: plural(lower), Lower: lower, Receiver: lower[:1], APIImport: apiImport}
 }
 
 // maxKind keeps the names made from the kind (namespace, service, lease)
@@ -119,21 +152,9 @@ func (p Project) validate() (data, error) {
 	if err := checkModulePath(p.Module); err != nil {
 		problems = append(problems, err)
 	}
-	switch {
-	case p.Kind == "":
-		problems = append(problems, errors.New("kind is empty: name the kind of the resource, such as Widget"))
-	case !kindPattern.MatchString(p.Kind):
-		problems = append(problems, fmt.Errorf("kind %q is not a Go identifier of ASCII letters and digits that starts with an upper-case letter, such as Widget", p.Kind))
-	case len(p.Kind) > maxKind:
-		problems = append(problems, fmt.Errorf("kind %q is longer than %d characters", p.Kind, maxKind))
-	case slices.Contains(reservedKinds, p.Kind):
-		problems = append(problems, fmt.Errorf("kind %q is taken: the API package declares %s itself", p.Kind, p.Kind))
-	}
+	problems = append(problems, checkKind(p.Kind, p.Version)...)
 	if err := checkGroup(p.Group); err != nil {
 		problems = append(problems, err)
-	}
-	if !versionPattern.MatchString(p.Version) {
-		problems = append(problems, fmt.Errorf("version %q is not a Kubernetes API version, such as v1alpha1, v1beta2 or v1", p.Version))
 	}
 	version, kfsmPath, err := p.kfsm()
 	if err != nil {
@@ -142,29 +163,43 @@ func (p Project) validate() (data, error) {
 	if len(problems) > 0 {
 		return data{}, errors.Join(problems...)
 	}
-	lower := strings.ToLower(p.Kind)
 	d := data{
-		Module: p.Module, Kind: p.Kind, Group: p.Group, Version: p.Version,
-		Plural: plural(lower), Lower: lower, Receiver: lower[:1], Name: lower + "-operator",
+		Module: p.Module, Group: p.Group, Name: strings.ToLower(p.Kind) + "-operator",
 		KFSMVersion: version, KFSMPath: kfsmPath, GoVersion: goVersion,
-		ControllerGen: controllerGen, WebhooksGen: webhooksGen,
+		ControllerGen: controllerGen, Kustomize: kustomize, GoContainerRegistry: goContainerRegistry,
+		kind: newKind(p.Module, p.Kind, p.Version),
 	}
-	d.Generate = d.generate()
+	d.Generate = append([]string{"$(CONTROLLER_GEN) object paths=./api/..."}, generateManifests...)
 	return d, nil
 }
 
-// generate are the controller-gen runs of make generate, in order: the
-// deepcopy code, then the manifests.
-func (d data) generate() []string {
-	return append([]string{"object paths=./api/..."}, d.manifests()...)
+// generateManifests are the steps of make generate after the deepcopy
+// code, which kfsm init runs too: controller-gen writes the CRDs and the
+// operator's role, then the project's hack/generate what it makes from
+// the machines.
+var generateManifests = []string{
+	"$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases",
+	"$(CONTROLLER_GEN) rbac:roleName=controller paths=./cmd/... paths=./internal/... output:rbac:artifacts:config=config/rbac/operator",
+	"$(GO) run " + generateProgram,
 }
 
-// manifests are the controller-gen runs that write the CRD and the role.
-func (d data) manifests() []string {
-	return []string{
-		"crd paths=./api/... output:crd:artifacts:config=config/crd",
-		"rbac:roleName=" + d.Name + " paths=./internal/... output:rbac:artifacts:config=config/rbac",
+// checkKind lists the problems of a kind and its version.
+func checkKind(k, version string) []error {
+	var problems []error
+	switch {
+	case k == "":
+		problems = append(problems, errors.New("kind is empty: name the kind of the resource, such as Widget"))
+	case !kindPattern.MatchString(k):
+		problems = append(problems, fmt.Errorf("kind %q is not a Go identifier of ASCII letters and digits that starts with an upper-case letter, such as Widget", k))
+	case len(k) > maxKind:
+		problems = append(problems, fmt.Errorf("kind %q is longer than %d characters", k, maxKind))
+	case slices.Contains(reservedKinds, k):
+		problems = append(problems, fmt.Errorf("kind %q is taken: the API package declares %s itself", k, k))
 	}
+	if !versionPattern.MatchString(version) {
+		problems = append(problems, fmt.Errorf("version %q is not a Kubernetes API version, such as v1alpha1, v1beta2 or v1", version))
+	}
+	return problems
 }
 
 // kfsm returns the version of kfsm that the project requires and the
@@ -258,55 +293,79 @@ func plural(s string) string {
 //go:embed templates
 var templates embed.FS
 
-// files maps each template to the path of the file it renders, itself a
+// file is a template and the path of the file it renders, itself a
 // template.
-var files = []struct{ tmpl, path string }{
+type file struct{ tmpl, path string }
+
+// projectFiles are rendered once, for the project's first kind.
+var projectFiles = []file{
+	{"gitignore.tmpl", ".gitignore"},
 	{"go.mod.tmpl", "go.mod"},
-	{"main.go.tmpl", "main.go"},
-	{"main_test.go.tmpl", "main_test.go"},
 	{"Makefile.tmpl", "Makefile"},
 	{"README.md.tmpl", "README.md"},
-	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go"},
-	{"api/types.go.tmpl", "api/{{.Version}}/{{.Lower}}_types.go"},
-	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go"},
-	{"controller/machine.go.tmpl", "internal/controller/{{.Lower}}.go"},
-	{"controller/machine_test.go.tmpl", "internal/controller/{{.Lower}}_test.go"},
-	{"hack/webhooks.go.tmpl", "hack/webhooks/main.go"},
-	{"config/manager.yaml.tmpl", "config/manager/manager.yaml"},
-	{"config/webhook.yaml.tmpl", "config/webhook/service.yaml"},
-	{"config/sample.yaml.tmpl", "config/samples/{{.Lower}}.yaml"},
+	{"VERSION.tmpl", "VERSION"},
+	{"cmd/main.go.tmpl", "cmd/main.go"},
+	{"cmd/main_test.go.tmpl", "cmd/main_test.go"},
+	{"controller/suite_test.go.tmpl", "internal/controller/suite_test.go"},
+	{"hack/generate.go.tmpl", "hack/generate/main.go"},
+	{"hack/image.go.tmpl", "hack/image/main.go"},
+	{"hack/run.go.tmpl", "hack/run/main.go"},
+	{"hack/run_test.go.tmpl", "hack/run/main_test.go"},
+	{"config/crd/kustomization.yaml.tmpl", "config/crd/kustomization.yaml"},
+	{"config/rbac/kustomization.yaml.tmpl", "config/rbac/kustomization.yaml"},
+	{"config/rbac/service_account.yaml.tmpl", "config/rbac/service_account.yaml"},
+	{"config/rbac/role_binding.yaml.tmpl", "config/rbac/role_binding.yaml"},
+	{"config/rbac/leader_election_role.yaml.tmpl", "config/rbac/leader_election_role.yaml"},
+	{"config/rbac/metrics_reader_role.yaml.tmpl", "config/rbac/metrics_reader_role.yaml"},
+	{"config/manager/kustomization.yaml.tmpl", "config/manager/kustomization.yaml"},
+	{"config/manager/manager.yaml.tmpl", "config/manager/manager.yaml"},
+	{"config/manager/metrics_service.yaml.tmpl", "config/manager/metrics_service.yaml"},
+	{"config/webhook/kustomization.yaml.tmpl", "config/webhook/kustomization.yaml"},
+	{"config/webhook/service.yaml.tmpl", "config/webhook/service.yaml"},
+	{"config/default/kustomization.yaml.tmpl", "config/default/kustomization.yaml"},
+	{"config/certmanager/kustomization.yaml.tmpl", "config/certmanager/kustomization.yaml"},
+	{"config/certmanager/issuer.yaml.tmpl", "config/certmanager/issuer.yaml"},
+	{"config/certmanager/certificate.yaml.tmpl", "config/certmanager/certificate.yaml"},
+	{"config/prometheus/kustomization.yaml.tmpl", "config/prometheus/kustomization.yaml"},
+	{"config/prometheus/monitor.yaml.tmpl", "config/prometheus/monitor.yaml"},
 }
 
 // Files renders the project's files, by slash-separated path. Go files
-// are formatted as gofmt does. Complete adds go.sum, the CRD, the role and
-// the webhook configurations.
+// are formatted as gofmt does. Complete adds go.sum, the CRD, the role,
+// the webhook configurations and the Prometheus rules.
 func (p Project) Files() (map[string][]byte, error) {
 	d, err := p.validate()
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string][]byte, len(files))
-	for _, f := range files {
-		name, err := render(f.path, []byte(f.path), d)
+	out := make(map[string][]byte)
+	for _, f := range projectFiles {
+		name, content, err := renderFile(f, d)
 		if err != nil {
 			return nil, err
 		}
-		src, err := templates.ReadFile(path.Join("templates", f.tmpl))
-		if err != nil {
-			return nil, err
-		}
-		content, err := render(f.tmpl, src, d)
-		if err != nil {
-			return nil, err
-		}
-		if strings.HasSuffix(string(name), ".go") {
-			if content, err = format.Source(content); err != nil {
-				return nil, fmt.Errorf("template %s makes Go that does not parse: %w", f.tmpl, err)
-			}
-		}
-		out[string(name)] = content
+		out[name] = content
+	}
+	out[recordFile] = record{Name: d.Name, Module: d.Module, Group: d.Group}.marshal()
+	if err := addKind(out, d); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// renderFile renders f's path and content. Go files are formatted once a
+// kind is added, when their import blocks are whole.
+func renderFile(f file, d data) (string, []byte, error) {
+	name, err := render(f.path, []byte(f.path), d)
+	if err != nil {
+		return "", nil, err
+	}
+	src, err := templates.ReadFile(path.Join("templates", f.tmpl))
+	if err != nil {
+		return "", nil, err
+	}
+	content, err := render(f.tmpl, src, d)
+	return string(name), content, err
 }
 
 func render(name string, src []byte, d data) ([]byte, error) {
@@ -355,15 +414,20 @@ func (p Project) Write(dir string) (err error) {
 		if top, _, _ := strings.Cut(name, "/"); !slices.Contains(written, top) {
 			written = append(written, top)
 		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(target, out[name], 0o644); err != nil {
+		if err := writeFile(dir, name, out[name]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeFile writes the file of slash-separated path name under dir.
+func writeFile(dir, name string, content []byte) error {
+	target := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(target, content, 0o644)
 }
 
 // checkDir says why dir cannot hold a new project, if it cannot.

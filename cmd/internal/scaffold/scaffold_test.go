@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -53,26 +54,54 @@ func tree(t *testing.T, dir string) []string {
 	return out
 }
 
+// templateText is what a template's action looks like; Go's composite
+// literals, such as []T{{...}}, are not.
+var templateText = regexp.MustCompile(`\{\{-? *(\.|end\b|range\b|if\b)`)
+
 func TestWriteWritesTheProject(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "widget")
 	if err := widget(t).Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
+		".gitignore",
 		"Makefile",
+		"PROJECT",
 		"README.md",
+		"VERSION",
 		"api/v1alpha1/groupversion_info.go",
 		"api/v1alpha1/widget_types.go",
 		"api/v1alpha1/zz_generated.deepcopy.go",
+		"cmd/main.go",
+		"cmd/main_test.go",
+		"config/certmanager/certificate.yaml",
+		"config/certmanager/issuer.yaml",
+		"config/certmanager/kustomization.yaml",
+		"config/crd/kustomization.yaml",
+		"config/default/kustomization.yaml",
+		"config/manager/kustomization.yaml",
 		"config/manager/manager.yaml",
+		"config/manager/metrics_service.yaml",
+		"config/prometheus/kustomization.yaml",
+		"config/prometheus/monitor.yaml",
+		"config/rbac/kustomization.yaml",
+		"config/rbac/leader_election_role.yaml",
+		"config/rbac/metrics_reader_role.yaml",
+		"config/rbac/role_binding.yaml",
+		"config/rbac/service_account.yaml",
+		"config/rbac/widget_editor_role.yaml",
+		"config/rbac/widget_viewer_role.yaml",
 		"config/samples/widget.yaml",
+		"config/webhook/kustomization.yaml",
 		"config/webhook/service.yaml",
 		"go.mod",
-		"hack/webhooks/main.go",
+		"hack/generate/main.go",
+		"hack/image/main.go",
+		"hack/run/main.go",
+		"hack/run/main_test.go",
+		"internal/controller/suite_test.go",
 		"internal/controller/widget.go",
 		"internal/controller/widget_test.go",
-		"main.go",
-		"main_test.go",
 	}
 	if diff := cmp.Diff(want, tree(t, dir)); diff != "" {
 		t.Fatalf("files (-want +got):\n%s", diff)
@@ -83,7 +112,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(src, []byte("{{")) || bytes.Contains(src, []byte("<no value>")) {
+		if templateText.Match(src) || bytes.Contains(src, []byte("<no value>")) {
 			t.Errorf("%s holds template text", name)
 		}
 		switch {
@@ -94,8 +123,10 @@ func TestWriteWritesTheProject(t *testing.T) {
 			if formatted, err := format.Source(src); err == nil && !bytes.Equal(formatted, src) {
 				t.Errorf("%s is not gofmt'ed", name)
 			}
+		case strings.HasSuffix(name, "kustomization.yaml"):
+			checkYAML(t, name, src, false)
 		case strings.HasSuffix(name, ".yaml"):
-			checkYAML(t, name, src)
+			checkYAML(t, name, src, true)
 		}
 	}
 
@@ -105,12 +136,16 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"module example.com/widget\n",
 			"require github.com/kfsm/kfsm v0.0.0-00010101000000-000000000000\n",
 			"replace github.com/kfsm/kfsm => " + kfsmCheckout(t) + "\n",
+			"require github.com/google/go-containerregistry " + goContainerRegistry + "\n",
+		},
+		"PROJECT": {
+			"name: widget-operator\nmodule: example.com/widget\ngroup: example.com\nkinds:\n  - kind: Widget\n    version: v1alpha1\n",
 		},
 		"api/v1alpha1/groupversion_info.go": {
 			"package v1alpha1\n",
 			"+groupName=example.com\n",
 			`schema.GroupVersion{Group: "example.com", Version: "v1alpha1"}`,
-			"&Widget{}, &WidgetList{}",
+			"\t&Widget{}, &WidgetList{},\n",
 		},
 		"api/v1alpha1/widget_types.go": {
 			"+kubebuilder:resource:path=widgets\n",
@@ -121,48 +156,75 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"internal/controller/widget.go": {
 			`fsm.New[*v1alpha1.Widget]("widget", fsm.Lifecycle)`,
 			"\"example.com/widget/api/v1alpha1\"\n",
+			"type WidgetHandlers struct{}",
 			"resources=widgets/status,verbs=patch\n",
-			"resourceNames=widgets.example.com,verbs=get;patch\n",
+			"resourceNames=widgets.example.com,verbs=get\n",
 		},
 		"internal/controller/widget_test.go": {
-			"MinCoverage: 100,",
-			`CRDPaths:    []string{"../../config/crd"}`,
-			`Roles:       []fs.FS{os.DirFS("../../config/rbac")}`,
 			`e.Kubectl("get", "widgets")`,
+			"func TestWidgetSurvivesFaults(",
 		},
-		"main.go": {
-			"m.SetupWebhookWithManager(mgr)",
-			"serving.Install(ctx, c, mgr.GetWebhookServer(), configs...)",
-			`c.ServiceAccount(ctx, "widget-operator-system", "widget-operator", os.DirFS("config/rbac"))`,
+		"internal/controller/suite_test.go": {
+			"MinCoverage: 100,",
+			`CRDPaths: []string{"../../config/crd/bases"}`,
+			`Roles:    []fs.FS{os.DirFS("../../config/rbac/operator")}`,
+			"\t\t\tv1alpha1.AddToScheme,\n",
+		},
+		"cmd/main.go": {
+			"if err := setup(mgr, o, shards, (&controller.WidgetHandlers{}).Machine()); err != nil {",
+			"\t\tv1alpha1.AddToScheme,\n",
 			"LeaderElectionReleaseOnCancel: true",
 			`LeaderElectionID: "widget-operator.example.com"`,
 			"fsm.FenceLeaderElection(cfg, &opts", "fsm.LeanCache(&opts)",
-			`"metrics-bind-address"`, `"health-probe-bind-address"`, `"leader-elect"`,
-			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"embedded"`,
-			`"workers", 4,`, "Machine().Workers(o.workers)",
+			"metrics.FilterProvider = filters.WithAuthenticationAndAuthorization",
+			`"metrics-bind-address", ":8443"`, `"metrics-secure", true`, `"enable-http2", false`,
+			`"health-probe-bind-address"`, `"leader-elect"`,
+			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"webhook-port"`,
+			`"workers", 4,`,
+			"resources=tokenreviews,verbs=create\n", "resources=subjectaccessreviews,verbs=create\n",
 		},
-		"main_test.go": {
-			`fs.Parse(tc.args)`, `machine(o)`,
+		"cmd/main_test.go": {
 			`l.GetValue() == "widget"`,
+			"http.StatusUnauthorized", "http.StatusForbidden",
 		},
-		"hack/webhooks/main.go": {
-			`GroupVersion.WithResource("widgets")`,
-			`Namespace: "widget-operator-system", Name: "widget-operator-webhook"`,
-			`"widget-operator-system/widget-operator-webhook-cert"`,
+		"hack/generate/main.go": {
+			`kindOf((&controller.WidgetHandlers{}).Machine(), v1alpha1.GroupVersion.WithResource("widgets")),`,
+			`Namespace: "system", Name: "webhook"`,
+			"alerts.PrometheusRule",
+		},
+		"hack/run/main.go": {
+			`namespace      = "widget-operator-system"`,
+			`serviceAccount = "widget-operator-controller"`,
+			`"go", "build", "-o", operator, "./cmd"`,
+		},
+		"hack/image/main.go": {
+			`"CGO_ENABLED=0", "GOOS=linux"`,
+			"const nonroot = 65532",
 		},
 		"Makefile": {
-			"$(CONTROLLER_GEN) rbac:roleName=widget-operator ",
-			"\t$(GO) run ./hack/webhooks config/webhook/configuration.yaml\n",
-			"\n## verify:",
+			"$(CONTROLLER_GEN) rbac:roleName=controller paths=./cmd/... paths=./internal/... output:rbac:artifacts:config=config/rbac/operator\n",
+			"\t$(GO) run ./hack/generate\n",
+			"KUSTOMIZE ?= $(GO) run " + kustomize + "\n",
+			"\n## verify:", "\nimage: pinned\n", "\nbuild-installer: pinned\n", "\ninstall:\n", "\nuninstall:\n",
+			"\ndeploy: pinned\n", "\nundeploy:\n",
+		},
+		"config/crd/kustomization.yaml": {
+			"  - bases/example.com_widgets.yaml\n  # +kfsm:scaffold:crds\n",
+		},
+		"config/rbac/kustomization.yaml": {
+			"  - widget_editor_role.yaml\n  - widget_viewer_role.yaml\n  # +kfsm:scaffold:roles\n",
 		},
 		"config/samples/widget.yaml": {
 			"apiVersion: example.com/v1alpha1\nkind: Widget\n",
 		},
+		"config/default/kustomization.yaml": {
+			"namespace: widget-operator-system\n", "namePrefix: widget-operator-\n",
+		},
 		"config/manager/manager.yaml": {
-			"name: widget-operator-system\n",
 			"--leader-elect\n",
 			"--webhook-cert-dir=",
 		},
+		"VERSION": {"v0.1.0\n"},
 	} {
 		src, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -176,9 +238,9 @@ func TestWriteWritesTheProject(t *testing.T) {
 	}
 }
 
-// checkYAML checks that every document of a manifest decodes and names
-// its kind.
-func checkYAML(t *testing.T, name string, src []byte) {
+// checkYAML checks that every document of a manifest decodes and, for
+// objects, names its kind.
+func checkYAML(t *testing.T, name string, src []byte, objects bool) {
 	t.Helper()
 	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(src), 4096)
 	docs := 0
@@ -196,7 +258,7 @@ func checkYAML(t *testing.T, name string, src []byte) {
 			continue
 		}
 		docs++
-		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
+		if u.GetKind() == "" || u.GetAPIVersion() == "" || objects && u.GetName() == "" {
 			t.Errorf("%s: document %d has no kind, apiVersion or name", name, docs)
 		}
 	}
