@@ -24,11 +24,13 @@ test: assets
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -run '^TestRelease' .
 
 ## scaffold-test: build kfsm, have it init a project into a temporary directory with this
-## checkout as its kfsm, then run the project's make verify and make test
+## checkout as its kfsm and add a second kind with create api, then run the project's
+## make verify and make test
 scaffold-test:
 	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/kfsm-scaffold.XXXXXX") && trap 'rm -rf "$$dir"' EXIT && \
 	$(GO) build -o "$$dir/kfsm" ./cmd/kfsm && \
 	"$$dir/kfsm" init "$$dir/widget" --module example.com/widget --kind Widget --group example.com --kfsm-path "$(CURDIR)" && \
+	(cd "$$dir/widget" && GOWORK=off "$$dir/kfsm" create api --kind Gadget) && \
 	GOWORK=off $(MAKE) -C "$$dir/widget" verify && \
 	GOWORK=off $(MAKE) -C "$$dir/widget" test
 
