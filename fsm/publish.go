@@ -65,12 +65,13 @@ func (m *Machine[T]) PublishGraph(on bool) *Machine[T] {
 
 // GraphAnnotation returns the annotation in which the machine publishes
 // its graph on the CustomResourceDefinition of resource: its key,
-// graph.kfsm.dev/<machine>, and its value, a [PublishedGraph] in JSON,
-// as the machine writes it on its CRD when it may, once it starts (a
-// machine whose CRD carries the same machine, resource and graph writes
-// nothing, whichever kfsm version the annotation names). A project's code generation writes
-// it into the CRD's manifest, so that the CRD carries the graph from the
-// moment it is installed and the operator needs no right to write CRDs.
+// graph.kfsm.dev/<machine>, and its value, a [PublishedGraph] in JSON, as
+// the machine writes it on its CRD when it may, once it starts. A
+// project's code generation writes it into the CRD's manifest, so that
+// the CRD carries the graph from the moment it is installed and the
+// operator needs no right to write CRDs. A machine whose CRD carries the
+// same machine, resource and graph writes nothing, whichever version of
+// kfsm the annotation names.
 func (m *Machine[T]) GraphAnnotation(resource PublishedResource) (key, value string, err error) {
 	g, err := m.compactGraph()
 	if err != nil {

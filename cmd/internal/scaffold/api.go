@@ -54,9 +54,7 @@ func (a API) Create(ctx context.Context, dir string, out, log io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "added the %s kind to the project; now make generate\n", a.Kind)
-	err = runSteps(ctx, dir, log, goSteps(append([]string{"$(CONTROLLER_GEN) object paths=./api/..."}, generateManifests...)),
-		func(int) string { return "make generate" })
-	if err != nil {
+	if err := runSteps(ctx, dir, log, goSteps(generateSteps), func(int) string { return "make generate" }); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "done: make test, then write the %s machine in internal/controller/%s.go\n", a.Kind, strings.ToLower(a.Kind))

@@ -22,7 +22,7 @@ func (p Project) Complete(ctx context.Context, dir string, log io.Writer) error 
 		return err
 	}
 	// The deepcopy code is written already, from its template.
-	steps := append([][]string{{"mod", "tidy"}}, goSteps(generateManifests)...)
+	steps := append([][]string{{"mod", "tidy"}}, goSteps(generateSteps[1:])...)
 	return runSteps(ctx, dir, log, steps, func(i int) string {
 		if i == 0 {
 			return "go mod tidy, then make generate"
@@ -41,7 +41,7 @@ func goSteps(lines []string) [][]string {
 		case strings.HasPrefix(line, "$(GO) "):
 			steps = append(steps, strings.Fields(strings.TrimPrefix(line, "$(GO) ")))
 		default:
-			panic("make generate runs " + line) // a line of generateManifests
+			panic("make generate runs " + line) // a line of generateSteps
 		}
 	}
 	return steps

@@ -51,18 +51,14 @@ var inserts = []insert{
 // its version's package if the version is new, the kind's own files, its
 // deepcopy functions, its lines in the files that list the kinds, and its
 // entry in PROJECT. The files that it adds must be absent and those that
-// it changes present.
+// it changes present; the kind must be new.
 func addKind(files map[string][]byte, d data) error {
 	rec, err := parseRecord(files[recordFile])
 	if err != nil {
 		return err
 	}
-	if rec.has(d.Kind) {
-		return fmt.Errorf("the project has a kind %s already", d.Kind)
-	}
-	newVersion := !rec.hasVersion(d.Version)
 	var add []file
-	if newVersion {
+	if !rec.hasVersion(d.Version) {
 		add = append(add, versionFiles...)
 	}
 	for _, f := range append(add, kindFiles...) {
@@ -76,7 +72,7 @@ func addKind(files map[string][]byte, d data) error {
 		files[name] = content
 	}
 
-	deepcopy, err := render(deepcopyFile, mustTemplate(deepcopyFile), d)
+	_, deepcopy, err := renderFile(file{tmpl: deepcopyFile}, d)
 	if err != nil {
 		return err
 	}
@@ -144,13 +140,4 @@ func insertBefore(content []byte, marker string, text []byte) ([]byte, error) {
 	}
 	b.Write(content[start:])
 	return b.Bytes(), nil
-}
-
-// mustTemplate is the text of an embedded template, which exists.
-func mustTemplate(name string) []byte {
-	src, err := templates.ReadFile("templates/" + name)
-	if err != nil {
-		panic(err)
-	}
-	return src
 }

@@ -169,15 +169,17 @@ func (p Project) validate() (data, error) {
 		ControllerGen: controllerGen, Kustomize: kustomize, GoContainerRegistry: goContainerRegistry,
 		kind: newKind(p.Module, p.Kind, p.Version),
 	}
-	d.Generate = append([]string{"$(CONTROLLER_GEN) object paths=./api/..."}, generateManifests...)
+	d.Generate = generateSteps
 	return d, nil
 }
 
-// generateManifests are the steps of make generate after the deepcopy
-// code, which kfsm init runs too: controller-gen writes the CRDs and the
-// operator's role, then the project's hack/generate what it makes from
-// the machines.
-var generateManifests = []string{
+// generateSteps are the lines of make generate: controller-gen writes the
+// deepcopy code, the CRDs and the operator's role, then the project's
+// hack/generate what it makes from the machines. kfsm init runs all but
+// the first, whose code it renders from a template; kfsm create api runs
+// them all.
+var generateSteps = []string{
+	"$(CONTROLLER_GEN) object paths=./api/...",
 	"$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases",
 	"$(CONTROLLER_GEN) rbac:roleName=controller paths=./cmd/... paths=./internal/... output:rbac:artifacts:config=config/rbac/operator",
 	"$(GO) run " + generateProgram,
