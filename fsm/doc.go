@@ -421,9 +421,12 @@
 // receives and decodes about 1/N of them; when its slots change, its
 // cache's watches list its slots and take in what differs, without the
 // informers listing again (client-go waits longer before each list an
-// informer makes, up to 30 s). On a server without the gate, every replica
-// caches every object and reconciles only its own: the work is still
-// disjoint, and kfsm logs it once and sets kfsm_shard_fallback to 1.
+// informer makes, up to 30 s). A replica that takes a slot queues each
+// of its objects once its cache holds them, and the watch events of that
+// catching up start no reconcile of their own. On
+// a server without the gate, every replica caches every object and
+// reconciles only its own: the work is still disjoint, and kfsm logs it
+// once and sets kfsm_shard_fallback to 1.
 // Children are selected too, on any API server: a sharded machine's
 // children carry their parent's slot in the label [LabelSlot], and each
 // replica's cache lists and watches them with a label selector that

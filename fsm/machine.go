@@ -681,8 +681,11 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 		// replace one another, and in this order: the index files every
 		// child before its event can start a reconcile, and kfsm's own
 		// writes, which come back as events, must not drive the loop.
-		WithEventFilter(r.index.filter()).
-		WithEventFilter(r.echoes.filter(r.roleOf, r.echoed))
+		WithEventFilter(r.index.filter())
+	if m.shards != nil {
+		b = b.WithEventFilter(m.shards.catchUpFilter(r.roleOf))
+	}
+	b = b.WithEventFilter(r.echoes.filter(r.roleOf, r.echoed))
 	for i, o := range m.owns {
 		b = b.Owns(o, m.ownsOpts[i]...).
 			Watches(o, handler.EnqueueRequestsFromMapFunc(r.parentOf))

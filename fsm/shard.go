@@ -606,10 +606,38 @@ func (s *Shards) take(ctx context.Context, won slots) {
 	s.mu.Unlock()
 	s.m.handovers.WithLabelValues(s.o.Name, "gained").Add(float64(won.count()))
 	s.log.Info("took slots", "slots", won.String())
-	for _, m := range machines {
-		// The cache may still be listing: the look must not wait for it.
-		go m.gained(ctx, won)
+	gen, _, _ := s.selection()
+	go func() {
+		// The cache may still be taking the slots in: the look must not
+		// wait for it, and the machines must, so that they queue every
+		// object of the slots.
+		if !s.awaitCache(ctx, gen) {
+			return
+		}
+		for _, m := range machines {
+			m.gained(ctx, won)
+		}
+	}()
+}
+
+// awaitCache waits until the cache holds the objects of the selection of
+// generation gen, and reports false if ctx ended first.
+func (s *Shards) awaitCache(ctx context.Context, gen uint64) bool {
+	for !s.cached(gen) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
+	return true
+}
+
+// activeSlots returns the slots whose objects this replica reconciles now.
+func (s *Shards) activeSlots() slots {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
 }
 
 // stop lets no new reconcile of the slots start, and cancels their

@@ -3,16 +3,22 @@ package fsm
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // reselecting is the list and watch of one of the cache's informers. For
@@ -39,6 +45,11 @@ type reselecting struct {
 	// held is the generation of the selection that the informer holds,
 	// or is sent by a watch open now.
 	held atomic.Uint64
+	// catchUp is what the last differences sent of slots that this
+	// replica did not reconcile then: name and resourceVersion. Those
+	// events are no news to the machines: taking a slot queues every
+	// object of it once the cache holds them (see caughtUp).
+	catchUp atomic.Pointer[map[types.NamespacedName]string]
 }
 
 // selectionKey is the context key of the slots that a list or watch
@@ -154,6 +165,8 @@ func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Ev
 		}
 	}
 	var events []apiwatch.Event
+	catchUp := map[types.NamespacedName]string{}
+	active := l.s.activeSlots()
 	for _, item := range items {
 		m, err := meta.Accessor(item)
 		if err != nil {
@@ -167,8 +180,14 @@ func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Ev
 			events = append(events, apiwatch.Event{Type: apiwatch.Added, Object: item})
 		case old.GetUID() != m.GetUID() || old.GetResourceVersion() != m.GetResourceVersion():
 			events = append(events, apiwatch.Event{Type: apiwatch.Modified, Object: item})
+		default:
+			continue
+		}
+		if slot, ok := l.slotOf(m); ok && !active.has(slot) {
+			catchUp[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] = m.GetResourceVersion()
 		}
 	}
+	l.catchUp.Store(&catchUp)
 	for _, old := range held {
 		// A copy: the informer's transform may change what it is given.
 		if o, ok := old.(runtime.Object); ok {
@@ -216,6 +235,9 @@ func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}) {
 			return
 		}
 	}
+	if !w.settled(first) {
+		return
+	}
 	w.of.held.Store(w.gen)
 	for {
 		select {
@@ -231,6 +253,104 @@ func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}) {
 		case <-w.stop:
 			return
 		}
+	}
+}
+
+// settled waits until the informer's store holds what first sent: the
+// reflector has received the events, but the informer files them in its
+// store a moment later, and a slot is taken only once the cache holds its
+// objects. It reports false if the watch was stopped first.
+func (w *cutWatch) settled(first []apiwatch.Event) bool {
+	for !w.of.holds(first) {
+		select {
+		case <-w.stop:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// holds reports whether the informer's store is as events leave it.
+func (l *reselecting) holds(events []apiwatch.Event) bool {
+	for _, ev := range events {
+		if ev.Type == apiwatch.Bookmark {
+			continue
+		}
+		key, err := toolscache.MetaNamespaceKeyFunc(ev.Object)
+		if err != nil {
+			continue
+		}
+		obj, ok, err := l.store.GetByKey(key)
+		if err != nil {
+			return false
+		}
+		if ev.Type == apiwatch.Deleted {
+			if ok {
+				return false
+			}
+			continue
+		}
+		want, _ := meta.Accessor(ev.Object)
+		got, err := meta.Accessor(obj)
+		if !ok || err != nil || got.GetResourceVersion() != want.GetResourceVersion() {
+			return false
+		}
+	}
+	return true
+}
+
+// slotOf returns the hash slot of an object of the informer's resource:
+// a child's is in its label, a machine's object's is its UID's.
+func (l *reselecting) slotOf(m metav1.Object) (int, bool) {
+	l.s.mu.Lock()
+	children := false
+	for _, r := range l.s.resources {
+		if r.gvk == l.gvk {
+			children = r.children
+		}
+	}
+	l.s.mu.Unlock()
+	if !children {
+		return SlotOf(m.GetUID()), true
+	}
+	slot, err := strconv.Atoi(m.GetLabels()[LabelSlot])
+	return slot, err == nil && slot >= 0 && slot < NumSlots
+}
+
+// caughtUp reports whether obj, of kind gk, is as the last differences of
+// its informer sent it for a slot that this replica did not reconcile
+// then.
+func (s *Shards) caughtUp(gk schema.GroupKind, obj client.Object) bool {
+	s.mu.Lock()
+	lists := slices.Clone(s.lists)
+	s.mu.Unlock()
+	for _, l := range lists {
+		if l.gvk.GroupKind() != gk {
+			continue
+		}
+		if sent := l.catchUp.Load(); sent != nil {
+			if rv, ok := (*sent)[client.ObjectKeyFromObject(obj)]; ok && rv == obj.GetResourceVersion() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// catchUpFilter drops the events that the cache sends as it takes in the
+// objects of slots this replica did not reconcile: when it takes such a
+// slot, it queues each of them once (see gained), and an event that came
+// in while its first reconcile ran would only run the object again.
+// roleOf tells the machine's kinds from others.
+func (s *Shards) catchUpFilter(roleOf func(client.Object) (schema.GroupKind, role)) predicate.Predicate {
+	news := func(obj client.Object) bool {
+		gk, r := roleOf(obj)
+		return r == other || !s.caughtUp(gk, obj)
+	}
+	return predicate.Funcs{
+		CreateFunc: func(ev event.CreateEvent) bool { return news(ev.Object) },
+		UpdateFunc: func(ev event.UpdateEvent) bool { return news(ev.ObjectNew) },
 	}
 }
 

@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,9 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 func cmAt(name, uid, rv string) *corev1.ConfigMap {
@@ -53,8 +57,9 @@ func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...a
 	return l, s
 }
 
-// received reads what w sends until it ends, or up to n events.
-func received(t *testing.T, w apiwatch.Interface, n int) []string {
+// received reads what w sends until it ends, or up to n events, and
+// files them in the store as an informer does.
+func received(t *testing.T, w apiwatch.Interface, store toolscache.Store, n int) []string {
 	t.Helper()
 	var out []string
 	for len(out) < n {
@@ -65,6 +70,16 @@ func received(t *testing.T, w apiwatch.Interface, n int) []string {
 			}
 			cm := ev.Object.(*corev1.ConfigMap)
 			out = append(out, string(ev.Type)+" "+cm.Name+"@"+cm.ResourceVersion)
+			var err error
+			switch ev.Type {
+			case apiwatch.Added, apiwatch.Modified:
+				err = store.Update(cm)
+			case apiwatch.Deleted:
+				err = store.Delete(cm)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no event after %v", out)
 		}
@@ -87,7 +102,7 @@ func TestReselectingSendsWhatDiffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.setSelector(1)
-	if diff := cmp.Diff([]string{"BOOKMARK @3"}, received(t, before, 2)); diff != "" {
+	if diff := cmp.Diff([]string{"BOOKMARK @3"}, received(t, before, l.store, 2)); diff != "" {
 		t.Errorf("the watch open when the slots changed (-want +got):\n%s", diff)
 	}
 
@@ -97,7 +112,7 @@ func TestReselectingSendsWhatDiffers(t *testing.T) {
 	}
 	defer after.Stop()
 	go server.Modify(cmAt("same", "1", "10"))
-	got := received(t, after, 6)
+	got := received(t, after, l.store, 6)
 	if len(got) < 4 {
 		t.Fatalf("the watch after the slots changed sent %v, want the differences and more", got)
 	}
@@ -107,5 +122,94 @@ func TestReselectingSendsWhatDiffers(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"BOOKMARK @9", "MODIFIED same@10"}, got[4:]); diff != "" {
 		t.Errorf("after the differences (-want +got):\n%s", diff)
+	}
+}
+
+// inSlot labels a child's ConfigMap with its parent's slot.
+func inSlot(cm *corev1.ConfigMap, slot int) *corev1.ConfigMap {
+	cm.Labels = map[string]string{LabelSlot: strconv.Itoa(slot)}
+	return cm
+}
+
+// reselected opens the watch of l, changes the slots, and opens the watch
+// that takes them in.
+func reselected(t *testing.T, l *reselecting, s *Shards) apiwatch.Interface {
+	t.Helper()
+	before, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.setSelector(1)
+	received(t, before, l.store, 2)
+	after, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(after.Stop)
+	return after
+}
+
+// The cache holds new slots only once the informer has filed what the
+// watch sent in its store, not as soon as the reflector received it: a
+// slot is taken then, and its objects are listed from the cache.
+func TestReselectingHoldsTheSlotsOnceTheStoreHasThem(t *testing.T) {
+	l, s := newReselecting(t,
+		[]*corev1.ConfigMap{cmAt("gone", "3", "3")},
+		[]*corev1.ConfigMap{cmAt("added", "6", "6")},
+		apiwatch.NewFake(), apiwatch.NewFake())
+	s.lists = []*reselecting{l}
+	after := reselected(t, l, s)
+	gen, _, _ := s.selection()
+
+	elsewhere := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	if diff := cmp.Diff([]string{"ADDED added@6", "BOOKMARK @9", "DELETED gone@3"}, slices.Sorted(slices.Values(received(t, after, elsewhere, 3)))); diff != "" {
+		t.Fatalf("the differences (-want +got):\n%s", diff)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if s.cached(gen) {
+		t.Fatal("the cache holds the new slots while the informer's store lacks what the watch sent")
+	}
+	if err := l.store.Add(cmAt("added", "6", "6")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.store.Delete(cmAt("gone", "3", "3")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !s.awaitCache(ctx, gen) {
+		t.Fatal("the cache did not hold the new slots once the informer's store had what the watch sent")
+	}
+}
+
+// What the cache takes in of slots this replica does not reconcile is
+// no news to the machines, which queue every object of a slot when they
+// take it; what it takes in of its own slots, and any later version, is.
+func TestTheCatchUpOfSlotsNotReconciledIsNoNews(t *testing.T) {
+	listed := []*corev1.ConfigMap{inSlot(cmAt("theirs", "1", "5"), 5), inSlot(cmAt("ours", "2", "6"), 6)}
+	l, s := newReselecting(t, nil, listed, apiwatch.NewFake(), apiwatch.NewFake())
+	s.lists = []*reselecting{l}
+	s.active = 1 << 6
+	received(t, reselected(t, l, s), l.store, 2)
+
+	configMaps := corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind()
+	for _, c := range []struct {
+		obj  *corev1.ConfigMap
+		news bool
+	}{
+		{inSlot(cmAt("theirs", "1", "5"), 5), false},
+		{inSlot(cmAt("theirs", "1", "7"), 5), true},
+		{inSlot(cmAt("ours", "2", "6"), 6), true},
+	} {
+		if got := !s.caughtUp(configMaps, c.obj); got != c.news {
+			t.Errorf("%s@%s in slot %s is news: %v, want %v", c.obj.Name, c.obj.ResourceVersion, c.obj.Labels[LabelSlot], got, c.news)
+		}
+	}
+	filter := s.catchUpFilter(func(client.Object) (schema.GroupKind, role) { return configMaps, child })
+	if filter.Create(event.CreateEvent{Object: listed[0]}) {
+		t.Error("the filter let the catch-up of a slot not reconciled through")
+	}
+	if !filter.Create(event.CreateEvent{Object: listed[1]}) {
+		t.Error("the filter dropped the catch-up of a slot that this replica reconciles")
 	}
 }
