@@ -172,15 +172,18 @@ func (f *fence) transport(next http.RoundTripper) http.RoundTripper {
 			return nil, fmt.Errorf("%s %s refused: this process may no longer hold %s", req.Method, req.URL.Path, f.lease)
 		}
 		ctx, cancel := context.WithDeadline(req.Context(), end)
+		cut := func(err error) error {
+			if ctx.Err() != nil && req.Context().Err() == nil {
+				return fmt.Errorf("%s %s cut off: this process may no longer hold %s: %w", req.Method, req.URL.Path, f.lease, err)
+			}
+			return err
+		}
 		resp, err := next.RoundTrip(req.WithContext(ctx))
 		if err != nil {
 			cancel()
-			if ctx.Err() != nil && req.Context().Err() == nil {
-				err = fmt.Errorf("%s %s cut off: this process may no longer hold %s: %w", req.Method, req.URL.Path, f.lease, err)
-			}
-			return nil, err
+			return nil, cut(err)
 		}
-		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, cut: cut}
 		return resp, nil
 	})
 }
@@ -197,10 +200,19 @@ func review(req *http.Request) bool {
 }
 
 // cancelOnClose is a response body that ends its request's context when
-// it is closed.
+// it is closed; a read that the fence's end cuts short says so.
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+	cut    func(error) error
+}
+
+func (b *cancelOnClose) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = b.cut(err)
+	}
+	return n, err
 }
 
 func (b *cancelOnClose) Close() error {

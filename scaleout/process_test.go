@@ -130,6 +130,13 @@ func startOperator(t *testing.T, bin, kubeconfig, namespace, name, recorder stri
 // logTail is how many lines of a replica's log a failed test shows.
 const logTail = 150
 
+// log returns the process's log so far.
+func (p *process) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
 // tail returns the last n lines of the process's log, leaving out the
 // transitions of single gadgets, which the recorder has.
 func (p *process) tail(n int) string {
