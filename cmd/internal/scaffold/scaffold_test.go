@@ -155,6 +155,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		},
 		"internal/controller/widget.go": {
 			`fsm.New[*v1alpha1.Widget]("widget", fsm.Lifecycle)`,
+			"Goal(widgetGoal).",
 			"\"example.com/widget/api/v1alpha1\"\n",
 			"type WidgetHandlers struct{}",
 			"resources=widgets/status,verbs=patch\n",
