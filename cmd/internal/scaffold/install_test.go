@@ -76,7 +76,9 @@ var installProject = flag.String("project", "", "the project that TestInstall in
 // certificate into its Secret, injects its CA and arms the
 // configurations; then its webhooks refuse what kfsm refuses, it drives
 // the sample to Ready, and it serves its metrics to the metrics reader
-// alone. Once it has stopped, writes of the kind are refused.
+// alone. The install applied again, forced, disarms the configurations
+// until the operator arms them again. Once it has stopped, writes of the
+// kind are refused.
 func TestInstall(t *testing.T) {
 	dir := *installProject
 	if dir == "" {
@@ -110,7 +112,8 @@ func TestInstall(t *testing.T) {
 	}
 
 	// Applied for real: every object accepted.
-	if out, err := kubectl("apply", "--server-side", "-f", filepath.Join(dir, "dist", "install.yaml")); err != nil {
+	install := filepath.Join(dir, "dist", "install.yaml")
+	if out, err := kubectl("apply", "--server-side", "-f", install); err != nil {
 		t.Fatalf("kubectl apply --server-side -f dist/install.yaml: %v\n%s", err, out)
 	}
 	var deployment *appsv1.Deployment
@@ -264,6 +267,45 @@ func TestInstall(t *testing.T) {
 	if code, body := svc.curl(t, metrics, reader); code != http.StatusOK || !strings.Contains(body, `kfsm_transitions_total{`) || !strings.Contains(body, `machine="`+k.Lower+`"`) {
 		t.Errorf("the metrics with the reader's token: %d, want 200 and kfsm's series of machine %s\n%.300s", code, k.Lower, body)
 	}
+
+	// Applied again, the install's failurePolicy conflicts with the
+	// operator's, which owns it once armed; forced, as make deploy
+	// applies, it wins, and the configurations are fail-open again until
+	// the operator, which still serves, arms them again.
+	if out, err := kubectl("apply", "--server-side", "-f", install); err == nil || !strings.Contains(out, "failurePolicy") {
+		t.Errorf("applying dist/install.yaml again, unforced: %v, want a conflict over failurePolicy\n%s", err, out)
+	}
+	out, err := kubectl("apply", "--server-side", "--force-conflicts", "-o", "json", "-f", install)
+	if err != nil {
+		t.Fatalf("applying dist/install.yaml again, forced: %v\n%s", err, out)
+	}
+	applied := &unstructured.UnstructuredList{}
+	if err := applied.UnmarshalJSON([]byte(out)); err != nil {
+		t.Fatalf("kubectl apply -o json: %v\n%.300s", err, out)
+	}
+	disarmed := 0
+	for i := range applied.Items {
+		if cfg := &applied.Items[i]; strings.HasSuffix(cfg.GetKind(), "WebhookConfiguration") {
+			disarmed++
+			if policy := webhooks(t, cfg, "failurePolicy"); !allAre(policy, "Ignore") {
+				t.Errorf("%s applied again: failurePolicy %v, want Ignore", cfg.GetName(), policy)
+			}
+		}
+	}
+	if disarmed != len(configs) {
+		t.Errorf("applied again, %d webhook configurations, want %d", disarmed, len(configs))
+	}
+	op.await("the operator to arm the webhook configurations again", time.Minute, func() (bool, string) {
+		for _, cfg := range configs {
+			if err := admin.Get(t.Context(), client.ObjectKeyFromObject(cfg), cfg); err != nil {
+				return false, err.Error()
+			}
+			if policy := webhooks(t, cfg, "failurePolicy"); !allAre(policy, "Fail") {
+				return false, fmt.Sprintf("%s: failurePolicy %v", cfg.GetName(), policy)
+			}
+		}
+		return true, ""
+	})
 
 	// Once it has stopped, the armed configurations fail closed: creates
 	// and updates of the kind are refused.
