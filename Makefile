@@ -25,14 +25,16 @@ test: assets
 
 ## scaffold-test: build kfsm, have it init a project into a temporary directory with this
 ## checkout as its kfsm and add a second kind with create api, then run the project's
-## make verify and make test
-scaffold-test:
+## make verify and make test, and install it on an embedded Kubernetes with kwok's nodes
+## as its dist/install.yaml ships it (TestInstall, behind the e2e build tag)
+scaffold-test: assets
 	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/kfsm-scaffold.XXXXXX") && trap 'rm -rf "$$dir"' EXIT && \
 	$(GO) build -o "$$dir/kfsm" ./cmd/kfsm && \
 	"$$dir/kfsm" init "$$dir/widget" --module example.com/widget --kind Widget --group example.com --kfsm-path "$(CURDIR)" && \
 	(cd "$$dir/widget" && GOWORK=off "$$dir/kfsm" create api --kind Gadget) && \
 	GOWORK=off $(MAKE) -C "$$dir/widget" verify && \
-	GOWORK=off $(MAKE) -C "$$dir/widget" test
+	GOWORK=off $(MAKE) -C "$$dir/widget" test && \
+	$(GO) test -tags e2e -count=1 -timeout 20m -v -run '^TestInstall$$' ./cmd/internal/scaffold -args -project="$$dir/widget"
 
 ## release: check the tree and tag kfsm's modules at VERSION, here, pushing nothing
 ## (make release VERSION=v0.2.0; CONTRIBUTING.md says what it checks). It runs make test
@@ -94,12 +96,15 @@ verify-generated: generate
 		git status --porcelain -- $(GENERATED); git diff -- $(GENERATED) | head -50; exit 1; \
 	fi
 
-## lint: go vet, golangci-lint, kube-api-linter on the status that every kfsm CRD embeds
-## and on the examples' API types, and kfsm vet on the examples' state machines
+## lint: go vet, golangci-lint (also on the scaffold's install test, behind the e2e build
+## tag), kube-api-linter on the status that every kfsm CRD embeds and on the examples' API
+## types, and kfsm vet on the examples' state machines
 lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	$(GO) vet $(PACKAGES)
+	$(GO) vet -tags e2e ./cmd/internal/scaffold
 	GOWORK=off $(GO) -C tools/release vet ./...
 	$(BIN)/golangci-lint run $(PACKAGES)
+	$(BIN)/golangci-lint run --build-tags e2e ./cmd/internal/scaffold
 	cd tools/release && GOWORK=off $(BIN)/golangci-lint run ./...
 	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/ ./examples/.../v1alpha1
 	$(GO) run ./cmd/kfsm vet ./examples/...

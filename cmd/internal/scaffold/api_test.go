@@ -56,7 +56,9 @@ func TestCreateAPIAddsAKindBesideTheFirst(t *testing.T) {
 		"api/v1alpha1/groupversion_info.go":     {"\t&Widget{}, &WidgetList{},\n\t&Gadget{}, &GadgetList{},\n\t// +kfsm:scaffold:types\n"},
 		"api/v1alpha1/zz_generated.deepcopy.go": {"func (in *Widget) DeepCopyInto(", "func (in *Gadget) DeepCopyInto(", "func (in *GadgetList) DeepCopyObject() runtime.Object {"},
 		"cmd/main.go": {
-			"(&controller.WidgetHandlers{}).Machine()); err != nil {\n\t\treturn err\n\t}\n\tif err := setup(mgr, o, shards, (&controller.GadgetHandlers{}).Machine()); err != nil {\n\t\treturn err\n\t}\n\t// +kfsm:scaffold:machines\n",
+			"(&controller.WidgetHandlers{}).Machine()); err != nil {\n\t\treturn webhooks, err\n\t}\n" +
+				"\tif err := setup(mgr, o, shards, &webhooks, v1alpha1.GroupVersion.WithResource(\"gadgets\"), (&controller.GadgetHandlers{}).Machine()); err != nil {\n" +
+				"\t\treturn webhooks, err\n\t}\n\t// +kfsm:scaffold:machines\n",
 			"\t\tv1alpha1.AddToScheme,\n\t\t// +kfsm:scaffold:schemes\n",
 		},
 		"internal/controller/suite_test.go": {"\t\t\tv1alpha1.AddToScheme,\n\t\t\t// +kfsm:scaffold:schemes\n"},

@@ -130,12 +130,13 @@ func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
 
 // The operator's role, as generated, writes no CRD: it may read its own,
 // whose graph make generate wrote there. Its Leases are in a Role of its
-// namespace, not in a ClusterRole.
+// namespace, not in a ClusterRole, and so are the Secrets it may read; it
+// writes its own webhook configurations and its own Secret alone, by name.
 func TestTheRoleWritesNoCRDAndHoldsLeasesInItsNamespaceOnly(t *testing.T) {
 	dir := project(t)
 	var clusterRoles []*rbacv1.ClusterRole
 	var roles []*rbacv1.Role
-	for _, file := range []string{"operator/role.yaml", "leader_election_role.yaml"} {
+	for _, file := range []string{"operator/role.yaml", "webhook/role.yaml", "leader_election_role.yaml", "webhook_cert_role.yaml"} {
 		for _, obj := range objects(t, filepath.Join(dir, "config", "rbac", file)) {
 			switch o := typed(t, obj).(type) {
 			case *rbacv1.ClusterRole:
@@ -157,26 +158,30 @@ func TestTheRoleWritesNoCRDAndHoldsLeasesInItsNamespaceOnly(t *testing.T) {
 	}
 }
 
-// checkRoles checks that no ClusterRole writes CRDs or holds Leases, and
-// that a Role of namespace does hold the Leases.
+// checkRoles checks that no ClusterRole writes CRDs, writes a webhook
+// configuration that it does not name, or holds Leases or Secrets; that a
+// Role writes no Secret that it does not name; and that a Role of
+// namespace does hold the Leases.
 func checkRoles(t *testing.T, clusterRoles []*rbacv1.ClusterRole, roles []*rbacv1.Role, namespace string) {
 	t.Helper()
 	if len(clusterRoles) == 0 {
 		t.Fatal("no ClusterRole")
 	}
 	readOnly := []string{"get", "list", "watch"}
+	writes := func(r rbacv1.PolicyRule) bool {
+		return slices.ContainsFunc(r.Verbs, func(verb string) bool { return !slices.Contains(readOnly, verb) })
+	}
 	for _, cr := range clusterRoles {
 		for _, r := range cr.Rules {
 			for _, res := range r.Resources {
-				if slices.Contains(r.APIGroups, "apiextensions.k8s.io") && (res == "customresourcedefinitions" || res == "*") {
-					for _, verb := range r.Verbs {
-						if !slices.Contains(readOnly, verb) {
-							t.Errorf("ClusterRole %s may %s customresourcedefinitions", cr.Name, verb)
-						}
-					}
+				if slices.Contains(r.APIGroups, "apiextensions.k8s.io") && (res == "customresourcedefinitions" || res == "*") && writes(r) {
+					t.Errorf("ClusterRole %s may %v customresourcedefinitions", cr.Name, r.Verbs)
 				}
-				if slices.Contains(r.APIGroups, "coordination.k8s.io") {
-					t.Errorf("ClusterRole %s holds %s of coordination.k8s.io, cluster-wide", cr.Name, res)
+				if slices.Contains(r.APIGroups, "admissionregistration.k8s.io") && writes(r) && len(r.ResourceNames) == 0 {
+					t.Errorf("ClusterRole %s may %v every %s", cr.Name, r.Verbs, res)
+				}
+				if slices.Contains(r.APIGroups, "coordination.k8s.io") || slices.Contains(r.APIGroups, "") && res == "secrets" {
+					t.Errorf("ClusterRole %s holds %s, cluster-wide", cr.Name, res)
 				}
 			}
 		}
@@ -187,6 +192,9 @@ func checkRoles(t *testing.T, clusterRoles []*rbacv1.ClusterRole, roles []*rbacv
 			if role.Namespace == namespace && slices.Contains(r.APIGroups, "coordination.k8s.io") && slices.Contains(r.Resources, "leases") &&
 				slices.Contains(r.Verbs, "create") && slices.Contains(r.Verbs, "update") {
 				leases = true
+			}
+			if slices.Contains(r.Resources, "secrets") && writes(r) && len(r.ResourceNames) == 0 {
+				t.Errorf("Role %s may %v every Secret of its namespace", role.Name, r.Verbs)
 			}
 		}
 	}
@@ -221,12 +229,17 @@ func TestBuildInstallerWritesThePinnedInstall(t *testing.T) {
 		"CustomResourceDefinition /widgets.example.com",
 		"ServiceAccount widget-operator-system/widget-operator-controller",
 		"Role widget-operator-system/widget-operator-leader-election",
+		"Role widget-operator-system/widget-operator-webhook-cert",
 		"ClusterRole /widget-operator-controller",
 		"ClusterRole /widget-operator-metrics-reader",
+		"ClusterRole /widget-operator-webhook-configurations",
 		"ClusterRole /widget-operator-widget-editor",
 		"ClusterRole /widget-operator-widget-viewer",
 		"RoleBinding widget-operator-system/widget-operator-leader-election",
+		"RoleBinding widget-operator-system/widget-operator-webhook-cert",
 		"ClusterRoleBinding /widget-operator-controller",
+		"ClusterRoleBinding /widget-operator-webhook-configurations",
+		"Secret widget-operator-system/widget-operator-webhook-cert",
 		"Service widget-operator-system/widget-operator-metrics",
 		"Service widget-operator-system/widget-operator-webhook",
 		"Deployment widget-operator-system/widget-operator-controller",
@@ -284,7 +297,8 @@ func TestBuildInstallerWritesThePinnedInstall(t *testing.T) {
 }
 
 // The certmanager and prometheus components add what they say, under
-// config/default's names.
+// config/default's names; with cert-manager, the operator makes no
+// certificate, and has no Secret of its own, nor rights to it.
 func TestTheComponentsAddCertManagerAndPrometheus(t *testing.T) {
 	dir := project(t)
 	file := filepath.Join(dir, "config", "default", "kustomization.yaml")
@@ -309,6 +323,15 @@ func TestTheComponentsAddCertManagerAndPrometheus(t *testing.T) {
 			if got := obj.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "widget-operator-system/widget-operator-webhook-cert" {
 				t.Errorf("the webhook configuration's inject-ca-from is %q", got)
 			}
+		case "Secret", "Role", "RoleBinding":
+			if strings.HasSuffix(obj.GetName(), "-webhook-cert") {
+				t.Errorf("with cert-manager, the install holds the %s %s", obj.GetKind(), obj.GetName())
+			}
+		case "Deployment":
+			args := typed(t, obj).(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args
+			if args[len(args)-1] != "--webhook-cert-secret=" {
+				t.Errorf("with cert-manager, the operator's last argument is %s, want --webhook-cert-secret=", args[len(args)-1])
+			}
 		}
 	}
 	want := []string{
@@ -329,37 +352,14 @@ func TestTheComponentsAddCertManagerAndPrometheus(t *testing.T) {
 func TestImageRunsAStaticOperatorAsNonroot(t *testing.T) {
 	dir := project(t)
 	run(t, dir, "make", "image", "VERSION=v1.2.3")
-	files := untar(t, filepath.Join(dir, "dist", "image.tar"))
-	var manifest []struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
+	img := readImage(t, filepath.Join(dir, "dist", "image.tar"))
+	if !slices.Equal(img.tags, []string{"widget-operator:v1.2.3"}) || len(img.layers) != 1 {
+		t.Fatalf("the image is %v, of %d layers; want widget-operator:v1.2.3, of one layer", img.tags, len(img.layers))
 	}
-	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil {
-		t.Fatal(err)
+	if c := img.config; c.OS != "linux" || c.Config.User != "65532:65532" || !slices.Equal(c.Config.Entrypoint, []string{"/operator"}) {
+		t.Errorf("the image's config: %+v; want linux, user 65532:65532, entrypoint /operator", c)
 	}
-	if len(manifest) != 1 || !slices.Equal(manifest[0].RepoTags, []string{"widget-operator:v1.2.3"}) || len(manifest[0].Layers) != 1 {
-		t.Fatalf("the image's manifest: %s; want one image, widget-operator:v1.2.3, of one layer", files["manifest.json"])
-	}
-	var config struct {
-		OS     string `json:"os"`
-		Config struct {
-			User       string
-			Entrypoint []string
-		} `json:"config"`
-	}
-	if err := json.Unmarshal(files[manifest[0].Config], &config); err != nil {
-		t.Fatal(err)
-	}
-	if config.OS != "linux" || config.Config.User != "65532:65532" || !slices.Equal(config.Config.Entrypoint, []string{"/operator"}) {
-		t.Errorf("the image's config: %s; want linux, user 65532:65532, entrypoint /operator", files[manifest[0].Config])
-	}
-
-	gz, err := gzip.NewReader(bytes.NewReader(files[manifest[0].Layers[0]]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	layer := readTar(t, gz)
+	layer := img.layers[0]
 	var names []string
 	for name := range layer {
 		names = append(names, name)
@@ -381,6 +381,51 @@ func TestImageRunsAStaticOperatorAsNonroot(t *testing.T) {
 			t.Errorf("go version -m of the image's operator lacks %q:\n%s", want, info)
 		}
 	}
+}
+
+// image is what a tarball that docker load takes holds of its one image:
+// its tags, its config and the files of its layers.
+type image struct {
+	tags   []string
+	config struct {
+		OS     string `json:"os"`
+		Config struct {
+			User       string
+			Entrypoint []string
+			WorkingDir string
+		} `json:"config"`
+	}
+	layers []map[string][]byte
+}
+
+// readImage reads the image of a tarball that docker load takes: its
+// manifest.json names the image's config and its gzipped layers.
+func readImage(t *testing.T, file string) image {
+	t.Helper()
+	files := untar(t, file)
+	var manifest []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest) != 1 {
+		t.Fatalf("%s holds %d images, want one: %s", file, len(manifest), files["manifest.json"])
+	}
+	img := image{tags: manifest[0].RepoTags}
+	if err := json.Unmarshal(files[manifest[0].Config], &img.config); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range manifest[0].Layers {
+		gz, err := gzip.NewReader(bytes.NewReader(files[l]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img.layers = append(img.layers, readTar(t, gz))
+	}
+	return img
 }
 
 // The operator links nothing that starts a Kubernetes: neither envtest

@@ -38,7 +38,7 @@ var inserts = []insert{
 	{"api/{{.Version}}/groupversion_info.go", "// +kfsm:scaffold:types", "&{{.Kind}}{}, &{{.Kind}}List{},"},
 	{"cmd/main.go", "// +kfsm:scaffold:imports", "{{.APIImport}}"},
 	{"cmd/main.go", "// +kfsm:scaffold:schemes", "{{.Version}}.AddToScheme,"},
-	{"cmd/main.go", "// +kfsm:scaffold:machines", "if err := setup(mgr, o, shards, (&controller.{{.Kind}}Handlers{}).Machine()); err != nil {\n\treturn err\n}"},
+	{"cmd/main.go", "// +kfsm:scaffold:machines", "if err := setup(mgr, o, shards, &webhooks, {{.Version}}.GroupVersion.WithResource(\"{{.Plural}}\"), (&controller.{{.Kind}}Handlers{}).Machine()); err != nil {\n\treturn webhooks, err\n}"},
 	{"internal/controller/suite_test.go", "// +kfsm:scaffold:imports", "{{.APIImport}}"},
 	{"internal/controller/suite_test.go", "// +kfsm:scaffold:schemes", "{{.Version}}.AddToScheme,"},
 	{"hack/generate/main.go", "// +kfsm:scaffold:imports", "{{.APIImport}}"},

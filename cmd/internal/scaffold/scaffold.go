@@ -39,11 +39,14 @@ const kfsmModule = "github.com/kfsm/kfsm"
 
 // controllerGen and kustomize are the controller-gen and the kustomize
 // that a project's Makefile runs, as go run arguments; goContainerRegistry
-// is the version of the module that its hack/image builds images with.
+// is the version of the module that its hack/image builds images with,
+// and certController the version of the one whose rotator keeps the
+// operator's webhook certificate.
 const (
 	controllerGen       = "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
 	kustomize           = "sigs.k8s.io/kustomize/kustomize/v5@v5.8.1"
 	goContainerRegistry = "v0.22.1"
+	certController      = "v0.16.0"
 )
 
 // generateProgram is the program of a project that writes, from its
@@ -90,6 +93,7 @@ type data struct {
 	ControllerGen         string
 	Kustomize             string
 	GoContainerRegistry   string
+	CertController        string
 	// Generate are the steps of make generate, as its lines run them.
 	Generate []string
 	// The kind at hand: the project's first in the project's own files.
@@ -166,7 +170,7 @@ func (p Project) validate() (data, error) {
 	d := data{
 		Module: p.Module, Group: p.Group, Name: strings.ToLower(p.Kind) + "-operator",
 		KFSMVersion: version, KFSMPath: kfsmPath, GoVersion: goVersion,
-		ControllerGen: controllerGen, Kustomize: kustomize, GoContainerRegistry: goContainerRegistry,
+		ControllerGen: controllerGen, Kustomize: kustomize, GoContainerRegistry: goContainerRegistry, CertController: certController,
 		kind: newKind(p.Module, p.Kind, p.Version),
 	}
 	d.Generate = generateSteps
@@ -308,6 +312,7 @@ var projectFiles = []file{
 	{"VERSION.tmpl", "VERSION"},
 	{"cmd/main.go.tmpl", "cmd/main.go"},
 	{"cmd/main_test.go.tmpl", "cmd/main_test.go"},
+	{"cmd/webhooks.go.tmpl", "cmd/webhooks.go"},
 	{"controller/suite_test.go.tmpl", "internal/controller/suite_test.go"},
 	{"hack/generate.go.tmpl", "hack/generate/main.go"},
 	{"hack/image.go.tmpl", "hack/image/main.go"},
@@ -319,11 +324,13 @@ var projectFiles = []file{
 	{"config/rbac/role_binding.yaml.tmpl", "config/rbac/role_binding.yaml"},
 	{"config/rbac/leader_election_role.yaml.tmpl", "config/rbac/leader_election_role.yaml"},
 	{"config/rbac/metrics_reader_role.yaml.tmpl", "config/rbac/metrics_reader_role.yaml"},
+	{"config/rbac/webhook_cert_role.yaml.tmpl", "config/rbac/webhook_cert_role.yaml"},
 	{"config/manager/kustomization.yaml.tmpl", "config/manager/kustomization.yaml"},
 	{"config/manager/manager.yaml.tmpl", "config/manager/manager.yaml"},
 	{"config/manager/metrics_service.yaml.tmpl", "config/manager/metrics_service.yaml"},
 	{"config/webhook/kustomization.yaml.tmpl", "config/webhook/kustomization.yaml"},
 	{"config/webhook/service.yaml.tmpl", "config/webhook/service.yaml"},
+	{"config/webhook/secret.yaml.tmpl", "config/webhook/secret.yaml"},
 	{"config/default/kustomization.yaml.tmpl", "config/default/kustomization.yaml"},
 	{"config/certmanager/kustomization.yaml.tmpl", "config/certmanager/kustomization.yaml"},
 	{"config/certmanager/issuer.yaml.tmpl", "config/certmanager/issuer.yaml"},

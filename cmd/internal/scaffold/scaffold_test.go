@@ -74,6 +74,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"api/v1alpha1/zz_generated.deepcopy.go",
 		"cmd/main.go",
 		"cmd/main_test.go",
+		"cmd/webhooks.go",
 		"config/certmanager/certificate.yaml",
 		"config/certmanager/issuer.yaml",
 		"config/certmanager/kustomization.yaml",
@@ -89,10 +90,12 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"config/rbac/metrics_reader_role.yaml",
 		"config/rbac/role_binding.yaml",
 		"config/rbac/service_account.yaml",
+		"config/rbac/webhook_cert_role.yaml",
 		"config/rbac/widget_editor_role.yaml",
 		"config/rbac/widget_viewer_role.yaml",
 		"config/samples/widget.yaml",
 		"config/webhook/kustomization.yaml",
+		"config/webhook/secret.yaml",
 		"config/webhook/service.yaml",
 		"go.mod",
 		"hack/generate/main.go",
@@ -137,6 +140,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"require github.com/kfsm/kfsm v0.0.0-00010101000000-000000000000\n",
 			"replace github.com/kfsm/kfsm => " + kfsmCheckout(t) + "\n",
 			"require github.com/google/go-containerregistry " + goContainerRegistry + "\n",
+			"require github.com/open-policy-agent/cert-controller " + certController + "\n",
 		},
 		"PROJECT": {
 			"name: widget-operator\nmodule: example.com/widget\ngroup: example.com\nkinds:\n  - kind: Widget\n    version: v1alpha1\n",
@@ -155,6 +159,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		},
 		"internal/controller/widget.go": {
 			`fsm.New[*v1alpha1.Widget]("widget", fsm.Lifecycle)`,
+			"Goal(widgetGoal).",
 			"\"example.com/widget/api/v1alpha1\"\n",
 			"type WidgetHandlers struct{}",
 			"resources=widgets/status,verbs=patch\n",
@@ -171,7 +176,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"\t\t\tv1alpha1.AddToScheme,\n",
 		},
 		"cmd/main.go": {
-			"if err := setup(mgr, o, shards, (&controller.WidgetHandlers{}).Machine()); err != nil {",
+			`if err := setup(mgr, o, shards, &webhooks, v1alpha1.GroupVersion.WithResource("widgets"), (&controller.WidgetHandlers{}).Machine()); err != nil {`,
 			"\t\tv1alpha1.AddToScheme,\n",
 			"LeaderElectionReleaseOnCancel: true",
 			`LeaderElectionID: "widget-operator.example.com"`,
@@ -179,7 +184,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"metrics.FilterProvider = filters.WithAuthenticationAndAuthorization",
 			`"metrics-bind-address", ":8443"`, `"metrics-secure", true`, `"enable-http2", false`,
 			`"health-probe-bind-address"`, `"leader-elect"`,
-			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"webhook-port"`,
+			`"leader-election-namespace"`, `"webhook-cert-dir"`, `"webhook-cert-secret", ""`, `"webhook-service", "widget-operator-webhook"`, `"webhook-port"`,
 			`"workers", 4,`,
 			"resources=tokenreviews,verbs=create\n", "resources=subjectaccessreviews,verbs=create\n",
 		},
@@ -187,14 +192,20 @@ func TestWriteWritesTheProject(t *testing.T) {
 			`l.GetValue() == "widget"`,
 			"http.StatusUnauthorized", "http.StatusForbidden",
 		},
+		"cmd/webhooks.go": {
+			`const namePrefix = "widget-operator-"`,
+			`CAName:         "widget-operator-webhook-ca"`,
+		},
 		"hack/generate/main.go": {
 			`kindOf((&controller.WidgetHandlers{}).Machine(), v1alpha1.GroupVersion.WithResource("widgets")),`,
 			`Namespace: "system", Name: "webhook"`,
+			`const namePrefix = "widget-operator-"`,
 			"alerts.PrometheusRule",
 		},
 		"hack/run/main.go": {
 			`namespace      = "widget-operator-system"`,
 			`serviceAccount = "widget-operator-controller"`,
+			`namePrefix     = "widget-operator-"`,
 			`"go", "build", "-o", operator, "./cmd"`,
 		},
 		"hack/image/main.go": {
@@ -223,6 +234,11 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"config/manager/manager.yaml": {
 			"--leader-elect\n",
 			"--webhook-cert-dir=",
+			"--webhook-cert-secret=widget-operator-webhook-cert\n",
+			"name: POD_NAMESPACE\n",
+		},
+		"config/rbac/webhook_cert_role.yaml": {
+			"resourceNames: [widget-operator-webhook-cert]\n",
 		},
 		"VERSION": {"v0.1.0\n"},
 	} {
