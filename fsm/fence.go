@@ -209,7 +209,7 @@ type cancelOnClose struct {
 
 func (b *cancelOnClose) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = b.cut(err)
 	}
 	return n, err
