@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/graph"
+	"github.com/kfsm/kfsm/internal/refusal"
 	"github.com/kfsm/kfsm/internal/typo"
 )
 
@@ -1147,7 +1148,8 @@ func (w *walker[T]) illegal(cur State, res Result) {
 	events := append([]State{res.next}, res.also...)
 	bad := events[slices.IndexFunc(events, func(e State) bool { return def.exitIndex(e) < 0 })]
 	_, declared := w.r.b.states[bad]
-	msg := refusal(cur, events, bad, def.exits, !declared && bad != Default, w.r.m.stateNames()) + "; the transition was refused"
+	undeclared := !declared && bad != Default
+	msg := refusal.Why(refusal.Past, cur, events, bad, def.exits, undeclared, typo.Closest(bad, w.r.m.stateNames())) + "; the transition was refused"
 	if !w.isStalled(ReasonIllegalTransition, msg) {
 		w.later(func() {
 			w.log.Error(errors.New(msg), "illegal transition", "machine", w.r.m.name, "from", cur, "to", res.next)
@@ -1155,37 +1157,6 @@ func (w *walker[T]) illegal(cur State, res Result) {
 	}
 	w.rest(cur, ReasonIllegalTransition)
 	w.stall(cur, ReasonIllegalTransition, msg)
-}
-
-// refusal says why a Next from state with the given events is refused,
-// bad being the first that names no exit: it is not among the exits, or
-// no state of that name is declared (with the declared name closest to
-// it, for a typo). kfsm vet (package fsmvet) says the same words, in the
-// present tense, before the code runs.
-func refusal(state State, events []State, bad State, exits []State, undeclared bool, states []State) string {
-	var b strings.Builder
-	if len(events) > 1 {
-		fmt.Fprintf(&b, "state %s raised events [%s]; ", state, joinStates(events))
-	} else {
-		fmt.Fprintf(&b, "state %s asked to move to %s, ", state, bad)
-	}
-	switch {
-	case undeclared && len(events) > 1:
-		fmt.Fprintf(&b, "no state %s is declared", bad)
-	case undeclared:
-		fmt.Fprintf(&b, "but no state %s is declared", bad)
-	case len(events) > 1:
-		fmt.Fprintf(&b, "%s is not among its exits [%s]", bad, joinStates(exits))
-		return b.String()
-	default:
-		fmt.Fprintf(&b, "which is not among its exits [%s]", joinStates(exits))
-		return b.String()
-	}
-	if near := typo.Closest(bad, states); near != "" {
-		fmt.Fprintf(&b, " (did you mean %s?)", near)
-	}
-	fmt.Fprintf(&b, "; its exits are [%s]", joinStates(exits))
-	return b.String()
 }
 
 // unreachableGoal reports a goal that the object cannot walk to. No

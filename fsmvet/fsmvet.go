@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/tools/go/analysis"
 
+	"github.com/kfsm/kfsm/internal/refusal"
 	"github.com/kfsm/kfsm/internal/typo"
 )
 
@@ -154,7 +155,7 @@ func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, b
 	}
 	category := IllegalNext
 	undeclared := len(others) == 0 && c.undeclared(d, bad)
-	msg := refusal(d.name, n.events, bad, d.exits, undeclared, typo.Closest(bad, c.declared(d)))
+	msg := refusal.Why(refusal.Present, d.name, n.events, bad, d.exits, undeclared, typo.Closest(bad, c.declared(d)))
 	switch {
 	case len(others) > 0:
 		category = SharedHandler
@@ -166,35 +167,6 @@ func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, b
 		msg += "; kfsm refuses the transition at run time: " + c.fix(d, n, bad)
 	}
 	c.report(n.call, category, msg)
-}
-
-// refusal says why kfsm refuses a Next from state with the given events,
-// bad being the first that names no exit, in the words of the run-time
-// message (package fsm's refusal), in the present tense.
-func refusal(state string, events []string, bad string, exits []string, undeclared bool, closest string) string {
-	var b strings.Builder
-	if len(events) > 1 {
-		fmt.Fprintf(&b, "state %s raises events [%s]; ", state, strings.Join(events, ", "))
-	} else {
-		fmt.Fprintf(&b, "state %s asks to move to %s, ", state, bad)
-	}
-	switch {
-	case undeclared && len(events) > 1:
-		fmt.Fprintf(&b, "no state %s is declared", bad)
-	case undeclared:
-		fmt.Fprintf(&b, "but no state %s is declared", bad)
-	case len(events) > 1:
-		fmt.Fprintf(&b, "%s is not among its exits [%s]", bad, strings.Join(exits, ", "))
-		return b.String()
-	default:
-		fmt.Fprintf(&b, "which is not among its exits [%s]", strings.Join(exits, ", "))
-		return b.String()
-	}
-	if closest != "" {
-		fmt.Fprintf(&b, " (did you mean %s?)", closest)
-	}
-	fmt.Fprintf(&b, "; its exits are [%s]", strings.Join(exits, ", "))
-	return b.String()
 }
 
 // fix says how to make n legal: the fsm.To to declare, or, for a move
