@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
 	"strconv"
 	"sync"
@@ -12,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kfsm/kfsm/fsm/internal/applyjson"
 )
 
 // echoes tells kfsm's own writes apart from changes made by others.
@@ -81,20 +81,9 @@ type flight struct {
 // for every object kfsm wrote, for as long as it exists, so it holds
 // numbers rather than strings.
 type applyMark struct {
-	digest  applyDigest
+	digest  applyjson.Digest
 	version uint64
 }
-
-// applyDigest is the first half of the SHA-256 of an apply's body.
-type applyDigest [16]byte
-
-func digestOf(body []byte) applyDigest {
-	sum := sha256.Sum256(body)
-	return applyDigest(sum[:16])
-}
-
-// String is the digest as status.outputs records it.
-func (d applyDigest) String() string { return hex.EncodeToString(d[:]) }
 
 // heldEvent is an event that arrived while a write was in flight.
 type heldEvent struct {

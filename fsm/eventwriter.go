@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,7 +161,8 @@ func keyOfEvent(eventtype, reason, action string, regarding, related *corev1.Obj
 			b = append(append(b, f...), 0)
 		}
 	}
-	return eventKey(digestOf(b))
+	sum := sha256.Sum256(b)
+	return eventKey(sum[:16])
 }
 
 // enqueue adds a write to the queue, unless it is full; w.mu is held.

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm/internal/applyjson"
 )
 
 // managedBy is the value of LabelManagedBy on kfsm's children.
@@ -362,12 +364,12 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	content.SetAnnotations(annotations)
 	body, err := json.Marshal(content)
 	if err == nil {
-		body, err = trimApply(body)
+		body, err = applyjson.Trim(body)
 	}
 	if err != nil {
 		return fmt.Errorf("encoding child %s: %w", ref, err)
 	}
-	digest := digestOf(body)
+	digest := applyjson.DigestOf(body)
 
 	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
 	recorded, _ := w.output(ref)
@@ -397,7 +399,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		if rv, ok := resourceVersion(answer); ok {
 			w.r.echoes.applied(key, applyMark{digest: digest, version: rv})
 		}
-		wrote = existing == nil || (existing.GetResourceVersion() != answer.GetResourceVersion() && !othersWrote(existing, answer, body))
+		wrote = existing == nil || (existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(existing, answer, body))
 	}
 	var made client.Object
 	if wrote {
@@ -473,7 +475,7 @@ func (w *walker[T]) fits(ref OutputRef) error {
 // A change by anyone else, or another object of the name, has another
 // version. This process's memory of its last apply comes first; after a
 // restart, the record in the status stands in.
-func (r *reconciler[T]) unchanged(key echoKey, existing client.Object, digest applyDigest, recorded OutputRef) bool {
+func (r *reconciler[T]) unchanged(key echoKey, existing client.Object, digest applyjson.Digest, recorded OutputRef) bool {
 	if existing == nil || existing.GetDeletionTimestamp() != nil {
 		return false
 	}
@@ -555,7 +557,7 @@ func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.Obje
 }
 
 // applyContent is the child as an apply request will carry it, before
-// trimApply leaves out its status and nulls: a copy of what the author
+// applyjson.Trim leaves out its status and nulls: a copy of what the author
 // set, with the type filled in and the metadata that the server sets
 // left out.
 func applyContent(child client.Object, gvk schema.GroupVersionKind) (client.Object, error) {

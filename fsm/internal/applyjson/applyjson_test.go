@@ -1,7 +1,8 @@
-package fsm
+package applyjson
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// trimmed is what trimApply must produce, the slow way: decoded into
+// trimmed is what Trim must produce, the slow way: decoded into
 // maps, without the status and the nulls.
 func trimmed(t testing.TB, src []byte) any {
 	var m map[string]any
@@ -40,16 +41,16 @@ func trimmed(t testing.TB, src []byte) any {
 }
 
 func checkTrim(t testing.TB, src []byte) {
-	got, err := trimApply(src)
+	got, err := Trim(src)
 	if err != nil {
-		t.Fatalf("trimApply(%s): %v", src, err)
+		t.Fatalf("Trim(%s): %v", src, err)
 	}
 	var gotv any
 	if err := json.Unmarshal(got, &gotv); err != nil {
-		t.Fatalf("trimApply(%s) = %s, not JSON: %v", src, got, err)
+		t.Fatalf("Trim(%s) = %s, not JSON: %v", src, got, err)
 	}
 	if diff := cmp.Diff(trimmed(t, src), gotv); diff != "" {
-		t.Errorf("trimApply(%s) = %s (-want +got):\n%s", src, got, diff)
+		t.Errorf("Trim(%s) = %s (-want +got):\n%s", src, got, diff)
 	}
 }
 
@@ -72,13 +73,13 @@ func TestTrimApplyDropsStatusAndNulls(t *testing.T) {
 		}
 		checkTrim(t, src)
 	}
-	got, err := trimApply([]byte(`{"metadata":{"creationTimestamp":null,"name":"x"},"spec":{"template":{"metadata":{"creationTimestamp":null}},"list":[null,{"a":null,"b":[1,{"c":null}]}]},"status":{"x":1}}`))
+	got, err := Trim([]byte(`{"metadata":{"creationTimestamp":null,"name":"x"},"spec":{"template":{"metadata":{"creationTimestamp":null}},"list":[null,{"a":null,"b":[1,{"c":null}]}]},"status":{"x":1}}`))
 	if want := `{"metadata":{"name":"x"},"spec":{"template":{"metadata":{}},"list":[null,{"b":[1,{}]}]}}`; err != nil || string(got) != want {
-		t.Errorf("trimApply = %s, %v; want %s", got, err, want)
+		t.Errorf("Trim = %s, %v; want %s", got, err, want)
 	}
 	for _, bad := range []string{``, `[]`, `{"a":`, `{"a":1`, `{"a" 1}`, `{"a":"x}`, `{"a":[1,2}`, `{} x`, `{"a":}`} {
-		if got, err := trimApply([]byte(bad)); err == nil {
-			t.Errorf("trimApply(%q) = %s, want an error", bad, got)
+		if got, err := Trim([]byte(bad)); err == nil {
+			t.Errorf("Trim(%q) = %s, want an error", bad, got)
 		}
 	}
 }
@@ -93,7 +94,7 @@ func FuzzTrimApply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		var m map[string]any
 		if json.Unmarshal(src, &m) != nil || m == nil {
-			return // trimApply's input is an object that encoding/json wrote
+			return // Trim's input is an object that encoding/json wrote
 		}
 		checkTrim(t, src)
 	})
@@ -139,9 +140,21 @@ func TestOthersWroteTellsTheApplysChangesFromOthers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			after := before.DeepCopy()
 			c.change(after)
-			if got := othersWrote(before, after, body); got != c.want {
-				t.Errorf("othersWrote = %v, want %v", got, c.want)
+			if got := OthersWrote(before, after, body); got != c.want {
+				t.Errorf("OthersWrote = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// A digest is what status.outputs records of an apply: 32 hexadecimal
+// digits, the same for the same body, another for another.
+func TestDigestIsTheSameForTheSameBody(t *testing.T) {
+	a, b := DigestOf([]byte(`{"data":{"k":"v"}}`)), DigestOf([]byte(`{"data":{"k":"w"}}`))
+	if a != DigestOf([]byte(`{"data":{"k":"v"}}`)) || a == b {
+		t.Errorf("digests %s and %s of the same and of another body", a, b)
+	}
+	if s := a.String(); len(s) != 32 || strings.Trim(s, "0123456789abcdef") != "" {
+		t.Errorf("digest %q is not 32 hexadecimal digits", s)
 	}
 }

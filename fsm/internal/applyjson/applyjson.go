@@ -1,7 +1,13 @@
-package fsm
+// Package applyjson works on the JSON bodies of the server-side applies
+// that kfsm sends for a machine's children: it trims what an apply must
+// not carry, digests what it sends, and tells from the API server's
+// answer whether someone else wrote the object meanwhile.
+package applyjson
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +16,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// othersWrote reports whether after, what an apply of body answered,
+// Digest is the first half of the SHA-256 of an apply's body: kfsm
+// remembers it for each child it applies, in memory and in the status, to
+// tell an apply that would change nothing.
+type Digest [16]byte
+
+// DigestOf digests the body of an apply.
+func DigestOf(body []byte) Digest {
+	sum := sha256.Sum256(body)
+	return Digest(sum[:16])
+}
+
+// String is the digest as status.outputs records it.
+func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// OthersWrote reports whether after, what an apply of body answered,
 // differs from before, the copy of the object read ahead of the apply, in
 // anything that body does not set, beyond the metadata that every write
 // changes. Then someone else wrote the object in between: if the apply
@@ -18,7 +38,7 @@ import (
 // event is news still to come. What differs inside a value or a list
 // that body sets counts as the apply's, and so does what the server
 // defaults there.
-func othersWrote(before, after client.Object, body []byte) bool {
+func OthersWrote(before, after client.Object, body []byte) bool {
 	was, err := decoded(before)
 	if err != nil {
 		return true
@@ -79,7 +99,7 @@ func differsOutside(a, b any, applied any) bool {
 	return false
 }
 
-// trimApply removes from a JSON object, as encoding/json writes it, the
+// Trim removes from a JSON object, as encoding/json writes it, the
 // members that an apply request must not carry: the top-level "status",
 // which belongs to the status subresource, and every member whose value
 // is null at any depth, such as the creationTimestamp of a pod template.
@@ -87,7 +107,7 @@ func differsOutside(a, b any, applied any) bool {
 //
 // It works on the encoded bytes: decoding the object into maps and
 // encoding it again costs several times as much.
-func trimApply(src []byte) ([]byte, error) {
+func Trim(src []byte) ([]byte, error) {
 	i := skipSpace(src, 0)
 	if i >= len(src) || src[i] != '{' {
 		return nil, errors.New("an apply request must be a JSON object")
