@@ -2,9 +2,6 @@ package fsm
 
 import (
 	"context"
-	"fmt"
-	goruntime "runtime"
-	"strconv"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -154,36 +151,4 @@ func BenchmarkHandWrittenConvergedReconcile(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// BenchmarkEchoMarks measures what kfsm's record of its own writes keeps
-// per object written, once the writes have returned: it is kept for every
-// object for as long as the object exists. Each iteration records a write
-// of 10,000 objects of one kind and reports the live heap per object.
-func BenchmarkEchoMarks(b *testing.B) {
-	const n = 10_000
-	gk := schema.GroupKind{Group: "bench.kfsm.dev", Kind: "BenchObject"}
-	keys := make([]echoKey, n)
-	objs := make([]client.Object, n)
-	for i := range keys {
-		keys[i] = echoKey{gk: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("o-%05d", i)}}
-		objs[i] = &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(100 + i)}}
-	}
-	var perObject float64
-	for b.Loop() {
-		var before, after goruntime.MemStats
-		goruntime.GC()
-		goruntime.ReadMemStats(&before)
-		e := newEchoes()
-		for i, key := range keys {
-			e.begin(key)
-			e.wrote(key, objs[i])
-			e.applied(key, applyMark{version: uint64(100 + i)})
-		}
-		goruntime.GC()
-		goruntime.ReadMemStats(&after)
-		perObject = float64(after.HeapAlloc-before.HeapAlloc) / n
-		goruntime.KeepAlive(e)
-	}
-	b.ReportMetric(perObject, "B/object")
 }

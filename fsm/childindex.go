@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
 
 // childIndex finds a machine's children of its typed owned types by
@@ -119,7 +121,7 @@ func (x *childIndex) file(old, obj client.Object, gone bool) {
 		return
 	}
 	c := indexedChild{key: client.ObjectKeyFromObject(obj), kind: kind}
-	c.rv, _ = resourceVersion(obj)
+	c.rv, _ = echo.ResourceVersion(obj)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if gone || from != parent {

@@ -685,7 +685,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if m.shards != nil {
 		b = b.WithEventFilter(m.shards.catchUpFilter(r.roleOf))
 	}
-	b = b.WithEventFilter(r.echoes.filter(r.roleOf, r.echoed))
+	b = b.WithEventFilter(r.echoes.Filter(r.roleOf, r.echoed))
 	for i, o := range m.owns {
 		b = b.Owns(o, m.ownsOpts[i]...).
 			Watches(o, handler.EnqueueRequestsFromMapFunc(r.parentOf))

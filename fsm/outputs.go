@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/applyjson"
+	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
 
 // managedBy is the value of LabelManagedBy on kfsm's children.
@@ -371,7 +372,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	}
 	digest := applyjson.DigestOf(body)
 
-	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
+	key := echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
 	recorded, _ := w.output(ref)
 	if w.r.unchanged(key, existing, digest, recorded) {
 		// The child is still what this content made of it: an apply
@@ -389,15 +390,15 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	answer := t.newObject(w.r.client.Scheme())
 	answer.SetNamespace(ref.Namespace)
 	answer.SetName(ref.Name)
-	w.r.echoes.begin(key)
+	w.r.echoes.Begin(key)
 	err = w.r.client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), patchOpts...)
 	// The answer's version is the apply's own only if the apply made it.
 	// One that changed nothing answers with the version of the last write,
 	// which may be someone else's that the cache has yet to see.
 	wrote := false
 	if err == nil {
-		if rv, ok := resourceVersion(answer); ok {
-			w.r.echoes.applied(key, applyMark{digest: digest, version: rv})
+		if rv, ok := echo.ResourceVersion(answer); ok {
+			w.r.echoes.Applied(key, echo.Apply{Digest: digest, Version: rv})
 		}
 		wrote = existing == nil || (existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(existing, answer, body))
 	}
@@ -405,7 +406,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if wrote {
 		made = answer
 	}
-	if w.r.echoes.wrote(key, made) {
+	if w.r.echoes.Wrote(key, made) {
 		w.r.requeue(client.ObjectKeyFromObject(parent))
 	}
 	if err != nil {
@@ -475,13 +476,13 @@ func (w *walker[T]) fits(ref OutputRef) error {
 // A change by anyone else, or another object of the name, has another
 // version. This process's memory of its last apply comes first; after a
 // restart, the record in the status stands in.
-func (r *reconciler[T]) unchanged(key echoKey, existing client.Object, digest applyjson.Digest, recorded OutputRef) bool {
+func (r *reconciler[T]) unchanged(key echo.Key, existing client.Object, digest applyjson.Digest, recorded OutputRef) bool {
 	if existing == nil || existing.GetDeletionTimestamp() != nil {
 		return false
 	}
-	if last, ok := r.echoes.lastApplied(key); ok {
-		rv, _ := resourceVersion(existing)
-		return last.digest == digest && last.version == rv
+	if last, ok := r.echoes.LastApplied(key); ok {
+		rv, _ := echo.ResourceVersion(existing)
+		return last.Digest == digest && last.Version == rv
 	}
 	return recorded.AppliedDigest == digest.String() && recorded.ResourceVersion == existing.GetResourceVersion() && recorded.UID == existing.GetUID()
 }
@@ -720,13 +721,13 @@ func (r *reconciler[T]) deleteChild(ctx context.Context, parent types.Namespaced
 	if ref.UID != "" {
 		opts = append(opts, client.Preconditions{UID: &ref.UID})
 	}
-	key := echoKey{gk: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
-	r.echoes.begin(key)
+	key := echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
+	r.echoes.Begin(key)
 	err := r.client.Delete(ctx, obj, opts...)
 	if apierrors.IsConflict(err) {
 		err = r.goneOrNotOurs(ctx, t, ref, err)
 	}
-	if r.echoes.deleted(key, ref.UID, err == nil) {
+	if r.echoes.Deleted(key, ref.UID, err == nil) {
 		r.requeue(parent)
 	}
 	switch {

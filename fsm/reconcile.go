@@ -38,6 +38,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/graph"
 	"github.com/kfsm/kfsm/internal/refusal"
 	"github.com/kfsm/kfsm/internal/typo"
@@ -76,7 +77,7 @@ type reconciler[T Object] struct {
 	index   *childIndex
 	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
 	actions *actions
-	echoes  *echoes
+	echoes  *echo.Marks
 	limiter *backoffLimiter // set under a manager
 	shards  *Shards         // set when the machine is sharded
 	// slowLogged holds the states whose handler was logged as slow.
@@ -102,7 +103,7 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 	r := &reconciler[T]{
 		m: m, b: m.built, client: c, reader: reader, recorder: rec,
 		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.actionWatch),
-		echoes:  newEchoes(),
+		echoes:  echo.NewMarks(),
 		tracked: map[types.NamespacedName]tracked{},
 		strays:  map[types.NamespacedName][]OutputRef{},
 		handed:  map[types.NamespacedName]uint64{},
@@ -125,18 +126,18 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 
 // roleOf says whether obj is one of the machine's objects, a child, or
 // neither, for the echo filter.
-func (r *reconciler[T]) roleOf(obj client.Object) (schema.GroupKind, role) {
+func (r *reconciler[T]) roleOf(obj client.Object) (schema.GroupKind, echo.Role) {
 	gvk, err := apiutil.GVKForObject(obj, r.client.Scheme())
 	if err != nil {
-		return schema.GroupKind{}, other
+		return schema.GroupKind{}, echo.Other
 	}
 	switch gk := gvk.GroupKind(); {
 	case gk == r.gk:
-		return gk, parent
+		return gk, echo.Parent
 	case r.owns[gk] != (ownedType{}):
-		return gk, child
+		return gk, echo.Child
 	default:
-		return gk, other
+		return gk, echo.Other
 	}
 }
 
@@ -238,7 +239,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 			return reconcile.Result{}, err
 		}
 	}
-	if r.echoes.stale(echoKey{gk: r.gk, NamespacedName: req.NamespacedName}, obj) {
+	if r.echoes.Stale(echo.Key{GroupKind: r.gk, NamespacedName: req.NamespacedName}, obj) {
 		// The cache has not seen kfsm's own last write yet; acting on it
 		// would act on the past.
 		return reconcile.Result{RequeueAfter: soon}, nil
@@ -374,14 +375,14 @@ func (r *reconciler[T]) writeFailed(ctx context.Context, err error) (reconcile.R
 // write runs one of kfsm's writes of obj, so that its watch event is known
 // for an echo.
 func (r *reconciler[T]) write(obj T, do func() error) error {
-	key := keyOf(r.gk, obj)
-	r.echoes.begin(key)
+	key := echo.KeyOf(r.gk, obj)
+	r.echoes.Begin(key)
 	err := do()
 	var wrote client.Object
 	if err == nil {
 		wrote = obj
 	}
-	if r.echoes.wrote(key, wrote) {
+	if r.echoes.Wrote(key, wrote) {
 		r.requeue(key.NamespacedName)
 	}
 	return err
@@ -1223,7 +1224,7 @@ func (r *reconciler[T]) track(obj T) {
 // forget drops what the reconciler knows of an object, and returns the
 // children that garbage collection cannot reach.
 func (r *reconciler[T]) forget(key types.NamespacedName) []OutputRef {
-	r.echoes.forget(echoKey{gk: r.gk, NamespacedName: key})
+	r.echoes.Forget(echo.Key{GroupKind: r.gk, NamespacedName: key})
 	return r.untrack(key)
 }
 

@@ -38,6 +38,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
 
 // ShardOptions configures the replicas of an operator that share its
@@ -1017,8 +1019,8 @@ func (r *reconciler[T]) handedOver(ctx context.Context, obj T, epoch uint64) err
 		}
 		return err
 	}
-	if rv, ok := resourceVersion(server); ok {
-		r.echoes.atLeast(echoKey{gk: r.gk, NamespacedName: key}, rv)
+	if rv, ok := echo.ResourceVersion(server); ok {
+		r.echoes.AtLeast(echo.Key{GroupKind: r.gk, NamespacedName: key}, rv)
 	}
 	r.mu.Lock()
 	r.handed[key] = epoch

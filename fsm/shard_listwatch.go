@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
 
 // reselecting is the list and watch of one of the cache's informers. For
@@ -343,10 +345,10 @@ func (s *Shards) caughtUp(gk schema.GroupKind, obj client.Object) bool {
 // slot, it queues each of them once (see gained), and an event that came
 // in while its first reconcile ran would only run the object again.
 // roleOf tells the machine's kinds from others.
-func (s *Shards) catchUpFilter(roleOf func(client.Object) (schema.GroupKind, role)) predicate.Predicate {
+func (s *Shards) catchUpFilter(roleOf func(client.Object) (schema.GroupKind, echo.Role)) predicate.Predicate {
 	news := func(obj client.Object) bool {
 		gk, r := roleOf(obj)
-		return r == other || !s.caughtUp(gk, obj)
+		return r == echo.Other || !s.caughtUp(gk, obj)
 	}
 	return predicate.Funcs{
 		CreateFunc: func(ev event.CreateEvent) bool { return news(ev.Object) },

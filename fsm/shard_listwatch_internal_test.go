@@ -17,6 +17,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
 
 func cmAt(name, uid, rv string) *corev1.ConfigMap {
@@ -205,7 +207,7 @@ func TestTheCatchUpOfSlotsNotReconciledIsNoNews(t *testing.T) {
 			t.Errorf("%s@%s in slot %s is news: %v, want %v", c.obj.Name, c.obj.ResourceVersion, c.obj.Labels[LabelSlot], got, c.news)
 		}
 	}
-	filter := s.catchUpFilter(func(client.Object) (schema.GroupKind, role) { return configMaps, child })
+	filter := s.catchUpFilter(func(client.Object) (schema.GroupKind, echo.Role) { return configMaps, echo.Child })
 	if filter.Create(event.CreateEvent{Object: listed[0]}) {
 		t.Error("the filter let the catch-up of a slot not reconciled through")
 	}

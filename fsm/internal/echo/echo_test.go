@@ -1,6 +1,9 @@
-package fsm
+package echo
 
 import (
+	"fmt"
+	"runtime"
+	"strconv"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +22,7 @@ func version(rv string, uid types.UID) client.Object {
 // write in flight.
 func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
-	key := keyOf(gk, version("", ""))
+	key := KeyOf(gk, version("", ""))
 	type step struct {
 		do   string // "begin", "wrote <rv>", "failed", "deleted", "event <rv>", "delete-event"
 		rv   string
@@ -68,19 +71,19 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e := newEchoes()
+			e := NewMarks()
 			for i, s := range tc.steps {
 				var got bool
 				switch s.do {
 				case "begin":
-					e.begin(key)
+					e.Begin(key)
 					continue
 				case "wrote":
-					got = e.wrote(key, version(s.rv, "u1"))
+					got = e.Wrote(key, version(s.rv, "u1"))
 				case "failed":
-					got = e.wrote(key, nil)
+					got = e.Wrote(key, nil)
 				case "deleted":
-					got = e.deleted(key, "u1", true)
+					got = e.Deleted(key, "u1", true)
 				case "event":
 					got = e.echo(key, version(s.rv, "u1"), false)
 				case "delete-event":
@@ -98,20 +101,20 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 // forgotten, so no older copy passes, however often newer ones were read.
 func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
-	key := keyOf(gk, version("", ""))
-	e := newEchoes()
-	e.begin(key)
-	e.wrote(key, version("20", "u1"))
+	key := KeyOf(gk, version("", ""))
+	e := NewMarks()
+	e.Begin(key)
+	e.Wrote(key, version("20", "u1"))
 	for range 3 {
-		if e.stale(key, version("20", "u1")) {
+		if e.Stale(key, version("20", "u1")) {
 			t.Fatal("the copy kfsm wrote is taken for stale")
 		}
 	}
-	if !e.stale(key, version("19", "u1")) {
+	if !e.Stale(key, version("19", "u1")) {
 		t.Error("a copy older than kfsm's write passed after fresh reads")
 	}
-	e.forget(key)
-	if e.stale(key, version("19", "u1")) {
+	e.Forget(key)
+	if e.Stale(key, version("19", "u1")) {
 		t.Error("a forgotten object still has a mark")
 	}
 }
@@ -120,20 +123,20 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 // what a write in flight holds, and the UID a delete leaves, go with them.
 func TestEchoesKeepOnlyAMarkOnceWritesEnd(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
-	key := keyOf(gk, version("", ""))
-	e := newEchoes()
-	e.begin(key)
-	e.begin(key)
+	key := KeyOf(gk, version("", ""))
+	e := NewMarks()
+	e.Begin(key)
+	e.Begin(key)
 	if !e.echo(key, version("10", "u1"), false) {
 		t.Fatal("an event during a write passed")
 	}
-	e.wrote(key, version("10", "u1"))
-	e.wrote(key, version("11", "u1"))
+	e.Wrote(key, version("10", "u1"))
+	e.Wrote(key, version("11", "u1"))
 	if len(e.flights) != 0 || len(e.marks) != 1 {
 		t.Fatalf("after the writes returned: %d flights and %d marks, want 0 and 1", len(e.flights), len(e.marks))
 	}
-	e.begin(key)
-	e.deleted(key, "u1", true)
+	e.Begin(key)
+	e.Deleted(key, "u1", true)
 	if len(e.gone) != 1 {
 		t.Fatalf("after kfsm deleted the object: %d UIDs of deleted objects, want 1", len(e.gone))
 	}
@@ -143,4 +146,36 @@ func TestEchoesKeepOnlyAMarkOnceWritesEnd(t *testing.T) {
 	if len(e.marks) != 0 || len(e.gone) != 0 || len(e.flights) != 0 {
 		t.Errorf("after the delete event: %d marks, %d UIDs, %d flights, want none", len(e.marks), len(e.gone), len(e.flights))
 	}
+}
+
+// BenchmarkEchoMarks measures what kfsm's record of its own writes keeps
+// per object written, once the writes have returned: it is kept for every
+// object for as long as the object exists. Each iteration records a write
+// of 10,000 objects of one kind and reports the live heap per object.
+func BenchmarkEchoMarks(b *testing.B) {
+	const n = 10_000
+	gk := schema.GroupKind{Group: "bench.kfsm.dev", Kind: "BenchObject"}
+	keys := make([]Key, n)
+	objs := make([]client.Object, n)
+	for i := range keys {
+		keys[i] = Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("o-%05d", i)}}
+		objs[i] = &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(100 + i)}}
+	}
+	var perObject float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		e := NewMarks()
+		for i, key := range keys {
+			e.Begin(key)
+			e.Wrote(key, objs[i])
+			e.Applied(key, Apply{Version: uint64(100 + i)})
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perObject = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(e)
+	}
+	b.ReportMetric(perObject, "B/object")
 }

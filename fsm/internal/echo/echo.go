@@ -1,20 +1,7 @@
-package fsm
-
-import (
-	"slices"
-	"strconv"
-	"sync"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-
-	"github.com/kfsm/kfsm/fsm/internal/applyjson"
-)
-
-// echoes tells kfsm's own writes apart from changes made by others.
+// Package echo tells kfsm's own writes apart from changes made by others,
+// and keeps kfsm from acting on a copy of an object older than its own
+// last write of it: the echo filter and the stale-cache guard of
+// package fsm.
 //
 // Every write that kfsm makes to an object (the parent's finalizer and
 // status, a child's apply or delete) comes back from the API server as a
@@ -37,7 +24,30 @@ import (
 // A mark stays for as long as its object exists, so it is kept small: its
 // key numbers the kind, and what a write in flight holds, or the UID a
 // delete leaves, is kept apart and only as long as it lasts.
-type echoes struct {
+// It knows objects by their kind and key, and knows nothing of machines:
+// the reconciler says which objects are whose (see Role), and marks each
+// of its writes with Begin and Wrote or Deleted.
+package echo
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kfsm/kfsm/fsm/internal/applyjson"
+)
+
+// Marks are what kfsm remembers of its writes of each object: the
+// resourceVersions they made, the writes in flight and the events held
+// behind them, and what the last apply of a child sent. The zero value is
+// not ready; make one with NewMarks.
+type Marks struct {
 	mu      sync.Mutex
 	marks   map[markKey]*echoMark
 	flights map[markKey]*flight   // writes in flight
@@ -45,12 +55,13 @@ type echoes struct {
 	kinds   map[schema.GroupKind]uint16
 }
 
-type echoKey struct {
-	gk schema.GroupKind
+// Key names an object: its kind and its namespace and name.
+type Key struct {
+	schema.GroupKind
 	types.NamespacedName
 }
 
-// markKey is an echoKey with its kind numbered by kinds.
+// markKey is a Key with its kind numbered by kinds.
 type markKey struct {
 	kind uint16
 	types.NamespacedName
@@ -66,7 +77,7 @@ type echoMark struct {
 	passed uint64
 	// applied is what kfsm's last apply of a child sent, and the version
 	// the API server answered with: the skip rule's memory.
-	applied applyMark
+	applied Apply
 	next    uint8 // where the next version goes in own
 }
 
@@ -76,13 +87,13 @@ type flight struct {
 	held    []heldEvent
 }
 
-// applyMark is a digest of an apply's content and the resourceVersion of
+// Apply is a digest of an apply's content and the resourceVersion of
 // the child that it left; a zero version records nothing. A mark is kept
 // for every object kfsm wrote, for as long as it exists, so it holds
 // numbers rather than strings.
-type applyMark struct {
-	digest  applyjson.Digest
-	version uint64
+type Apply struct {
+	Digest  applyjson.Digest
+	Version uint64
 }
 
 // heldEvent is an event that arrived while a write was in flight.
@@ -92,36 +103,38 @@ type heldEvent struct {
 	deleted bool // the object is gone: its mark can go too
 }
 
-func newEchoes() *echoes {
-	return &echoes{
+// NewMarks returns marks of no write.
+func NewMarks() *Marks {
+	return &Marks{
 		marks: map[markKey]*echoMark{}, flights: map[markKey]*flight{},
 		gone: map[markKey]types.UID{}, kinds: map[schema.GroupKind]uint16{},
 	}
 }
 
 // key numbers key's kind; e.mu is held.
-func (e *echoes) key(key echoKey) markKey {
-	n, ok := e.kinds[key.gk]
+func (e *Marks) key(key Key) markKey {
+	n, ok := e.kinds[key.GroupKind]
 	if !ok {
 		n = uint16(len(e.kinds))
-		e.kinds[key.gk] = n
+		e.kinds[key.GroupKind] = n
 	}
 	return markKey{kind: n, NamespacedName: key.NamespacedName}
 }
 
-func keyOf(gk schema.GroupKind, obj client.Object) echoKey {
-	return echoKey{gk: gk, NamespacedName: client.ObjectKeyFromObject(obj)}
+// KeyOf is the key of obj, of kind gk.
+func KeyOf(gk schema.GroupKind, obj client.Object) Key {
+	return Key{GroupKind: gk, NamespacedName: client.ObjectKeyFromObject(obj)}
 }
 
-// resourceVersion reads an object's resourceVersion as the number that
+// ResourceVersion reads an object's resourceVersion as the number that
 // etcd's revisions are; ok is false for anything else.
-func resourceVersion(obj client.Object) (uint64, bool) {
+func ResourceVersion(obj client.Object) (uint64, bool) {
 	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 	return rv, err == nil
 }
 
-// begin marks a write of key as in flight.
-func (e *echoes) begin(key echoKey) {
+// Begin marks a write of key as in flight.
+func (e *Marks) Begin(key Key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
@@ -135,7 +148,7 @@ func (e *echoes) begin(key echoKey) {
 }
 
 // mark returns k's mark, made if there is none; e.mu is held.
-func (e *echoes) mark(k markKey) *echoMark {
+func (e *Marks) mark(k markKey) *echoMark {
 	m := e.marks[k]
 	if m == nil {
 		m = &echoMark{}
@@ -145,15 +158,15 @@ func (e *echoes) mark(k markKey) *echoMark {
 }
 
 // drop ends k's mark; e.mu is held.
-func (e *echoes) drop(k markKey) {
+func (e *Marks) drop(k markKey) {
 	delete(e.marks, k)
 	delete(e.gone, k)
 }
 
-// wrote ends a write that made obj, or made nothing when obj is nil (it
+// Wrote ends a write that made obj, or made nothing when obj is nil (it
 // failed, or was an apply that changed nothing), and reports whether
 // events held meanwhile came from someone else.
-func (e *echoes) wrote(key echoKey, obj client.Object) (missed bool) {
+func (e *Marks) Wrote(key Key, obj client.Object) (missed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
@@ -162,16 +175,16 @@ func (e *echoes) wrote(key echoKey, obj client.Object) (missed bool) {
 		return false
 	}
 	if obj != nil {
-		if rv, ok := resourceVersion(obj); ok {
+		if rv, ok := ResourceVersion(obj); ok {
 			m.record(rv)
 		}
 	}
 	return e.release(k, m)
 }
 
-// deleted ends a delete of key: when it went through, the object with uid
+// Deleted ends a delete of key: when it went through, the object with uid
 // is gone by kfsm's hand, and what its deletion sends is no news.
-func (e *echoes) deleted(key echoKey, uid types.UID, ok bool) (missed bool) {
+func (e *Marks) Deleted(key Key, uid types.UID, ok bool) (missed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
@@ -185,8 +198,8 @@ func (e *echoes) deleted(key echoKey, uid types.UID, ok bool) (missed bool) {
 	return e.release(k, m)
 }
 
-// applied records what an apply of key sent and the version it left.
-func (e *echoes) applied(key echoKey, a applyMark) {
+// Applied records what an apply of key sent and the version it left.
+func (e *Marks) Applied(key Key, a Apply) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if m := e.marks[e.key(key)]; m != nil {
@@ -194,13 +207,13 @@ func (e *echoes) applied(key echoKey, a applyMark) {
 	}
 }
 
-// lastApplied returns what applied last recorded for key, if anything.
-func (e *echoes) lastApplied(key echoKey) (applyMark, bool) {
+// LastApplied returns what Applied last recorded for key, if anything.
+func (e *Marks) LastApplied(key Key) (Apply, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.marks[e.key(key)]
-	if m == nil || m.applied.version == 0 {
-		return applyMark{}, false
+	if m == nil || m.applied.Version == 0 {
+		return Apply{}, false
 	}
 	return m.applied, true
 }
@@ -213,7 +226,7 @@ func (m *echoMark) record(rv uint64) {
 
 // ours reports whether ev is the echo of a write of k's, whose mark is m;
 // e.mu is held.
-func (e *echoes) ours(k markKey, m *echoMark, ev heldEvent) bool {
+func (e *Marks) ours(k markKey, m *echoMark, ev heldEvent) bool {
 	if gone, ok := e.gone[k]; ok && ev.uid == gone {
 		return true
 	}
@@ -222,7 +235,7 @@ func (e *echoes) ours(k markKey, m *echoMark, ev heldEvent) bool {
 
 // release ends one write in flight and judges the events held meanwhile.
 // e.mu is held.
-func (e *echoes) release(k markKey, m *echoMark) (missed bool) {
+func (e *Marks) release(k markKey, m *echoMark) (missed bool) {
 	f := e.flights[k]
 	if f == nil {
 		return false
@@ -246,8 +259,8 @@ func (e *echoes) release(k markKey, m *echoMark) (missed bool) {
 // echo reports whether an event about obj is one of kfsm's own writes, or
 // must wait for the write in flight to return. A delete event ends the
 // object's mark.
-func (e *echoes) echo(key echoKey, obj client.Object, deleted bool) bool {
-	rv, _ := resourceVersion(obj)
+func (e *Marks) echo(key Key, obj client.Object, deleted bool) bool {
+	rv, _ := ResourceVersion(obj)
 	ev := heldEvent{rv: rv, uid: obj.GetUID(), deleted: deleted}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -271,11 +284,11 @@ func (e *echoes) echo(key echoKey, obj client.Object, deleted bool) bool {
 	return false
 }
 
-// stale reports whether obj is older than kfsm's last write of it. The
+// Stale reports whether obj is older than kfsm's last write of it. The
 // mark stays until the object is forgotten, so that no older copy, read
 // at any time, is mistaken for the present.
-func (e *echoes) stale(key echoKey, obj client.Object) bool {
-	rv, ok := resourceVersion(obj)
+func (e *Marks) Stale(key Key, obj client.Object) bool {
+	rv, ok := ResourceVersion(obj)
 	if !ok {
 		return false
 	}
@@ -285,16 +298,18 @@ func (e *echoes) stale(key echoKey, obj client.Object) bool {
 	return m != nil && rv < m.last
 }
 
-// atLeast makes the stale-cache guard wait until the cache has seen
+// AtLeast makes the stale-cache guard wait until the cache has seen
 // version rv of the object.
-func (e *echoes) atLeast(key echoKey, rv uint64) {
+func (e *Marks) AtLeast(key Key, rv uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.mark(e.key(key))
 	m.last = max(m.last, rv)
 }
 
-func (e *echoes) forget(key echoKey) {
+// Forget ends the mark of an object that kfsm no longer reconciles,
+// unless a write of it is in flight.
+func (e *Marks) Forget(key Key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
@@ -303,29 +318,29 @@ func (e *echoes) forget(key echoKey) {
 	}
 }
 
-// role says what an object is to a machine: its own kind (a parent), a
+// Role says what an object is to a machine: its own kind (a parent), a
 // kind of its children, or neither.
-type role int
+type Role int
 
 const (
-	other role = iota
-	parent
-	child
+	Other  Role = iota // not the machine's: its events pass as they are
+	Parent             // an object of the machine's own kind
+	Child              // an object of a kind the machine owns
 )
 
-// filter is the predicate that drops the events of kfsm's own writes from
+// Filter is the predicate that drops the events of kfsm's own writes from
 // every watch of a machine, and tells dropped what it dropped; roleOf
-// tells parents and children from the rest. Resyncs (same resourceVersion) pass, and so do deletes by others;
-// a child's mark ends with its deletion, a parent's when the reconciler
-// forgets it.
-func (e *echoes) filter(roleOf func(client.Object) (schema.GroupKind, role), dropped func(schema.GroupKind, client.Object)) predicate.Predicate {
+// tells parents and children from the rest. Resyncs (same
+// resourceVersion) pass, and so do deletes by others; a child's mark
+// ends with its deletion, a parent's when the reconciler forgets it.
+func (e *Marks) Filter(roleOf func(client.Object) (schema.GroupKind, Role), dropped func(schema.GroupKind, client.Object)) predicate.Predicate {
 	echo := func(obj client.Object, deleted bool) bool {
 		gk, r := roleOf(obj)
 		switch {
-		case r == other, r == parent && deleted:
+		case r == Other, r == Parent && deleted:
 			return false
 		}
-		if !e.echo(keyOf(gk, obj), obj, deleted) {
+		if !e.echo(KeyOf(gk, obj), obj, deleted) {
 			return false
 		}
 		dropped(gk, obj)
