@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
 	"github.com/kfsm/kfsm/graph"
 )
 
@@ -615,7 +616,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("machine %s: a client of events: %w", m.name, err)
 	}
-	w := newEventWriter(events, mgr.GetScheme(), m.FieldOwner(), logf.Log.WithName("kfsm").WithValues("machine", m.name))
+	w := eventwriter.New(events, mgr.GetScheme(), m.FieldOwner(), logf.Log.WithName("kfsm").WithValues("machine", m.name), eventwriter.Options{})
 	if err := mgr.Add(w); err != nil {
 		return fmt.Errorf("machine %s: %w", m.name, err)
 	}

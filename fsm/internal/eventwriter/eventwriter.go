@@ -1,6 +1,11 @@
-package fsm
+// Package eventwriter writes a machine's Kubernetes events in the
+// background, as series, through the events.k8s.io API, in place of
+// client-go's events broadcaster: package fsm records every event of its
+// machines under a manager through a Writer.
+package eventwriter
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -21,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/reference"
 )
 
-// eventWriter writes a machine's events to the events.k8s.io API, in the
+// Writer writes a machine's events to the events.k8s.io API, in the
 // background, in place of client-go's events broadcaster, and remembers
 // less.
 //
@@ -29,7 +34,8 @@ import (
 // related object at the same resourceVersion, as client-go has them) are
 // one Event with a series, as the events API has them: the second is
 // written at once as a series of two; later ones are counted and written
-// at most once per patchEvery; a series quiet for seriesWindow is
+// at most once per Options.PatchEvery; a series quiet for
+// Options.SeriesWindow is
 // forgotten, and the next one starts a new Event. For each Event it keeps
 // a digest of what makes events isomorphic, the Event's name and the
 // counts, about 150 bytes; the broadcaster keeps a whole copy of every
@@ -38,18 +44,13 @@ import (
 // A few goroutines write from a bounded queue. When the queue is full, as
 // when the API server refuses events for long, a new event is dropped, and
 // the drops are logged.
-type eventWriter struct {
+type Writer struct {
 	events     typedeventsv1.EventsV1Interface
 	scheme     *runtime.Scheme
 	controller string
 	instance   string
 	log        logr.Logger
-
-	// The timing, fields so that tests can shorten it.
-	patchEvery   time.Duration
-	seriesWindow time.Duration
-	retryAfter   time.Duration
-	queueLimit   int
+	o          Options
 
 	mu      sync.Mutex
 	queue   []eventWrite
@@ -86,18 +87,39 @@ type eventWrite struct {
 	name  string
 }
 
-func newEventWriter(events typedeventsv1.EventsV1Interface, scheme *runtime.Scheme, controller string, log logr.Logger) *eventWriter {
+// Options time a Writer and bound its queue; each that is zero takes its
+// default.
+type Options struct {
+	// PatchEvery is how often a series is written at most; 10 s.
+	PatchEvery time.Duration
+	// SeriesWindow is how long a series stays quiet before the next
+	// occurrence starts another Event; six minutes.
+	SeriesWindow time.Duration
+	// RetryAfter is how long a write that may succeed later waits before
+	// it is tried again; 2 s.
+	RetryAfter time.Duration
+	// QueueLimit is how many writes may wait; 1,024.
+	QueueLimit int
+}
+
+// New returns a writer of the events of controller, which reports them as
+// its ReportingController, through events; it writes once started (see
+// Start).
+func New(events typedeventsv1.EventsV1Interface, scheme *runtime.Scheme, controller string, log logr.Logger, o Options) *Writer {
 	hostname, _ := os.Hostname()
-	return &eventWriter{
-		events: events, scheme: scheme, controller: controller, instance: controller + "-" + hostname, log: log,
-		patchEvery: 10 * time.Second, seriesWindow: 6 * time.Minute, retryAfter: 2 * time.Second, queueLimit: 1024,
+	o.PatchEvery = cmp.Or(o.PatchEvery, 10*time.Second)
+	o.SeriesWindow = cmp.Or(o.SeriesWindow, 6*time.Minute)
+	o.RetryAfter = cmp.Or(o.RetryAfter, 2*time.Second)
+	o.QueueLimit = cmp.Or(o.QueueLimit, 1024)
+	return &Writer{
+		events: events, scheme: scheme, controller: controller, instance: controller + "-" + hostname, log: log, o: o,
 		series: map[eventKey]*eventSeries{},
 		ready:  make(chan struct{}, 1),
 	}
 }
 
 // Eventf records an event; it never waits for the API server.
-func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+func (w *Writer) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if eventtype != corev1.EventTypeNormal && eventtype != corev1.EventTypeWarning {
 		w.log.Error(nil, "an event of an unknown type is not recorded", "type", eventtype, "reason", reason)
 		return
@@ -116,7 +138,7 @@ func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s := w.series[key]; s != nil && now.Sub(s.last) < w.seriesWindow {
+	if s := w.series[key]; s != nil && now.Sub(s.last) < w.o.SeriesWindow {
 		s.count++
 		s.last = now
 		if s.created && !s.writing && !now.Before(s.nextPatch) && w.enqueue(eventWrite{key: key, name: s.name}) {
@@ -166,8 +188,8 @@ func keyOfEvent(eventtype, reason, action string, regarding, related *corev1.Obj
 }
 
 // enqueue adds a write to the queue, unless it is full; w.mu is held.
-func (w *eventWriter) enqueue(wr eventWrite) bool {
-	if len(w.queue) >= w.queueLimit {
+func (w *Writer) enqueue(wr eventWrite) bool {
+	if len(w.queue) >= w.o.QueueLimit {
 		w.dropped++
 		return false
 	}
@@ -180,7 +202,7 @@ func (w *eventWriter) enqueue(wr eventWrite) bool {
 }
 
 // next takes the oldest write from the queue.
-func (w *eventWriter) next() (eventWrite, bool) {
+func (w *Writer) next() (eventWrite, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.queue) == 0 {
@@ -200,18 +222,18 @@ func (w *eventWriter) next() (eventWrite, bool) {
 
 // NeedLeaderElection is false: the writer writes what this process's
 // reconcilers record, leader or not.
-func (w *eventWriter) NeedLeaderElection() bool { return false }
+func (w *Writer) NeedLeaderElection() bool { return false }
 
 // Start writes until ctx ends. Then the writes in flight, and those that
 // wait, have eventStopGrace to finish.
-func (w *eventWriter) Start(ctx context.Context) error {
+func (w *Writer) Start(ctx context.Context) error {
 	writes, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWrites()
 	var wg sync.WaitGroup
 	for range eventWriters {
 		wg.Go(func() { w.work(writes, ctx.Done()) })
 	}
-	tick := time.NewTicker(w.patchEvery)
+	tick := time.NewTicker(w.o.PatchEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -231,7 +253,7 @@ func (w *eventWriter) Start(ctx context.Context) error {
 
 // work writes from the queue until stop, and then, without trying any
 // write again, until the queue is empty or ctx ends.
-func (w *eventWriter) work(ctx context.Context, stop <-chan struct{}) {
+func (w *Writer) work(ctx context.Context, stop <-chan struct{}) {
 	for ctx.Err() == nil {
 		wr, ok := w.next()
 		if ok {
@@ -247,8 +269,8 @@ func (w *eventWriter) work(ctx context.Context, stop <-chan struct{}) {
 }
 
 // sweep queues the series that counted more than they wrote, forgets those
-// quiet for seriesWindow, and logs the drops.
-func (w *eventWriter) sweep(now time.Time) {
+// quiet for SeriesWindow, and logs the drops.
+func (w *Writer) sweep(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for key, s := range w.series {
@@ -258,7 +280,7 @@ func (w *eventWriter) sweep(now time.Time) {
 			if w.enqueue(eventWrite{key: key, name: s.name}) {
 				s.writing = true
 			}
-		case now.Sub(s.last) >= w.seriesWindow:
+		case now.Sub(s.last) >= w.o.SeriesWindow:
 			delete(w.series, key)
 		}
 	}
@@ -266,7 +288,7 @@ func (w *eventWriter) sweep(now time.Time) {
 }
 
 // logDrops logs the events dropped since it last did; w.mu is held.
-func (w *eventWriter) logDrops() {
+func (w *Writer) logDrops() {
 	if w.dropped > 0 {
 		w.log.Error(nil, "events were dropped: too many waited to be written", "dropped", w.dropped)
 		w.dropped = 0
@@ -275,13 +297,13 @@ func (w *eventWriter) logDrops() {
 
 // write makes one write, trying again a few times, until stop, when the
 // API server cannot be reached or asks to wait.
-func (w *eventWriter) write(ctx context.Context, stop <-chan struct{}, wr eventWrite) {
+func (w *Writer) write(ctx context.Context, stop <-chan struct{}, wr eventWrite) {
 	err := w.writeOnce(ctx, wr)
 	for try := 1; err != nil && try < maxEventTries && retriable(err); try++ {
 		select {
 		case <-ctx.Done():
 		case <-stop:
-		case <-time.After(w.retryAfter):
+		case <-time.After(w.o.RetryAfter):
 			err = w.writeOnce(ctx, wr)
 			continue
 		}
@@ -293,7 +315,7 @@ func (w *eventWriter) write(ctx context.Context, stop <-chan struct{}, wr eventW
 	}
 }
 
-func (w *eventWriter) writeOnce(ctx context.Context, wr eventWrite) error {
+func (w *Writer) writeOnce(ctx context.Context, wr eventWrite) error {
 	if wr.event != nil {
 		_, err := w.events.Events(wr.event.Namespace).Create(ctx, wr.event, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -307,7 +329,7 @@ func (w *eventWriter) writeOnce(ctx context.Context, wr eventWrite) error {
 		w.mu.Unlock()
 		return nil
 	}
-	s.nextPatch = time.Now().Add(w.patchEvery)
+	s.nextPatch = time.Now().Add(w.o.PatchEvery)
 	namespace, name, count, last := s.namespace, s.name, s.count, s.last
 	w.mu.Unlock()
 
@@ -335,7 +357,7 @@ func (w *eventWriter) writeOnce(ctx context.Context, wr eventWrite) error {
 // written now; a series written meanwhile is written again by the sweep.
 // A write that failed for good ends its series: the next occurrence
 // starts another Event.
-func (w *eventWriter) ended(wr eventWrite, ok bool) {
+func (w *Writer) ended(wr eventWrite, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.series[wr.key]

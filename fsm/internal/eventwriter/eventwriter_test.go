@@ -1,4 +1,4 @@
-package fsm_test
+package eventwriter_test
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -59,8 +60,9 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // eventWriter starts kfsm's writer of events with the given timing and
-// queue, counting its requests; it stops with the test.
-func (e *env) eventWriter(patchEvery, window time.Duration, queue int, log logr.Logger) (fsm.EventWriter, *eventRequests, func()) {
+// queue, counting its requests; it stops with the test. It waits
+// patchEvery between tries of a write.
+func (e *env) eventWriter(patchEvery, window time.Duration, queue int, log logr.Logger) (*eventwriter.Writer, *eventRequests, func()) {
 	e.t.Helper()
 	requests := &eventRequests{counts: map[string]int{}}
 	cfg := rest.CopyConfig(e.fe.Config())
@@ -69,10 +71,11 @@ func (e *env) eventWriter(patchEvery, window time.Duration, queue int, log logr.
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		e.t.Fatal(err)
 	}
-	w, err := fsm.NewEventWriter(cfg, scheme, "kfsm.dev/writer-test", log, patchEvery, window, queue)
+	c, err := typedeventsv1.NewForConfig(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	w := eventwriter.New(c, scheme, "kfsm.dev/writer-test", log, eventwriter.Options{PatchEvery: patchEvery, SeriesWindow: window, RetryAfter: patchEvery, QueueLimit: queue})
 	ctx, cancel := context.WithCancel(context.Background())
 	var done chan error // made when the writer starts
 	start := func() {
@@ -104,7 +107,7 @@ func (e *env) eventWriter(patchEvery, window time.Duration, queue int, log logr.
 func TestEventWriterMakesRepeatsOneSeries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	g := e.gadget()
 	const patchEvery, window = 500 * time.Millisecond, 3 * time.Second
 	w, requests, start := e.eventWriter(patchEvery, window, 100, logr.Discard())
 	start()
@@ -176,7 +179,7 @@ func seriesCount(events []eventsv1.Event, reason string) int32 {
 func TestEventWriterDropsWhatItsQueueCannotHoldAndSaysSo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	g := e.gadget()
 	var logged atomic.Value
 	log := funcr.New(func(prefix, args string) {
 		if strings.Contains(args, "dropped") {
@@ -207,7 +210,7 @@ func TestEventWriterDropsWhatItsQueueCannotHoldAndSaysSo(t *testing.T) {
 func TestEventWriterWritesASeriesOnceAtATime(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	g := e.gadget()
 	const patchEvery = 100 * time.Millisecond
 	w, requests, start := e.eventWriter(patchEvery, time.Minute, 100, logr.Discard())
 	requests.patchDelay.Store(int64(10 * patchEvery))
@@ -228,7 +231,7 @@ func TestEventWriterWritesASeriesOnceAtATime(t *testing.T) {
 func TestEventWriterWritesWhatWaitsWhenItStops(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	g := e.gadget()
 	w, _, _ := e.eventWriter(time.Second, time.Minute, 100, logr.Discard())
 	for _, reason := range []string{"A", "B", "C"} {
 		w.Eventf(g, nil, corev1.EventTypeNormal, reason, "Act", "note")
@@ -248,7 +251,7 @@ func TestEventWriterWritesWhatWaitsWhenItStops(t *testing.T) {
 func TestEventWriterStartsAnotherEventWhenItsEventIsGone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	g := e.gadget()
 	w, requests, start := e.eventWriter(100*time.Millisecond, time.Minute, 100, logr.Discard())
 	start()
 	w.Eventf(g, nil, corev1.EventTypeNormal, "Next", "Ready", "moved")
@@ -276,8 +279,8 @@ func TestEventWriterStartsAnotherEventWhenItsEventIsGone(t *testing.T) {
 func TestEventWriterStopsWithoutWaitingForItsRetries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := e.gadget("g", v1alpha1.GadgetSpec{})
-	const retryAfter = 30 * time.Second // NewEventWriter waits patchEvery between tries
+	g := e.gadget()
+	const retryAfter = 30 * time.Second // eventWriter waits patchEvery between tries
 	w, requests, _ := e.eventWriter(retryAfter, time.Minute, 100, logr.Discard())
 	requests.unreachable.Store(true)
 	w.Eventf(g, nil, corev1.EventTypeNormal, "Next", "Ready", "moved")
