@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
+	"github.com/kfsm/kfsm/fsm/internal/fence"
 )
 
 // ShardOptions configures the replicas of an operator that share its
@@ -149,7 +150,7 @@ const NumSlots = 64
 type Shards struct {
 	o      ShardOptions
 	leases coordinationclient.LeaseInterface
-	fence  *fence
+	fence  *fence.Fence
 	lease  string // the name of this replica's Lease
 	// instance tells this process's Lease apart from one that another
 	// process of the same identity wrote.
@@ -247,7 +248,7 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 	s := &Shards{
 		o:        o,
 		leases:   cs.CoordinationV1().Leases(o.Namespace),
-		fence:    &fence{window: o.RenewDeadline, lease: "its shard Lease " + o.Namespace + "/" + o.Name, first: make(chan struct{})},
+		fence:    fence.New(o.RenewDeadline, "its shard Lease "+o.Namespace+"/"+o.Name, true),
 		lease:    fmt.Sprintf("%s-%08x", o.Name, h.Sum32()),
 		instance: string(uuid.NewUUID()),
 		log:      logf.Log.WithName("kfsm").WithValues("shards", o.Name, "replica", o.Identity),
@@ -255,7 +256,7 @@ func NewShards(cfg *rest.Config, opts *manager.Options, o ShardOptions) (*Shards
 		seen:     map[string]seen{},
 		changed:  make(chan struct{}),
 	}
-	cfg.Wrap(s.fence.transport)
+	cfg.Wrap(s.fence.Transport)
 	newCache := opts.NewCache
 	if newCache == nil {
 		newCache = cache.New
@@ -394,12 +395,12 @@ func (s *Shards) look(ctx context.Context) error {
 			// Another replica deleted the Lease, taking it for gone: its
 			// slots may be another's already.
 			s.log.Info("the shard Lease was taken away; giving up every slot", "reason", err.Error())
-			s.fence.hold(time.Time{})
+			s.fence.Hold(time.Time{})
 			s.lost()
 		}
 		return err
 	}
-	s.fence.hold(sent)
+	s.fence.Hold(sent)
 	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: LabelShards + "=" + s.o.Name})
 	if err != nil {
 		return err
@@ -578,7 +579,7 @@ func (s *Shards) leave() {
 	for ; left != 0 && ctx.Err() == nil; left &^= s.drainedOf(left) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if s.version == "" || !s.fence.open() {
+	if s.version == "" || !s.fence.Open() {
 		return
 	}
 	if left != 0 {
@@ -703,7 +704,7 @@ func (s *Shards) enter(uid types.UID) (slot int, epoch uint64, retry time.Durati
 	switch {
 	case !s.active.has(slot):
 		return slot, 0, 0, false
-	case !s.fence.open():
+	case !s.fence.Open():
 		return slot, 0, s.o.RetryPeriod, false
 	}
 	s.inflight[slot]++

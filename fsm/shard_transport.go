@@ -221,3 +221,7 @@ func (s *Shards) askAgain(ctx context.Context) {
 		}
 	}
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -1,4 +1,4 @@
-package fsm
+package fence
 
 import (
 	"io"
@@ -19,10 +19,10 @@ func TestFenceCutsOffAWriteWhenItCloses(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	const window = 300 * time.Millisecond
-	f := &fence{window: window, lease: "the test Lease"}
+	f := New(window, "the test Lease", false)
 	renewed := time.Now()
-	f.hold(renewed)
-	c := &http.Client{Transport: f.transport(http.DefaultTransport), Timeout: 10 * time.Second}
+	f.Hold(renewed)
+	c := &http.Client{Transport: f.Transport(http.DefaultTransport), Timeout: 10 * time.Second}
 	resp, err := c.Post(srv.URL+"/api/v1/namespaces/ns/configmaps", "application/json", strings.NewReader(`{}`))
 	if err == nil {
 		_ = resp.Body.Close()
@@ -49,9 +49,9 @@ func TestFenceCutsOffAnAnswerItIsReading(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	f := &fence{window: 300 * time.Millisecond, lease: "the test Lease"}
-	f.hold(time.Now())
-	c := &http.Client{Transport: f.transport(http.DefaultTransport), Timeout: 10 * time.Second}
+	f := New(300*time.Millisecond, "the test Lease", false)
+	f.Hold(time.Now())
+	c := &http.Client{Transport: f.Transport(http.DefaultTransport), Timeout: 10 * time.Second}
 	resp, err := c.Post(srv.URL+"/api/v1/namespaces/ns/configmaps", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatalf("the answer's headers came before the fence closed, yet: %v", err)
