@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm/internal/shard"
 )
 
 // ActionState is where an asynchronous action stands.
@@ -238,12 +240,12 @@ func (a *actions) cancel(obj types.NamespacedName, keepDeletion bool) {
 // cancelSlots stops the actions of the objects in the hash slots, for a
 // replica that gives them up, and returns channels that close once they
 // have returned.
-func (a *actions) cancelSlots(lost slots) []<-chan struct{} {
+func (a *actions) cancelSlots(lost shard.Slots) []<-chan struct{} {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var done []<-chan struct{}
 	for key, r := range a.runs {
-		if lost.has(SlotOf(r.uid)) {
+		if lost.Has(SlotOf(r.uid)) {
 			r.cancel()
 			delete(a.runs, key)
 			done = append(done, r.done)

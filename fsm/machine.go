@@ -684,7 +684,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 		// writes, which come back as events, must not drive the loop.
 		WithEventFilter(r.index.filter())
 	if m.shards != nil {
-		b = b.WithEventFilter(m.shards.catchUpFilter(r.roleOf))
+		b = b.WithEventFilter(m.shards.replica.CatchUpFilter(r.kindOf))
 	}
 	b = b.WithEventFilter(r.echoes.Filter(r.roleOf, r.echoed))
 	for i, o := range m.owns {

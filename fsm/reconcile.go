@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
+	"github.com/kfsm/kfsm/fsm/internal/shard"
 	"github.com/kfsm/kfsm/graph"
 	"github.com/kfsm/kfsm/internal/refusal"
 	"github.com/kfsm/kfsm/internal/typo"
@@ -79,7 +80,7 @@ type reconciler[T Object] struct {
 	actions *actions
 	echoes  *echo.Marks
 	limiter *backoffLimiter // set under a manager
-	shards  *Shards         // set when the machine is sharded
+	shards  *shard.Replica  // set when the machine is sharded
 	// slowLogged holds the states whose handler was logged as slow.
 	slowLogged sync.Map
 
@@ -139,6 +140,13 @@ func (r *reconciler[T]) roleOf(obj client.Object) (schema.GroupKind, echo.Role) 
 	default:
 		return gk, echo.Other
 	}
+}
+
+// kindOf says of which kind obj is when it is one of the machine's
+// objects or a child, for the catch-up filter of a sharded machine.
+func (r *reconciler[T]) kindOf(obj client.Object) (schema.GroupKind, bool) {
+	gk, role := r.roleOf(obj)
+	return gk, role != echo.Other
 }
 
 // start is the source that SetupWithManager registers: it gives the
@@ -229,12 +237,12 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 		return reconcile.Result{}, err
 	}
 	if r.shards != nil {
-		slot, epoch, retry, ok := r.shards.enter(obj.GetUID())
+		slot, epoch, retry, ok := r.shards.Enter(obj.GetUID())
 		if !ok {
 			// Another replica's, or this one's when it may write again.
 			return reconcile.Result{RequeueAfter: retry}, nil
 		}
-		defer r.shards.exit(slot)
+		defer r.shards.Exit(slot)
 		if err := r.handedOver(ctx, obj, epoch); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -1,4 +1,4 @@
-package fsm
+package shard
 
 import (
 	"context"
@@ -17,8 +17,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
 
 func cmAt(name, uid, rv string) *corev1.ConfigMap {
@@ -28,10 +26,10 @@ func cmAt(name, uid, rv string) *corev1.ConfigMap {
 // newReselecting returns the list and watch of an informer that holds
 // held, over a server that lists listed at resourceVersion 9 and whose
 // watches are servers, one after the other.
-func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...apiwatch.Interface) (*reselecting, *Shards) {
+func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...apiwatch.Interface) (*reselecting, *Replica) {
 	t.Helper()
-	s := &Shards{changed: make(chan struct{})}
-	s.resources = []*shardedResource{newShardedResource(corev1.SchemeGroupVersion.WithKind("ConfigMap"), "configmaps", true)}
+	s := &Replica{changed: make(chan struct{})}
+	s.resources = []*Resource{NewResource(corev1.SchemeGroupVersion.WithKind("ConfigMap"), "configmaps", true)}
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 	for _, cm := range held {
 		if err := store.Add(cm); err != nil {
@@ -135,7 +133,7 @@ func inSlot(cm *corev1.ConfigMap, slot int) *corev1.ConfigMap {
 
 // reselected opens the watch of l, changes the slots, and opens the watch
 // that takes them in.
-func reselected(t *testing.T, l *reselecting, s *Shards) apiwatch.Interface {
+func reselected(t *testing.T, l *reselecting, s *Replica) apiwatch.Interface {
 	t.Helper()
 	before, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
@@ -207,7 +205,7 @@ func TestTheCatchUpOfSlotsNotReconciledIsNoNews(t *testing.T) {
 			t.Errorf("%s@%s in slot %s is news: %v, want %v", c.obj.Name, c.obj.ResourceVersion, c.obj.Labels[LabelSlot], got, c.news)
 		}
 	}
-	filter := s.catchUpFilter(func(client.Object) (schema.GroupKind, echo.Role) { return configMaps, echo.Child })
+	filter := s.CatchUpFilter(func(client.Object) (schema.GroupKind, bool) { return configMaps, true })
 	if filter.Create(event.CreateEvent{Object: listed[0]}) {
 		t.Error("the filter let the catch-up of a slot not reconciled through")
 	}

@@ -1,4 +1,4 @@
-package fsm
+package shard
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // shardedResource is a resource of a sharded machine, as the cache's
 // transport sees it.
-type shardedResource struct {
+type Resource struct {
 	gvk      schema.GroupVersionKind
 	prefix   string // "/apis/<group>/<version>/", or "/api/v1/"
 	resource string // the plural
@@ -24,7 +24,7 @@ type shardedResource struct {
 	// honours; the machine's own objects by the shard selector.
 	children bool
 
-	// Under the Shards' mutex:
+	// Under the Replica's mutex:
 	support support
 	probe   *http.Request     // a list of the resource, to ask with
 	next    http.RoundTripper // where to ask
@@ -40,12 +40,14 @@ const (
 	ignored                 // it sends everything: the fallback
 )
 
-func newShardedResource(gvk schema.GroupVersionKind, resource string, children bool) *shardedResource {
+// NewResource is the resource of objects of gvk, whose plural is resource:
+// a machine's own objects, or with children its children's.
+func NewResource(gvk schema.GroupVersionKind, resource string, children bool) *Resource {
 	prefix := "/apis/" + gvk.Group + "/" + gvk.Version + "/"
 	if gvk.Group == "" {
 		prefix = "/api/" + gvk.Version + "/"
 	}
-	r := &shardedResource{gvk: gvk, prefix: prefix, resource: resource, children: children}
+	r := &Resource{gvk: gvk, prefix: prefix, resource: resource, children: children}
 	if children {
 		r.support = honoured
 	}
@@ -54,7 +56,7 @@ func newShardedResource(gvk schema.GroupVersionKind, resource string, children b
 
 // collection reports whether path names the whole resource, in a
 // namespace or across them.
-func (r *shardedResource) collection(path string) bool {
+func (r *Resource) collection(path string) bool {
 	i := strings.Index(path, r.prefix)
 	if i < 0 {
 		return false
@@ -71,7 +73,7 @@ func (r *shardedResource) collection(path string) bool {
 // resources, and a selector of LabelSlot to those of their children's:
 // of the slots that the request's context names (see reselecting), else
 // of those that the cache selects now.
-func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
+func (s *Replica) selecting(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method != http.MethodGet {
 			return next.RoundTrip(req)
@@ -102,7 +104,7 @@ func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 		if ignoring {
 			return next.RoundTrip(req)
 		}
-		if named, ok := req.Context().Value(selectionKey{}).(slots); ok {
+		if named, ok := req.Context().Value(selectionKey{}).(Slots); ok {
 			selected = named
 		}
 		if !r.children {
@@ -119,7 +121,7 @@ func (s *Shards) selecting(next http.RoundTripper) http.RoundTripper {
 	})
 }
 
-func (s *Shards) resourceOf(path string) *shardedResource {
+func (s *Replica) resourceOf(path string) *Resource {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.resources {
@@ -140,7 +142,7 @@ func (s *Shards) resourceOf(path string) *shardedResource {
 // object again, by name, with a selector of every hash but the object's:
 // if the object comes back, the server ignores selectors. With no object
 // to tell by, it asks again later.
-func (s *Shards) ask(ctx context.Context, r *shardedResource) error {
+func (s *Replica) ask(ctx context.Context, r *Resource) error {
 	s.mu.Lock()
 	template, next, known := r.probe, r.next, r.support != unknown
 	s.mu.Unlock()
@@ -169,7 +171,7 @@ func (s *Shards) ask(ctx context.Context, r *shardedResource) error {
 		}
 		return &out, nil
 	}
-	one, err := list(url.Values{"limit": {"1"}, "shardSelector": {selectorOf(^slots(0))}})
+	one, err := list(url.Values{"limit": {"1"}, "shardSelector": {selectorOf(^Slots(0))}})
 	if err != nil {
 		return err
 	}
@@ -181,7 +183,7 @@ func (s *Shards) ask(ctx context.Context, r *shardedResource) error {
 		x := one.Items[0]
 		again, err := list(url.Values{
 			"fieldSelector": {"metadata.name=" + x.Name},
-			"shardSelector": {selectorOf(^slots(0) &^ (1 << SlotOf(x.UID)))},
+			"shardSelector": {selectorOf(^Slots(0) &^ (1 << SlotOf(x.UID)))},
 		})
 		if err != nil {
 			return err
@@ -211,7 +213,7 @@ func (s *Shards) ask(ctx context.Context, r *shardedResource) error {
 
 // askAgain asks about the resources still unknown; the membership calls
 // it on every look.
-func (s *Shards) askAgain(ctx context.Context) {
+func (s *Replica) askAgain(ctx context.Context) {
 	s.mu.Lock()
 	resources := slices.Clone(s.resources)
 	s.mu.Unlock()

@@ -1,4 +1,4 @@
-package fsm
+package shard
 
 import (
 	"fmt"
@@ -10,11 +10,11 @@ import (
 // the others and moves little else.
 func TestAssignIsBalancedAndMovesLittle(t *testing.T) {
 	var members []string
-	before := map[string]slots{}
+	before := map[string]Slots{}
 	for n := 1; n <= 8; n++ {
 		members = append(members, fmt.Sprintf("replica-%d", n))
 		got := assign(members)
-		var all slots
+		var all Slots
 		for _, m := range members {
 			s := got[m]
 			if all&s != 0 {
@@ -25,7 +25,7 @@ func TestAssignIsBalancedAndMovesLittle(t *testing.T) {
 				t.Errorf("%d members: %s has %d slots, want %d or %d", n, m, c, NumSlots/n, (NumSlots+n-1)/n)
 			}
 		}
-		if all != ^slots(0) {
+		if all != ^Slots(0) {
 			t.Errorf("%d members: slots %s have no member", n, (^all).String())
 		}
 		moved := 0
@@ -43,28 +43,28 @@ func TestAssignIsBalancedAndMovesLittle(t *testing.T) {
 }
 
 func TestSlotsReadAsTheyAreWritten(t *testing.T) {
-	for _, s := range []slots{0, 1, 1 << 63, ^slots(0), 0b1011_0111, 1<<5 | 1<<6 | 1<<40} {
+	for _, s := range []Slots{0, 1, 1 << 63, ^Slots(0), 0b1011_0111, 1<<5 | 1<<6 | 1<<40} {
 		text := s.String()
-		back, err := parseSlots(text)
+		back, err := parse(text)
 		if err != nil || back != s {
 			t.Errorf("parseSlots(%q) = %v, %v; want %v", text, back, err, uint64(s))
 		}
 	}
-	if got := slots(0b1011_0111).String(); got != "0-2,4-5,7" {
+	if got := Slots(0b1011_0111).String(); got != "0-2,4-5,7" {
 		t.Errorf("String() = %q, want 0-2,4-5,7", got)
 	}
 	for _, bad := range []string{"x", "3-1", "64", "-1", "1,,2"} {
-		if _, err := parseSlots(bad); err == nil {
+		if _, err := parse(bad); err == nil {
 			t.Errorf("parseSlots(%q) took it", bad)
 		}
 	}
 }
 
 func TestSelectorsNameTheSlotsHashRanges(t *testing.T) {
-	for s, want := range map[slots]string{
+	for s, want := range map[Slots]string{
 		0:         "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')",
 		1:         "shardRange(object.metadata.uid, '0x0000000000000000', '0x0400000000000000')",
-		^slots(0): "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')",
+		^Slots(0): "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')",
 		1<<2 | 1<<63: "shardRange(object.metadata.uid, '0x0800000000000000', '0x0c00000000000000') || " +
 			"shardRange(object.metadata.uid, '0xfc00000000000000', '0x10000000000000000')",
 	} {

@@ -1,4 +1,4 @@
-package fsm
+package shard
 
 import (
 	"context"
@@ -19,8 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-
-	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
 
 // reselecting is the list and watch of one of the cache's informers. For
@@ -40,7 +38,7 @@ import (
 // that did not change sends nothing, and reconciles nothing.
 type reselecting struct {
 	inner   toolscache.ListerWatcherWithContext
-	s       *Shards
+	s       *Replica
 	gvk     schema.GroupVersionKind
 	example runtime.Object   // an empty object of the informer's type
 	store   toolscache.Store // the informer's, set once it is made
@@ -60,7 +58,7 @@ type selectionKey struct{}
 
 // reselect wraps the list and watch of an informer of objects like
 // example (of gvk), which newInformer makes.
-func (s *Shards) reselect(lw toolscache.ListerWatcher, example runtime.Object, gvk schema.GroupVersionKind, newInformer func(toolscache.ListerWatcher) toolscache.SharedIndexInformer) toolscache.SharedIndexInformer {
+func (s *Replica) reselect(lw toolscache.ListerWatcher, example runtime.Object, gvk schema.GroupVersionKind, newInformer func(toolscache.ListerWatcher) toolscache.SharedIndexInformer) toolscache.SharedIndexInformer {
 	l := &reselecting{inner: toolscache.ToListerWatcherWithContext(lw), s: s, gvk: gvk, example: example}
 	inf := newInformer(l)
 	l.store = inf.GetStore()
@@ -72,7 +70,7 @@ func (s *Shards) reselect(lw toolscache.ListerWatcher, example runtime.Object, g
 
 // cached reports whether every informer of a sharded resource holds the
 // objects of the selection of generation gen, or a later one.
-func (s *Shards) cached(gen uint64) bool {
+func (s *Replica) cached(gen uint64) bool {
 	s.mu.Lock()
 	lists := slices.Clone(s.lists)
 	s.mu.Unlock()
@@ -185,7 +183,7 @@ func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Ev
 		default:
 			continue
 		}
-		if slot, ok := l.slotOf(m); ok && !active.has(slot) {
+		if slot, ok := l.slotOf(m); ok && !active.Has(slot) {
 			catchUp[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] = m.GetResourceVersion()
 		}
 	}
@@ -323,7 +321,7 @@ func (l *reselecting) slotOf(m metav1.Object) (int, bool) {
 // caughtUp reports whether obj, of kind gk, is as the last differences of
 // its informer sent it for a slot that this replica did not reconcile
 // then.
-func (s *Shards) caughtUp(gk schema.GroupKind, obj client.Object) bool {
+func (s *Replica) caughtUp(gk schema.GroupKind, obj client.Object) bool {
 	s.mu.Lock()
 	lists := slices.Clone(s.lists)
 	s.mu.Unlock()
@@ -340,15 +338,16 @@ func (s *Shards) caughtUp(gk schema.GroupKind, obj client.Object) bool {
 	return false
 }
 
-// catchUpFilter drops the events that the cache sends as it takes in the
+// CatchUpFilter drops the events that the cache sends as it takes in the
 // objects of slots this replica did not reconcile: when it takes such a
-// slot, it queues each of them once (see gained), and an event that came
-// in while its first reconcile ran would only run the object again.
-// roleOf tells the machine's kinds from others.
-func (s *Shards) catchUpFilter(roleOf func(client.Object) (schema.GroupKind, echo.Role)) predicate.Predicate {
+// slot, it queues each of them once (see Machine.Gained), and an event
+// that came in while its first reconcile ran would only run the object
+// again. kindOf tells the kind of the machine's objects and children, and
+// false for others.
+func (s *Replica) CatchUpFilter(kindOf func(client.Object) (schema.GroupKind, bool)) predicate.Predicate {
 	news := func(obj client.Object) bool {
-		gk, r := roleOf(obj)
-		return r == echo.Other || !s.caughtUp(gk, obj)
+		gk, ours := kindOf(obj)
+		return !ours || !s.caughtUp(gk, obj)
 	}
 	return predicate.Funcs{
 		CreateFunc: func(ev event.CreateEvent) bool { return news(ev.Object) },
