@@ -82,27 +82,6 @@ func (r Result) Kind() ResultKind {
 	return ResultFail
 }
 
-// OnWalk calls observe after every reconcile that walked the machine's
-// graph, with what it did. Tests use it to see handler runs and edges
-// taken (fsmtest does); observe runs in the reconcile, so it should be
-// quick.
-func (m *Machine[T]) OnWalk(observe func(ctx context.Context, w Walk)) *Machine[T] {
-	m.walkObservers = append(m.walkObservers, observe)
-	return m
-}
-
-// OnAction calls observe when an action of the machine starts (with
-// ActionPending) and when it returns (ActionSucceeded or ActionFailed),
-// with the object and the action's name; an action cancelled by the
-// object's deletion or the manager's stop is not reported. Under a
-// manager, an action's end also reconciles the object at once; a driver
-// without a queue learns of it here (fsmtest's step driver does).
-// observe runs in the action's goroutine, so it should be quick.
-func (m *Machine[T]) OnAction(observe func(obj types.NamespacedName, name string, a Action)) *Machine[T] {
-	m.actionWatch = append(m.actionWatch, observe)
-	return m
-}
-
 // scheduler is the machine's clock when it is not the real one and can
 // run functions: under a manager, the requeues that wait on time then
 // wait on it, so that a test that moves a fake clock moves them too.

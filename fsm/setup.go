@@ -1,0 +1,130 @@
+package fsm
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
+)
+
+// SetupWithManager builds the machine and registers it with the manager as
+// the controller of T, with the Owns and Watches triggers and the options
+// given with WithOptions.
+func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
+	if err := m.Build(); err != nil {
+		return err
+	}
+	events, err := typedeventsv1.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("machine %s: a client of events: %w", m.name, err)
+	}
+	w := eventwriter.New(events, mgr.GetScheme(), m.FieldOwner(), logf.Log.WithName("kfsm").WithValues("machine", m.name), eventwriter.Options{})
+	if err := mgr.Add(w); err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	r, err := newReconciler(m, mgr.GetClient(), mgr.GetAPIReader(), w)
+	if err != nil {
+		return err
+	}
+	r.index = newChildIndex(r.owns, mgr.GetScheme())
+	// The informers of the typed owned types start with the cache, so
+	// that the manager's cache sync covers them: an operator whose role
+	// may not list a child's kind is told at start. So does the machine's
+	// kind's, so that all of them take the guard below before they start.
+	kinds := []client.Object{newObject[T]()}
+	for _, t := range r.owns {
+		if t.unstructured {
+			continue
+		}
+		obj := t.newObject(mgr.GetScheme())
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("machine %s: watching %s children: %w", m.name, t.gvk.Kind, err)
+		}
+		kinds = append(kinds, obj)
+	}
+	// A deleted CRD of one of these kinds holds its informer until the
+	// CRD is back.
+	if err := guardUnserved(mgr, kinds...); err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	opts := m.options
+	if m.shards != nil {
+		if ptr.Deref(opts.NeedLeaderElection, false) {
+			return fmt.Errorf("machine %s: a sharded machine runs on every replica; WithOptions asks for leader election", m.name)
+		}
+		opts.NeedLeaderElection = ptr.To(false)
+		if err := r.shard(mgr, m.shards); err != nil {
+			return fmt.Errorf("machine %s: %w", m.name, err)
+		}
+	}
+	if !m.noPublish {
+		if err := m.publishWith(mgr); err != nil {
+			return err
+		}
+	}
+	if m.workers > 0 {
+		opts.MaxConcurrentReconciles = m.workers
+	}
+	inner := opts.RateLimiter
+	if inner == nil {
+		// controller-runtime's own default, which depends on the queue.
+		if ptr.Deref(cmp.Or(opts.UsePriorityQueue, mgr.GetControllerOptions().UsePriorityQueue), true) {
+			inner = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 1000*time.Second)
+		} else {
+			inner = workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()
+		}
+	}
+	r.limiter = newBackoffLimiter(inner)
+	opts.RateLimiter = r.limiter
+
+	b := builder.ControllerManagedBy(mgr).Named(m.name).
+		For(newObject[T](), m.forOpts...).
+		WatchesRawSource(source.Func(r.start)).
+		// Global filters, because the builder's WithPredicates options
+		// replace one another, and in this order: the index files every
+		// child before its event can start a reconcile, and kfsm's own
+		// writes, which come back as events, must not drive the loop.
+		WithEventFilter(r.index.filter())
+	if m.shards != nil {
+		b = b.WithEventFilter(m.shards.replica.CatchUpFilter(r.kindOf))
+	}
+	b = b.WithEventFilter(r.echoes.Filter(r.roleOf, r.echoed))
+	for i, o := range m.owns {
+		b = b.Owns(o, m.ownsOpts[i]...).
+			Watches(o, handler.EnqueueRequestsFromMapFunc(r.parentOf))
+	}
+	for _, w := range m.watches {
+		b = b.Watches(w.obj, handler.EnqueueRequestsFromMapFunc(w.fn), w.opts...)
+	}
+	for _, f := range m.filters {
+		b = b.WithEventFilter(f)
+	}
+	return b.WithOptions(opts).Complete(r)
+}
+
+// Reconciler builds the machine and returns the reconciler that
+// SetupWithManager registers, reading and writing through c and recording
+// events with rec. Tests use it to run a machine one reconcile at a time.
+// A handler's failure is returned as a *HandlerError (wrapped in
+// reconcile.TerminalError once retries are exhausted), whose RetryAfter
+// says when the machine would run it again.
+func (m *Machine[T]) Reconciler(c client.Client, rec events.EventRecorder) (reconcile.Reconciler, error) {
+	if err := m.Build(); err != nil {
+		return nil, err
+	}
+	return newReconciler(m, c, c, rec)
+}
