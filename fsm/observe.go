@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	"github.com/kfsm/kfsm/graph"
 )
@@ -80,19 +79,6 @@ func (r Result) Kind() ResultKind {
 		return ResultStop
 	}
 	return ResultFail
-}
-
-// scheduler is the machine's clock when it is not the real one and can
-// run functions: under a manager, the requeues that wait on time then
-// wait on it, so that a test that moves a fake clock moves them too.
-func (m *Machine[T]) scheduler() clock.WithDelayedExecution {
-	switch c := m.clock.(type) {
-	case clock.RealClock, *clock.RealClock:
-		return nil
-	case clock.WithDelayedExecution:
-		return c
-	}
-	return nil
 }
 
 // step records a handler run for the observers.

@@ -3,16 +3,19 @@ package fsm
 import (
 	"errors"
 	"strings"
-	"time"
 	"unicode"
+	"unicode/utf8"
 
-	"sync"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+const (
+	// Condition messages are bounded; errors can be long.
+	maxMessage = 1024
+	// The events API refuses longer notes, actions and reasons.
+	maxNote   = 1024
+	maxAction = 128
+	maxReason = 128
 )
 
 // event records an event about regarding, within the events API's limits:
@@ -60,55 +63,27 @@ func (r *reconciler[T]) redactedError(err error) error {
 	return errors.New(r.m.redact(err.Error()))
 }
 
-// childRef is an object that events name as related: a child.
-func childRef(gvk schema.GroupVersionKind, ref OutputRef) runtime.Object {
-	return &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
+// truncate makes s a condition message: one line, and bounded.
+func truncate(s string) string { return clip(oneLine(s), maxMessage) }
+
+// clip shortens s to at most n bytes, cut at a character and marked with
+// an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-}
-
-// related is the child that a handler's failure is about, if any.
-func related(err error) runtime.Object {
-	var conflict *ConflictError
-	var exists *AlreadyExistsError
-	switch {
-	case errors.As(err, &conflict):
-		return childRef(conflict.gvk, conflict.Child)
-	case errors.As(err, &exists):
-		return childRef(exists.gvk, exists.Child)
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
 	}
-	return nil
+	return s[:cut] + ellipsis
 }
 
-// backoffLimiter is the rate limiter of a machine's controller. An object
-// whose handler failed is requeued when kfsm's backoff says; every other
-// requeue is the controller's own rate limiter's to time.
-type backoffLimiter struct {
-	workqueue.TypedRateLimiter[reconcile.Request]
-
-	mu  sync.Mutex
-	due map[reconcile.Request]time.Duration
-}
-
-func newBackoffLimiter(inner workqueue.TypedRateLimiter[reconcile.Request]) *backoffLimiter {
-	return &backoffLimiter{TypedRateLimiter: inner, due: map[reconcile.Request]time.Duration{}}
-}
-
-// retryIn sets the delay of the next rate-limited requeue of req.
-func (l *backoffLimiter) retryIn(req reconcile.Request, after time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.due[req] = after
-}
-
-func (l *backoffLimiter) When(req reconcile.Request) time.Duration {
-	l.mu.Lock()
-	after, ok := l.due[req]
-	delete(l.due, req)
-	l.mu.Unlock()
-	if ok {
-		return after
+func joinStates(states []State) string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
 	}
-	return l.TypedRateLimiter.When(req)
+	return strings.Join(names, ", ")
 }

@@ -5,16 +5,10 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
 )
 
@@ -146,92 +140,4 @@ func SlotOf(uid types.UID) int { return shard.SlotOf(uid) }
 func (m *Machine[T]) Sharded(s *Shards) *Machine[T] {
 	m.shards = s
 	return m
-}
-
-// shard registers a sharded machine's reconciler with its Shards.
-func (r *reconciler[T]) shard(mgr manager.Manager, s *Shards) error {
-	mapping, err := mgr.GetRESTMapper().RESTMapping(r.gk, r.gvk.Version)
-	if err != nil {
-		return err
-	}
-	resources := []*shard.Resource{shard.NewResource(r.gvk, mapping.Resource.Resource, false)}
-	for _, t := range r.owns {
-		m, err := mgr.GetRESTMapper().RESTMapping(t.gvk.GroupKind(), t.gvk.Version)
-		if err != nil {
-			return err
-		}
-		resources = append(resources, shard.NewResource(t.gvk, m.Resource.Resource, true))
-	}
-	if err := s.replica.Join(mgr, r.m.name, resources, r); err != nil {
-		return err
-	}
-	r.shards = s.replica
-	return nil
-}
-
-// handedOver makes sure, on the first reconcile of obj since this replica
-// took its slot, that the cache is not behind the API server: the replica
-// that held the slot may have written the object a moment ago. The
-// stale-cache guard then waits until the cache has caught up.
-func (r *reconciler[T]) handedOver(ctx context.Context, obj T, epoch uint64) error {
-	key := client.ObjectKeyFromObject(obj)
-	r.mu.Lock()
-	checked := r.handed[key] == epoch
-	r.mu.Unlock()
-	if checked {
-		return nil
-	}
-	server := newObject[T]()
-	if err := r.reader.Get(ctx, key, server); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // the cache will tell
-		}
-		return err
-	}
-	if rv, ok := echo.ResourceVersion(server); ok {
-		r.echoes.AtLeast(echo.Key{GroupKind: r.gk, NamespacedName: key}, rv)
-	}
-	r.mu.Lock()
-	r.handed[key] = epoch
-	r.mu.Unlock()
-	return nil
-}
-
-// Gained queues the cached objects in the slots that this replica took.
-func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
-	obj, err := r.client.Scheme().New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "listing the objects of slots taken", "machine", r.m.name)
-		return
-	}
-	list := obj.(client.ObjectList)
-	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		if ctx.Err() == nil {
-			logf.FromContext(ctx).Error(err, "listing the objects of slots taken", "machine", r.m.name)
-		}
-		return
-	}
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj := o.(client.Object); won.Has(SlotOf(obj.GetUID())) {
-			r.requeue(client.ObjectKeyFromObject(obj))
-		}
-		return nil
-	})
-}
-
-// Released forgets the objects of the slots this replica gives up, and
-// cancels their actions.
-func (r *reconciler[T]) Released(lost shard.Slots) []<-chan struct{} {
-	var keys []types.NamespacedName
-	r.mu.Lock()
-	for key, t := range r.tracked {
-		if lost.Has(SlotOf(t.uid)) {
-			keys = append(keys, key)
-		}
-	}
-	r.mu.Unlock()
-	for _, key := range keys {
-		r.forget(key)
-	}
-	return r.actions.cancelSlots(lost)
 }

@@ -1,0 +1,141 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfsm/kfsm/internal/refusal"
+	"github.com/kfsm/kfsm/internal/typo"
+)
+
+// settle sets the top-level conditions, and a pipeline's state conditions,
+// for a walk that ended in state cur.
+func (w *walker[T]) settle(cur State, ready metav1.ConditionStatus, reason, message string, reconciling bool, stalled *metav1.Condition) {
+	gen := w.obj.GetGeneration()
+	set := func(t string, s metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&w.st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: gen})
+	}
+	set(ConditionReady, ready, reason, message)
+	if reconciling {
+		set(ConditionReconciling, metav1.ConditionTrue, reason, message)
+	} else {
+		removeCondition(&w.st.Conditions, ConditionReconciling)
+	}
+	if stalled != nil {
+		set(ConditionStalled, metav1.ConditionTrue, stalled.Reason, stalled.Message)
+	} else {
+		removeCondition(&w.st.Conditions, ConditionStalled)
+	}
+	if w.r.m.mode != Pipeline {
+		return
+	}
+	for _, s := range w.r.m.states {
+		switch {
+		case w.passed.has(s.index):
+			set(string(s.name), metav1.ConditionTrue, ReasonPassed, "")
+		case s.name == cur:
+			set(string(s.name), ready, reason, message)
+		default:
+			// Not reached in this pass: a condition left from an earlier
+			// pass would tell something no longer true.
+			removeCondition(&w.st.Conditions, string(s.name))
+		}
+	}
+}
+
+// stall marks the object Stalled, with an event the first time.
+func (w *walker[T]) stall(cur State, reason, message string) {
+	message = truncate(message)
+	if message == "" {
+		message = fmt.Sprintf("stopped in state %s", cur)
+	}
+	if !w.isStalled(reason, message) {
+		w.later(func() {
+			w.log.Info("stalled", "machine", w.r.m.name, "state", cur, "reason", reason, "message", message)
+		})
+		w.notify(corev1.EventTypeWarning, reason, string(cur), fmt.Sprintf("stalled in state %s: %s", cur, message), nil)
+	}
+	w.st.RetryAt = nil
+	w.settle(cur, metav1.ConditionFalse, reason, message, false, &metav1.Condition{Reason: reason, Message: message})
+}
+
+func (w *walker[T]) isStalled(reason, message string) bool {
+	c := meta.FindStatusCondition(w.st.Conditions, ConditionStalled)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason && c.Message == message
+}
+
+// illegal refuses an undeclared transition: the state stays, and the
+// object is reported so that the bug is seen.
+func (w *walker[T]) illegal(cur State, res Result) {
+	def := w.r.b.states[cur]
+	events := append([]State{res.next}, res.also...)
+	bad := events[slices.IndexFunc(events, func(e State) bool { return def.exitIndex(e) < 0 })]
+	_, declared := w.r.b.states[bad]
+	undeclared := !declared && bad != Default
+	msg := refusal.Why(refusal.Past, cur, events, bad, def.exits, undeclared, typo.Closest(bad, w.r.m.stateNames())) + "; the transition was refused"
+	if !w.isStalled(ReasonIllegalTransition, msg) {
+		w.later(func() {
+			w.log.Error(errors.New(msg), "illegal transition", "machine", w.r.m.name, "from", cur, "to", res.next)
+		})
+	}
+	w.rest(cur, ReasonIllegalTransition)
+	w.stall(cur, ReasonIllegalTransition, msg)
+}
+
+// unreachableGoal reports a goal that the object cannot walk to. No
+// handler runs: it would be told to walk where no path leads.
+func (w *walker[T]) unreachableGoal(cur State, err error) {
+	msg := err.Error()
+	if !w.isStalled(ReasonGoalUnreachable, msg) {
+		w.later(func() { w.log.Error(err, "unreachable goal", "machine", w.r.m.name, "state", cur, "goal", w.goal) })
+	}
+	w.stall(cur, ReasonGoalUnreachable, msg)
+}
+
+// unknownState reports a persisted state the graph does not have, for
+// example after a state was renamed. The state is kept: resetting it
+// would throw away where the object really is.
+func (w *walker[T]) unknownState() {
+	msg := fmt.Sprintf("the object is in state %q, which machine %s does not declare (states: %s); it was left there", w.st.State, w.r.m.name, joinStates(w.r.m.stateNames()))
+	if !w.isStalled(ReasonUnknownState, msg) {
+		w.later(func() { w.log.Error(errors.New(msg), "unknown state", "machine", w.r.m.name, "state", w.st.State) })
+	}
+	w.stall(w.st.State, ReasonUnknownState, msg)
+}
+
+// removeCondition is meta.RemoveStatusCondition without its allocation
+// when there is nothing to remove, the usual case.
+func removeCondition(conditions *[]metav1.Condition, t string) {
+	if meta.FindStatusCondition(*conditions, t) != nil {
+		meta.RemoveStatusCondition(conditions, t)
+	}
+}
+
+// conditionReason is the pattern metav1.Condition requires of a reason.
+var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// reasonOr returns reason if the API server accepts it as a condition
+// reason, else a CamelCase version of it, else fallback.
+func reasonOr(reason, fallback string) string {
+	if conditionReason.MatchString(reason) && len(reason) <= maxReason {
+		return reason
+	}
+	var b strings.Builder
+	for _, word := range strings.FieldsFunc(reason, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		b.WriteString(strings.ToUpper(word[:1]) + word[1:])
+	}
+	if s := b.String(); conditionReason.MatchString(s) && len(s) <= maxReason {
+		return s
+	}
+	return fallback
+}

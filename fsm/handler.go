@@ -1,0 +1,128 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/codes"
+)
+
+// call runs a state's handler in its own span, turning a panic into a
+// failure. A final state without a handler is done.
+func (w *walker[T]) call(def *stateDef[T]) (res Result) {
+	if def.handler == nil {
+		return Done()
+	}
+	// What the handler changes is discarded if it asks for an undeclared
+	// transition; before the first handler, the status is as it was read.
+	if w.calls > 0 {
+		w.snapshot = w.authorsStatus(w.obj)
+	}
+	w.calls++
+	ctx, span := w.r.b.tracer.Start(w.ctx, def.spanName)
+	defer span.End()
+	log := w.log
+	if log.Enabled() {
+		log = log.WithValues("machine", w.r.m.name, "state", def.name)
+	}
+	req := &w.req
+	*req = Request[T]{
+		Object:     w.obj,
+		Client:     w.r.client,
+		Log:        log,
+		Clock:      w.r.m.clock,
+		State:      def.name,
+		From:       w.from(),
+		Attempt:    int(w.st.Failures) + 1,
+		RetryAsked: w.retrying,
+		Goal:       w.goal,
+		w:          w,
+	}
+	if w.goal != "" && w.goal != def.name {
+		req.NextHop = w.r.b.hops[[2]State{def.name, w.goal}]
+	}
+	w.outputErr = nil
+	if w.r.m.mode == Lifecycle {
+		w.applied = w.applied[:0] // a lifecycle state desires what its latest run applied
+	}
+	if w.st.StateSince != nil && w.st.State == def.name {
+		req.Since = w.st.StateSince.Time
+	} else {
+		req.Since = w.now
+	}
+	started := time.Now() // real time: a slow handler holds a worker in real time
+	defer func() {
+		w.r.slow(w.log, def.name, time.Since(started))
+		if p := recover(); p != nil {
+			why := w.r.redact(fmt.Sprint(p))
+			w.log.Error(errors.New(why), "handler panicked", "machine", w.r.m.name, "state", def.name, "stack", string(debug.Stack()))
+			res = Fail(fmt.Errorf("handler panicked: %s", why))
+		}
+		if w.outputErr != nil && res.kind != resultFail {
+			res = Fail(w.outputErr)
+		}
+		if res.kind == resultFail {
+			span.SetStatus(codes.Error, w.r.errorText(res.err))
+		}
+	}()
+	return def.handler(ctx, req)
+}
+
+// from is the state the last transition came from.
+func (w *walker[T]) from() State {
+	if n := len(w.st.History); n > 0 {
+		return w.st.History[n-1].From
+	}
+	return ""
+}
+
+// slow logs, once per state, a handler that ran for longer than the
+// machine's SlowHandlerAfter.
+func (r *reconciler[T]) slow(log logr.Logger, state State, ran time.Duration) {
+	if r.m.slowAfter <= 0 || ran < r.m.slowAfter {
+		return
+	}
+	if _, logged := r.slowLogged.LoadOrStore(state, true); logged {
+		return
+	}
+	log.Info("a handler ran long, holding a reconcile worker: other objects waited meanwhile. Long work belongs in Request.Action, which runs outside the worker",
+		"machine", r.m.name, "state", state, "ran", ran.Round(time.Millisecond).String(), "slowAfter", r.m.slowAfter.String())
+}
+
+// authorsStatus copies obj's status without kfsm's part, which kfsm
+// keeps for itself: what a discard must restore.
+func (w *walker[T]) authorsStatus(obj T) reflect.Value {
+	f := statusField(obj)
+	if !f.IsValid() {
+		return reflect.Value{}
+	}
+	st := obj.FSMStatus()
+	own := *st
+	*st = Status{}
+	defer func() { *st = own }()
+	if copier := w.r.b.copyStatus; copier.IsValid() {
+		return copier.Call([]reflect.Value{f.Addr()})[0].Elem()
+	}
+	return reflect.ValueOf(statusOf(obj.DeepCopyObject()))
+}
+
+// discard undoes what the running handler changed in the status: its
+// transition was refused, and so is its work. kfsm's own record stays.
+func (w *walker[T]) discard() {
+	f := statusField(w.obj)
+	if !f.IsValid() {
+		return
+	}
+	snap := w.snapshot
+	if w.calls <= 1 {
+		snap = w.authorsStatus(w.before)
+	}
+	own := *w.st
+	f.Set(snap)
+	w.st = w.obj.FSMStatus()
+	*w.st = own
+}

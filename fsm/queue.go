@@ -1,0 +1,85 @@
+package fsm
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// start is the source that SetupWithManager registers: it gives the
+// reconciler and the action pool the controller's queue.
+func (r *reconciler[T]) start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.mu.Lock()
+	r.queue = q
+	r.mu.Unlock()
+	return r.actions.start(ctx, q)
+}
+
+// requeue puts an object on the queue at once, when a change by someone
+// else hid behind one of kfsm's writes.
+func (r *reconciler[T]) requeue(key types.NamespacedName) {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+}
+
+// managed reports whether the reconciler runs under a manager, whose
+// queue it can add to.
+func (r *reconciler[T]) managed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queue != nil
+}
+
+// scheduler is the machine's clock when it is not the real one and can
+// run functions: under a manager, the requeues that wait on time then
+// wait on it, so that a test that moves a fake clock moves them too.
+func (m *Machine[T]) scheduler() clock.WithDelayedExecution {
+	switch c := m.clock.(type) {
+	case clock.RealClock, *clock.RealClock:
+		return nil
+	case clock.WithDelayedExecution:
+		return c
+	}
+	return nil
+}
+
+// backoffLimiter is the rate limiter of a machine's controller. An object
+// whose handler failed is requeued when kfsm's backoff says; every other
+// requeue is the controller's own rate limiter's to time.
+type backoffLimiter struct {
+	workqueue.TypedRateLimiter[reconcile.Request]
+
+	mu  sync.Mutex
+	due map[reconcile.Request]time.Duration
+}
+
+func newBackoffLimiter(inner workqueue.TypedRateLimiter[reconcile.Request]) *backoffLimiter {
+	return &backoffLimiter{TypedRateLimiter: inner, due: map[reconcile.Request]time.Duration{}}
+}
+
+// retryIn sets the delay of the next rate-limited requeue of req.
+func (l *backoffLimiter) retryIn(req reconcile.Request, after time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.due[req] = after
+}
+
+func (l *backoffLimiter) When(req reconcile.Request) time.Duration {
+	l.mu.Lock()
+	after, ok := l.due[req]
+	delete(l.due, req)
+	l.mu.Unlock()
+	if ok {
+		return after
+	}
+	return l.TypedRateLimiter.When(req)
+}

@@ -1,0 +1,257 @@
+package fsm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm/internal/echo"
+	"github.com/kfsm/kfsm/fsm/internal/shard"
+)
+
+// clockOnly is the rate limiter's delay for a retry that a fake clock
+// times: real time never does.
+const clockOnly = 24 * time.Hour
+
+// reconciler runs a built machine for controller-runtime.
+type reconciler[T Object] struct {
+	m        *Machine[T]
+	b        *built[T]
+	client   client.Client
+	reader   client.Reader // the API server itself, for what the cache may miss
+	recorder events.EventRecorder
+	gvk      schema.GroupVersionKind // of T
+	gk       schema.GroupKind
+	owns     map[schema.GroupKind]ownedType
+	// index finds children by parent UID under a manager, for the types
+	// that it indexes.
+	index   *childIndex
+	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
+	actions *actions
+	echoes  *echo.Marks
+	limiter *backoffLimiter // set under a manager
+	shards  *shard.Replica  // set when the machine is sharded
+	// slowLogged holds the states whose handler was logged as slow.
+	slowLogged sync.Map
+
+	mu      sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	tracked map[types.NamespacedName]tracked
+	strays  map[types.NamespacedName][]OutputRef // children that garbage collection cannot reach
+	// handed is, for a sharded machine, the epoch of the object's slot
+	// when this replica last checked its cache against the API server.
+	handed map[types.NamespacedName]uint64
+}
+
+func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reader, rec events.EventRecorder) (*reconciler[T], error) {
+	r := &reconciler[T]{
+		m: m, b: m.built, client: c, reader: reader, recorder: rec,
+		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.actionWatch),
+		echoes:  echo.NewMarks(),
+		tracked: map[types.NamespacedName]tracked{},
+		strays:  map[types.NamespacedName][]OutputRef{},
+		handed:  map[types.NamespacedName]uint64{},
+	}
+	if c == nil {
+		return r, nil // benchmarks of the walk alone
+	}
+	gvk, err := apiutil.GVKForObject(newObject[T](), c.Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	r.gvk, r.gk = gvk, gvk.GroupKind()
+	if len(m.owns) > 0 {
+		if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
+			return nil, fmt.Errorf("machine %s: %w", m.name, err)
+		}
+	}
+	return r, nil
+}
+
+// Reconcile reads the object, walks the machine, writes the status once if
+// it changed and only then makes the walk visible, and manages the
+// finalizer around the walk.
+func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ctx, span := r.b.tracer.Start(ctx, "kfsm.Reconcile", trace.WithAttributes(
+		attribute.String("kfsm.machine", r.m.name),
+		attribute.String("k8s.object", req.String()),
+	))
+	defer span.End()
+	var w *walker[T]
+	res, err := r.reconcile(ctx, req, &w)
+	if w == nil {
+		return res, err
+	}
+	out := reconcileResult{committed: w.committed, err: err}
+	switch {
+	case !w.committed:
+		out.soon = res.RequeueAfter > 0
+	case w.out.failure != nil:
+		out.after = w.out.failure.RetryAfter
+	default:
+		out.after, out.soon = w.out.requeueAfter, w.out.soon
+	}
+	if len(r.m.walkObservers) > 0 {
+		r.observed(ctx, req.NamespacedName, w, out)
+	}
+	if sched := r.m.scheduler(); sched != nil && out.after > 0 && !out.soon && r.managed() {
+		// A fake clock times this requeue: it comes when the test moves
+		// the clock, not when real time passes. It is due after the walk's
+		// time, even if the clock moved since.
+		requeue := func() { r.requeue(req.NamespacedName) }
+		if left := w.now.Add(out.after).Sub(r.m.clock.Now()); left > 0 {
+			sched.AfterFunc(left, requeue)
+		} else {
+			requeue()
+		}
+		res.RequeueAfter = 0
+	}
+	return res, err
+}
+
+// reconcileResult is what a walk's reconcile asked for, as observers see it.
+type reconcileResult struct {
+	committed bool
+	after     time.Duration // by the machine's clock
+	soon      bool          // at once, to continue
+	err       error
+}
+
+// reconcile is Reconcile's work; it sets walked to the walk, if one ran.
+func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, walked **walker[T]) (reconcile.Result, error) {
+
+	obj := newObject[T]()
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.vanished(ctx, req.NamespacedName)
+		}
+		return reconcile.Result{}, err
+	}
+	if r.shards != nil {
+		slot, epoch, retry, ok := r.shards.Enter(obj.GetUID())
+		if !ok {
+			// Another replica's, or this one's when it may write again.
+			return reconcile.Result{RequeueAfter: retry}, nil
+		}
+		defer r.shards.Exit(slot)
+		if err := r.handedOver(ctx, obj, epoch); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if r.echoes.Stale(echo.Key{GroupKind: r.gk, NamespacedName: req.NamespacedName}, obj) {
+		// The cache has not seen kfsm's own last write yet; acting on it
+		// would act on the past.
+		return reconcile.Result{RequeueAfter: soon}, nil
+	}
+	if obj.GetAnnotations()[AnnotationPaused] == "true" {
+		return r.pause(ctx, obj)
+	}
+
+	deleting := !obj.GetDeletionTimestamp().IsZero()
+	if deleting {
+		r.actions.cancel(req.NamespacedName, true)
+	}
+	hasFinalizer := controllerutil.ContainsFinalizer(obj, r.m.Finalizer())
+	if deleting && !hasFinalizer {
+		// Not ours to clean up: no deletion path, or it already ran.
+		r.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	// The results of finished actions that this reconcile reports are
+	// consumed only if its writes go through.
+	committed := false
+	defer func() { r.actions.settle(req.NamespacedName, committed) }()
+	if !deleting && r.b.onDelete != "" && !hasFinalizer {
+		// Before any handler: whatever a handler creates, the deletion
+		// path gets the chance to clean up.
+		if err := r.patchFinalizer(ctx, obj, controllerutil.AddFinalizer); err != nil {
+			return r.writeFailed(ctx, err)
+		}
+	}
+
+	before := obj.DeepCopyObject().(T)
+	w := r.walk(ctx, obj, before, deleting)
+	*walked = w
+	if !sameStatus(before, obj) {
+		if err := r.writeStatus(ctx, obj, before); err != nil {
+			if quiet(err) {
+				return r.writeFailed(ctx, err)
+			}
+			return r.unwritable(ctx, before, err)
+		}
+	}
+	// Only now is the walk true: what it did becomes visible.
+	w.commit()
+	w.committed = true
+	if w.out.removeFinalizer {
+		if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
+			return r.writeFailed(ctx, err)
+		}
+		// The mark of this write stays until the object is seen gone: a
+		// cache that lags still holds it with the finalizer, and the
+		// deletion path must not run again on that copy.
+		r.untrack(req.NamespacedName)
+		r.actions.cancel(req.NamespacedName, false)
+		return reconcile.Result{}, nil
+	}
+	committed = true
+	r.track(obj)
+	return r.result(req, w.out)
+}
+
+// result turns a walk's outcome into what controller-runtime expects. A
+// failure is returned as an error, so that controller-runtime counts and
+// logs it, and the machine's rate limiter requeues the object when the
+// backoff says.
+func (r *reconciler[T]) result(req reconcile.Request, out outcome) (reconcile.Result, error) {
+	f := out.failure
+	switch {
+	case f == nil:
+		return reconcile.Result{RequeueAfter: out.requeueAfter}, nil
+	case f.RetryAfter == 0:
+		return reconcile.Result{}, reconcile.TerminalError(f)
+	}
+	if r.limiter != nil {
+		after := f.RetryAfter
+		if r.m.scheduler() != nil {
+			after = clockOnly // Reconcile has the machine's clock time it
+		}
+		r.limiter.retryIn(req, after)
+	}
+	return reconcile.Result{}, f
+}
+
+// pause reports a paused object in its status, and does nothing else.
+func (r *reconciler[T]) pause(ctx context.Context, obj T) (reconcile.Result, error) {
+	st := obj.FSMStatus()
+	if c := meta.FindStatusCondition(st.Conditions, ConditionPaused); c != nil && c.Status == metav1.ConditionTrue {
+		return reconcile.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(T)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: ConditionPaused, Status: metav1.ConditionTrue, Reason: ReasonPaused, ObservedGeneration: obj.GetGeneration(),
+		Message: fmt.Sprintf("annotation %s is \"true\": no handler runs until it is removed", AnnotationPaused),
+	})
+	if err := r.writeStatus(ctx, obj, before); err != nil {
+		return r.writeFailed(ctx, err)
+	}
+	r.event(obj, nil, corev1.EventTypeNormal, ReasonPaused, "Pause", "paused: no handler runs until annotation "+AnnotationPaused+" is removed")
+	return reconcile.Result{}, nil
+}

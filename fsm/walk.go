@@ -1,0 +1,421 @@
+package fsm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kfsm/kfsm/graph"
+)
+
+const (
+	// Failed attempts back off exponentially between these bounds.
+	backoffBase = time.Second
+	backoffMax  = 5 * time.Minute
+	// soon is the requeue delay when work remains that this reconcile did
+	// not do: a state entered twice, a stale cache, a write conflict.
+	soon = 100 * time.Millisecond
+)
+
+// outcome is what a walk asks of Reconcile.
+type outcome struct {
+	requeueAfter    time.Duration
+	soon            bool // requeueAfter is soon: continue, not wait
+	removeFinalizer bool
+	failure         *HandlerError // a handler failed: retried, or stalled when RetryAfter is zero
+}
+
+// walk runs the machine on obj in memory: it decides the state, runs the
+// handlers, and sets the status, conditions and history. It does no client
+// I/O of its own; handlers may. before is obj as it was read. What the walk
+// makes visible waits in the walker until commit.
+func (r *reconciler[T]) walk(ctx context.Context, obj, before T, deleting bool) *walker[T] {
+	w := &walker[T]{r: r, ctx: ctx, obj: obj, before: before, st: obj.FSMStatus(), now: r.m.clock.Now(), log: logf.FromContext(ctx), deleting: deleting}
+	w.notices = w.noticeBuf[:0]
+	w.out = w.walk()
+	w.st.ObservedGeneration = obj.GetGeneration()
+	return w
+}
+
+func (w *walker[T]) walk() outcome {
+	st, gen := w.st, w.obj.GetGeneration()
+	if st.ObservedGeneration != gen {
+		// A new spec deserves fresh attempts.
+		st.Failures, st.RetryAt = 0, nil
+	}
+	if asked := w.obj.GetAnnotations()[AnnotationRetry]; asked != "" && retryMark(asked) != st.LastHandledRetry {
+		st.LastHandledRetry = retryMark(asked)
+		st.Failures, st.RetryAt = 0, nil
+		w.retrying = true
+		w.notify(corev1.EventTypeNormal, ReasonRetryRequested, "Retry", fmt.Sprintf("retrying now, as annotation %s asks (%q)", AnnotationRetry, asked), nil)
+	}
+	if meta.FindStatusCondition(st.Conditions, ConditionPaused) != nil {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionPaused)
+		w.notify(corev1.EventTypeNormal, ReasonResumed, "Resume", "resumed: annotation "+AnnotationPaused+" was removed", nil)
+	}
+	if !w.deleting && !w.retrying && stalledForGeneration(st, gen) {
+		return outcome{}
+	}
+
+	cur := w.start()
+	if cur == "" {
+		return outcome{}
+	}
+	if goal := w.r.m.goal; goal != nil && !w.deleting {
+		if w.goal = goal(w.obj); w.goal != "" {
+			if err := w.r.m.CheckGoal(cur, w.goal); err != nil {
+				w.unreachableGoal(cur, err)
+				return outcome{}
+			}
+		}
+	}
+	if wait, ok := w.backingOff(); ok {
+		return outcome{requeueAfter: wait}
+	}
+	return w.run(cur)
+}
+
+// stalledForGeneration reports whether a handler's Stop or exhausted
+// retries stalled the object at this generation: then nothing runs until
+// the spec changes or a retry is asked for. The other stalls are evaluated
+// again every time, so that a fixed operator picks the object up.
+func stalledForGeneration(st *Status, gen int64) bool {
+	c := meta.FindStatusCondition(st.Conditions, ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != gen {
+		return false
+	}
+	switch c.Reason {
+	case ReasonIllegalTransition, ReasonUnknownState, ReasonGoalUnreachable, ReasonStatusWriteFailed:
+		return false
+	}
+	return true
+}
+
+// backingOff reports how long the object still waits after a failure. A
+// failed state runs again once its backoff has passed, whatever happens
+// meanwhile, unless the spec changes, a retry is asked for, the deletion
+// path starts or the state's timeout comes first.
+func (w *walker[T]) backingOff() (time.Duration, bool) {
+	at := w.st.RetryAt
+	if at == nil || !w.now.Before(at.Time) {
+		return 0, false
+	}
+	def := w.r.b.states[w.st.State]
+	if def == nil {
+		return 0, false
+	}
+	if w.timedOut(def) {
+		return 0, false
+	}
+	return w.withTimeout(def, at.Sub(w.now)), true
+}
+
+// walker holds one walk's state.
+type walker[T Object] struct {
+	r       *reconciler[T]
+	ctx     context.Context
+	obj     T
+	before  T // obj as it was read
+	st      *Status
+	now     time.Time
+	log     logr.Logger
+	visited stateSet
+	passed  stateSet   // pipeline: states whose handler moved on
+	req     Request[T] // one per walk, filled anew for each handler
+	out     outcome
+
+	deleting  bool          // the object is being deleted: the deletion path runs
+	retrying  bool          // AnnotationRetry asked for a run now
+	goal      State         // the goal function's answer, if any
+	applied   []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
+	outputErr error         // the first failed Apply or Delete of this run
+	calls     int           // handlers run so far
+	snapshot  reflect.Value // the status before the running handler, after the first
+
+	committed bool            // the status write went through
+	steps     []Step          // for OnWalk observers
+	edges     []graph.EdgeKey // for OnWalk observers
+
+	notices   []notice // made visible once the status is written
+	noticeBuf [2]notice
+	logs      []func()
+}
+
+// start returns the state the walk begins in, or "" when nothing may run.
+func (w *walker[T]) start() State {
+	b := w.r.b
+	switch {
+	case w.deleting:
+		if w.r.m.mode == Lifecycle && b.deletion[w.st.State] {
+			return w.st.State
+		}
+		w.took("", b.onDelete, graph.DeleteEntry)
+		if w.r.m.mode == Lifecycle {
+			w.move(b.onDelete, ReasonDeleted)
+		}
+		return b.onDelete
+	case w.r.m.mode == Pipeline:
+		return b.initial
+	case w.st.State == "":
+		w.move(b.initial, ReasonCreated)
+		return b.initial
+	}
+	if _, ok := b.states[w.st.State]; !ok {
+		w.unknownState()
+		return ""
+	}
+	return w.st.State
+}
+
+// timedOut reports whether the object stayed in def's state longer than
+// the state's timeout.
+func (w *walker[T]) timedOut(def *stateDef[T]) bool {
+	return def.timeout != nil && w.st.State == def.name && w.st.StateSince != nil &&
+		w.now.Sub(w.st.StateSince.Time) >= def.timeout.After
+}
+
+// run walks from cur until a handler waits, fails, stops or is done.
+func (w *walker[T]) run(cur State) outcome {
+	b := w.r.b
+	for {
+		def := b.states[cur]
+		w.visited.add(def.index)
+
+		if w.timedOut(def) {
+			next := State(def.timeout.To)
+			if done, out := w.moveOn(cur, next, ReasonTimeout); done {
+				return out
+			}
+			cur = next
+			continue
+		}
+
+		attempt := int(w.st.Failures) + 1
+		res := w.call(def)
+		if res.kind == resultDone {
+			if err := w.pruneOnDone(def); err != nil {
+				res = Fail(err)
+			}
+		}
+		var next State
+		ok := res.kind == resultNext
+		if ok {
+			next, ok = def.choose(res)
+		}
+		w.step(def, attempt, res, next)
+		switch res.kind {
+		case resultNext:
+			if !ok {
+				w.discard()
+				w.illegal(cur, res)
+				return outcome{}
+			}
+			w.passed.add(def.index)
+			if done, out := w.moveOn(cur, next, ReasonNext); done {
+				return out
+			}
+			cur = next
+			continue
+
+		case resultWait:
+			reason := reasonOr(res.reason, "Waiting")
+			w.rest(cur, reason)
+			// The failures of the state still count: a Wait is no success,
+			// and a handler that waits between failed attempts (for an
+			// action it started again) must exhaust its retries all the same.
+			w.st.RetryAt = nil
+			w.settle(cur, metav1.ConditionFalse, reason, def.waiting, true, nil)
+			return outcome{requeueAfter: w.withTimeout(def, res.after)}
+
+		case resultDone:
+			w.rest(cur, ReasonDone)
+			w.st.Failures, w.st.RetryAt = 0, nil
+			w.settle(cur, metav1.ConditionTrue, ReasonDone, def.done, false, nil)
+			if w.deleting && def.final {
+				return outcome{removeFinalizer: true}
+			}
+			return outcome{requeueAfter: w.withTimeout(def, w.r.m.resyncAfter())}
+
+		case resultStop:
+			reason := reasonOr(res.reason, "Stopped")
+			w.rest(cur, reason)
+			w.stall(cur, reason, w.r.redact(res.message))
+			return outcome{}
+
+		default: // resultFail, or a zero Result
+			err := res.err
+			if res.kind != resultFail {
+				err = errors.New("the handler returned an empty Result")
+			}
+			if done, out, next := w.failed(cur, def, err); done {
+				return out
+			} else if next != "" {
+				cur = next
+				continue
+			}
+		}
+	}
+}
+
+// choose picks the exit that a Next takes: among the events raised, the
+// exit declared first, with Default standing for the last exit. Any event
+// that is not an exit makes the whole Next illegal.
+func (d *stateDef[T]) choose(res Result) (State, bool) {
+	best := d.exitIndex(res.next)
+	for _, ev := range res.also {
+		i := d.exitIndex(ev)
+		if i < 0 {
+			return "", false
+		}
+		best = min(best, i)
+	}
+	if best < 0 {
+		return "", false
+	}
+	return d.exits[best], true
+}
+
+func (d *stateDef[T]) exitIndex(event State) int {
+	if event == Default {
+		return len(d.exits) - 1
+	}
+	return slices.Index(d.exits, event)
+}
+
+// pruneOnDone deletes the children that a Done no longer desires: those
+// of the state in a lifecycle machine, those of the pass when a pipeline
+// reached a final state, and all of them at the end of the deletion path.
+func (w *walker[T]) pruneOnDone(def *stateDef[T]) error {
+	if len(w.r.owns) == 0 && len(w.st.Outputs) == 0 {
+		return nil
+	}
+	switch {
+	case w.deleting && def.final:
+		return w.prune(w.ctx, def.name, true)
+	case w.r.m.mode == Lifecycle || def.final:
+		return w.prune(w.ctx, def.name, false)
+	}
+	return nil
+}
+
+// edgeKinds names the kind of edge that each reason of moveOn takes.
+var edgeKinds = map[string]string{
+	ReasonNext:             graph.Exit.String(),
+	ReasonTimeout:          graph.TimeoutExit.String(),
+	ReasonRetriesExhausted: graph.RetriesExit.String(),
+}
+
+// moveOn records the move from cur to next. It says to stop when next was
+// already run in this reconcile, so that a state runs at most once per
+// reconcile; the next reconcile, soon, continues there.
+func (w *walker[T]) moveOn(cur, next State, reason string) (bool, outcome) {
+	w.took(cur, next, edgeKinds[reason])
+	if w.r.m.mode == Lifecycle {
+		w.move(next, reason)
+	}
+	if w.visited.has(w.r.b.states[next].index) {
+		w.rest(cur, reason)
+		w.settle(next, metav1.ConditionFalse, ReasonProgressing, fmt.Sprintf("moved on to state %s", next), true, nil)
+		return true, outcome{requeueAfter: soon, soon: true}
+	}
+	return false, outcome{}
+}
+
+// failed handles a failed attempt: it either stops the walk (retry after
+// the backoff, or stalled) or names the state the retries edge leads to.
+func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcome, State) {
+	reason := failureReason(err)
+	msg := w.r.errorText(err)
+	w.rest(cur, reason) // first: a pipeline resting somewhere new starts counting afresh
+	w.st.Failures++
+	w.r.b.metrics.handlerError(cur)
+	w.notify(corev1.EventTypeWarning, reason, string(cur), fmt.Sprintf("state %s failed (attempt %d): %s", cur, w.st.Failures, msg), related(err))
+	f := &HandlerError{State: cur, Attempt: int(w.st.Failures), Err: w.r.redactedError(err)}
+
+	if def.retries != nil && int(w.st.Failures) >= def.retries.Limit {
+		w.st.RetryAt = nil
+		if def.retries.To != "" {
+			next := State(def.retries.To)
+			if done, out := w.moveOn(cur, next, ReasonRetriesExhausted); done {
+				return true, out, ""
+			}
+			return false, outcome{}, next
+		}
+		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times: %s", cur, w.st.Failures, msg))
+		return true, outcome{failure: f}, ""
+	}
+	after := backoff(w.st.Failures)
+	w.st.RetryAt = &metav1.MicroTime{Time: w.now.Add(after)}
+	w.settle(cur, metav1.ConditionFalse, reason, fmt.Sprintf("state %s failed: %s", cur, msg), true, nil)
+	f.RetryAfter = w.withTimeout(def, after)
+	return true, outcome{failure: f}, ""
+}
+
+func backoff(failures int32) time.Duration {
+	d := backoffBase
+	for i := int32(1); i < failures && d < backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, backoffMax)
+}
+
+// withTimeout shortens a requeue so that the state's timeout fires on time.
+func (w *walker[T]) withTimeout(def *stateDef[T], after time.Duration) time.Duration {
+	if def.timeout == nil || w.st.StateSince == nil {
+		return after
+	}
+	left := w.st.StateSince.Add(def.timeout.After).Sub(w.now)
+	if left <= 0 {
+		left = soon
+	}
+	if after <= 0 || left < after {
+		return left
+	}
+	return after
+}
+
+// stateSet is a set of states by their index in the declaration, a bit
+// each, so that a walk keeps track of states without allocating.
+type stateSet struct {
+	bits [2]uint64
+	more map[int]bool // past 128 states
+}
+
+func (s *stateSet) add(i int) {
+	if i < 128 {
+		s.bits[i/64] |= 1 << (i % 64)
+		return
+	}
+	if s.more == nil {
+		s.more = map[int]bool{}
+	}
+	s.more[i] = true
+}
+
+func (s *stateSet) has(i int) bool {
+	if i < 128 {
+		return s.bits[i/64]&(1<<(i%64)) != 0
+	}
+	return s.more[i]
+}
+
+// retryMark is what Status.LastHandledRetry keeps of a value of
+// AnnotationRetry: the value, or its digest if the field cannot hold it.
+func retryMark(asked string) string {
+	if len(asked) <= maxRetryMark {
+		return asked
+	}
+	sum := sha256.Sum256([]byte(asked))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,57 @@
+package fsm
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/kfsm/kfsm/fsm/internal/echo"
+)
+
+// roleOf says whether obj is one of the machine's objects, a child, or
+// neither, for the echo filter.
+func (r *reconciler[T]) roleOf(obj client.Object) (schema.GroupKind, echo.Role) {
+	gvk, err := apiutil.GVKForObject(obj, r.client.Scheme())
+	if err != nil {
+		return schema.GroupKind{}, echo.Other
+	}
+	switch gk := gvk.GroupKind(); {
+	case gk == r.gk:
+		return gk, echo.Parent
+	case r.owns[gk] != (ownedType{}):
+		return gk, echo.Child
+	default:
+		return gk, echo.Other
+	}
+}
+
+// kindOf says of which kind obj is when it is one of the machine's
+// objects or a child, for the catch-up filter of a sharded machine.
+func (r *reconciler[T]) kindOf(obj client.Object) (schema.GroupKind, bool) {
+	gk, role := r.roleOf(obj)
+	return gk, role != echo.Other
+}
+
+// echoed hands the echo of one of kfsm's writes of an object, which the
+// echo filter drops, to the machine's Watches of its own kind: the write
+// is no news for the object written, but it is for the other objects a
+// watch maps it to (a moose's friends). The cache has the written version
+// by then. Echoes of children are not handed on, so that a watch mapping
+// a child to its parent cannot make kfsm's applies drive the loop.
+func (r *reconciler[T]) echoed(gk schema.GroupKind, obj client.Object) {
+	if gk != r.gk {
+		return
+	}
+	for _, w := range r.m.watches {
+		if wgvk, err := apiutil.GVKForObject(w.obj, r.client.Scheme()); err != nil || wgvk.GroupKind() != gk {
+			continue
+		}
+		for _, req := range w.fn(context.Background(), obj) {
+			if req.NamespacedName != client.ObjectKeyFromObject(obj) {
+				r.requeue(req.NamespacedName)
+			}
+		}
+	}
+}

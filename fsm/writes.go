@@ -1,0 +1,159 @@
+package fsm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm/internal/echo"
+)
+
+// write runs one of kfsm's writes of obj, so that its watch event is known
+// for an echo.
+func (r *reconciler[T]) write(obj T, do func() error) error {
+	key := echo.KeyOf(r.gk, obj)
+	r.echoes.Begin(key)
+	err := do()
+	var wrote client.Object
+	if err == nil {
+		wrote = obj
+	}
+	if r.echoes.Wrote(key, wrote) {
+		r.requeue(key.NamespacedName)
+	}
+	return err
+}
+
+// writeStatus writes what the walk changed in the status since before, as
+// a merge patch: only kfsm writes the status, so a change that someone
+// else made to the object meanwhile (a label, the spec) does not make the
+// walk's record a conflict, to be thrown away with the work it recorded.
+func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
+	patch, err := statusPatch(before, obj)
+	if err != nil {
+		return err
+	}
+	return r.write(obj, func() error {
+		return r.client.Status().Patch(ctx, obj, patch, client.FieldOwner(r.m.FieldOwner()))
+	})
+}
+
+// statusPatch is the merge patch from before's status to obj's. It is
+// computed from the statuses alone, which is all the status subresource
+// takes: encoding and comparing the whole objects, managed fields and
+// all, cost several times as much.
+func statusPatch(before, obj runtime.Object) (client.Patch, error) {
+	if !statusField(obj).IsValid() {
+		return client.MergeFrom(before.(client.Object)), nil
+	}
+	from, err := json.Marshal(map[string]any{"status": statusOf(before)})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status: %w", err)
+	}
+	to, err := json.Marshal(map[string]any{"status": statusOf(obj)})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status: %w", err)
+	}
+	data, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status: %w", err)
+	}
+	return client.RawPatch(types.MergePatchType, data), nil
+}
+
+func (r *reconciler[T]) patchFinalizer(ctx context.Context, obj T, change func(client.Object, string) bool) error {
+	base := obj.DeepCopyObject().(T)
+	change(obj, r.m.Finalizer())
+	return r.write(obj, func() error {
+		return r.client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(r.m.FieldOwner()))
+	})
+}
+
+// writeFailed turns a failed write into a result.
+func (r *reconciler[T]) writeFailed(ctx context.Context, err error) (reconcile.Result, error) {
+	if quiet(err) {
+		logf.FromContext(ctx).V(1).Info("write raced with another change; retrying", "machine", r.m.name, "error", err.Error())
+		return reconcile.Result{RequeueAfter: soon}, nil
+	}
+	return reconcile.Result{}, r.redactedError(err)
+}
+
+// quiet reports whether a failed write is the normal life of a controller:
+// someone else changed the object meanwhile, or it is gone. Such writes
+// are retried soon, without an error.
+func quiet(err error) bool { return apierrors.IsConflict(err) || apierrors.IsNotFound(err) }
+
+// unwritable reports a status that the API server refuses, for example
+// one over its size limit: the walk is not recorded, so nothing of it is
+// made visible, and a smaller write tries to get the news through.
+func (r *reconciler[T]) unwritable(ctx context.Context, before T, err error) (reconcile.Result, error) {
+	msg := r.errorText(err)
+	r.b.metrics.statusWriteErrors.Inc()
+	r.event(before, nil, corev1.EventTypeWarning, ReasonStatusWriteFailed, "WriteStatus",
+		"the status could not be written, so the last walk was not recorded: "+msg)
+	small := before.DeepCopyObject().(T)
+	st, gen := small.FSMStatus(), small.GetGeneration()
+	message := "the status could not be written: " + msg
+	for _, c := range []metav1.Condition{
+		{Type: ConditionReady, Status: metav1.ConditionFalse},
+		{Type: ConditionStalled, Status: metav1.ConditionTrue},
+	} {
+		c.Reason, c.Message, c.ObservedGeneration = ReasonStatusWriteFailed, message, gen
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	if !sameStatus(before, small) {
+		if werr := r.writeStatus(ctx, small, before); werr != nil {
+			logf.FromContext(ctx).V(1).Info("the smaller status could not be written either", "error", r.errorText(werr))
+		}
+	}
+	return reconcile.Result{}, fmt.Errorf("writing the status of %s: %s", client.ObjectKeyFromObject(before), msg)
+}
+
+// sameStatus reports whether a and b hold the same status, as the API
+// server would store it. Identical values, what a converged object's walk
+// leaves, are recognised quickly; otherwise semantic equality decides, for
+// which a time in another location at the same instant is no change.
+func sameStatus(a, b runtime.Object) bool {
+	x, y := statusPtr(a), statusPtr(b)
+	return reflect.DeepEqual(x, y) || equality.Semantic.DeepEqual(x, y)
+}
+
+// statusOf returns the Status field of a Kubernetes object, the part kfsm
+// writes, or the whole object for a type without one. Comparing only the
+// status keeps a handler that touches the spec by mistake from costing a
+// write on every reconcile.
+func statusOf(obj runtime.Object) any {
+	if f := statusField(obj); f.IsValid() {
+		return f.Interface()
+	}
+	return obj
+}
+
+// statusPtr is statusOf without a copy: a pointer to the Status field.
+func statusPtr(obj runtime.Object) any {
+	if f := statusField(obj); f.IsValid() && f.CanAddr() {
+		return f.Addr().Interface()
+	}
+	return obj
+}
+
+func statusField(obj runtime.Object) reflect.Value {
+	v := reflect.ValueOf(obj)
+	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
+		return v.Elem().FieldByName("Status")
+	}
+	return reflect.Value{}
+}
