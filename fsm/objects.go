@@ -2,11 +2,17 @@ package fsm
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -164,4 +170,76 @@ func (r *reconciler[T]) Released(lost shard.Slots) []<-chan struct{} {
 		r.forget(key)
 	}
 	return r.actions.cancelSlots(lost)
+}
+
+// unreachable returns the children of parent that garbage collection
+// cannot reach: those that carry no owner reference because they are
+// cluster-scoped under a namespaced parent or in another namespace.
+// Adopted children are not kfsm's to delete.
+func unreachable(parent client.Object, outputs []OutputRef) []OutputRef {
+	ns := parent.GetNamespace()
+	if ns == "" {
+		return nil
+	}
+	var strays []OutputRef
+	for _, ref := range outputs {
+		if ref.Namespace != ns && !ptr.Deref(ref.Adopted, false) {
+			strays = append(strays, ref)
+		}
+	}
+	return strays
+}
+
+// vanished handles an object that is gone. If it went before its deletion
+// path was done, because someone removed kfsm's finalizer, the children
+// that garbage collection cannot reach would stay for ever: kfsm deletes
+// them, as far as this process knew them.
+func (r *reconciler[T]) vanished(ctx context.Context, key types.NamespacedName) error {
+	r.actions.cancel(key, false)
+	strays := r.forget(key)
+	if len(strays) == 0 {
+		return nil
+	}
+	if r.shards != nil {
+		// A sharded cache holds only this replica's objects: one missing
+		// from it may live on in another's slot.
+		switch err := r.reader.Get(ctx, key, newObject[T]()); {
+		case err == nil:
+			return nil
+		case !apierrors.IsNotFound(err):
+			r.mu.Lock()
+			r.strays[key] = strays // ask again
+			r.mu.Unlock()
+			return err
+		}
+	}
+	var deleted []string
+	var errs []error
+	for _, ref := range strays {
+		t, ok := r.owns[schema.GroupKind{Group: ref.Group, Kind: ref.Kind}]
+		if !ok {
+			continue
+		}
+		if err := r.deleteChild(ctx, key, ref, t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		deleted = append(deleted, ref.String())
+	}
+	if len(deleted) > 0 {
+		gone := newObject[T]()
+		gone.SetNamespace(key.Namespace)
+		gone.SetName(key.Name)
+		logf.FromContext(ctx).Info("the object vanished before its deletion path was done, as if its finalizer was removed by hand; deleted the children that garbage collection cannot reach",
+			"machine", r.m.name, "object", key.String(), "deleted", deleted)
+		r.event(gone, nil, corev1.EventTypeWarning, ReasonOrphansDeleted, "Delete",
+			fmt.Sprintf("the object vanished before its deletion path was done; deleted %s", strings.Join(deleted, ", ")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.mu.Lock()
+		r.strays[key] = strays // try again
+		r.mu.Unlock()
+		return err
+	}
+	return nil
 }

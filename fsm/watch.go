@@ -2,10 +2,13 @@ package fsm
 
 import (
 	"context"
+	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 )
@@ -54,4 +57,29 @@ func (r *reconciler[T]) echoed(gk schema.GroupKind, obj client.Object) {
 			}
 		}
 	}
+}
+
+// parentOf maps a child that carries no owner reference back to its
+// parent through the labels and annotation that Apply put on it. Children
+// with a controller reference are left to the Owns watch. A child whose
+// parent this manager cannot see, or whose parent is another object of
+// the same name, is not this machine's business.
+func (r *reconciler[T]) parentOf(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[LabelMachine] != r.m.name || metav1.GetControllerOf(o) != nil {
+		return nil
+	}
+	owner := o.GetAnnotations()[AnnotationOwner]
+	if owner == "" {
+		return nil
+	}
+	ns, name, found := strings.Cut(owner, "/")
+	if !found {
+		ns, name = "", owner
+	}
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	parent := newObject[T]()
+	if err := r.client.Get(ctx, key, parent, client.UnsafeDisableDeepCopy); err != nil || string(parent.GetUID()) != o.GetLabels()[LabelOwnerUID] {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: key}}
 }

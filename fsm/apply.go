@@ -1,0 +1,373 @@
+package fsm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/kfsm/kfsm/fsm/internal/applyjson"
+	"github.com/kfsm/kfsm/fsm/internal/echo"
+)
+
+// managedBy is the value of LabelManagedBy on kfsm's children.
+const managedBy = "kfsm"
+
+// ApplyOption changes how [Request.Apply] applies a child.
+type ApplyOption func(*applyOptions)
+
+type applyOptions struct {
+	force bool
+	adopt adoption
+}
+
+// adoption is what Apply does with an existing object that kfsm did not
+// create for the parent.
+type adoption int
+
+const (
+	refuse adoption = iota
+	adoptKeep
+	adoptDelete
+)
+
+// Adopt lets Apply take over an object that already exists and that kfsm
+// did not create for this parent, such as a namespace made by hand. kfsm
+// applies its fields and labels to it, annotates it AnnotationAdopted,
+// records it in Status.Outputs with Adopted set, and reconciles the
+// parent when it changes; but it gives it no owner reference and never
+// deletes it. When it is no longer desired, or the parent's deletion path
+// ends, kfsm releases it: it removes its labels and annotations and
+// leaves the object and its data in place. An object that belongs to
+// another kfsm parent is not adopted.
+func Adopt() ApplyOption { return func(o *applyOptions) { o.adopt = adoptKeep } }
+
+// AdoptAndDelete is Adopt for an object that is to become a child like
+// those kfsm creates: it gets an owner reference, and is pruned and
+// deleted with its parent.
+func AdoptAndDelete() ApplyOption { return func(o *applyOptions) { o.adopt = adoptDelete } }
+
+// ForceOwnership takes over the fields that another field manager owns
+// instead of failing with a [ConflictError]: the equivalent of kubectl
+// apply --server-side --force-conflicts. Use it when kfsm's machine is
+// meant to win over whoever else writes the child.
+func ForceOwnership() ApplyOption { return func(o *applyOptions) { o.force = true } }
+
+// apply is Request.Apply: it applies child and records it.
+func (w *walker[T]) apply(ctx context.Context, child client.Object, opts []ApplyOption) error {
+	err := w.applyChild(ctx, child, opts)
+	if err != nil && w.outputErr == nil {
+		w.outputErr = err
+	}
+	return err
+}
+
+func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []ApplyOption) error {
+	t, err := w.r.owned(child)
+	if err != nil {
+		return err
+	}
+	namespaced, err := w.locate(child, t)
+	if err != nil {
+		return err
+	}
+	var o applyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	content, err := applyContent(child, t.gvk)
+	if err != nil {
+		return fmt.Errorf("encoding child %s: %w", child.GetName(), err)
+	}
+	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: content.GetNamespace(), Name: content.GetName()}
+	if err := w.fits(ref); err != nil {
+		return err
+	}
+	parent := w.obj
+	existing, err := w.r.lookup(ctx, t, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
+	if err != nil {
+		return fmt.Errorf("applying %s: %w", ref, err)
+	}
+	adopted, err := adopting(parent, t, ref, existing, o.adopt)
+	if err != nil {
+		return err
+	}
+
+	ownable := parent.GetNamespace() == "" || (namespaced && content.GetNamespace() == parent.GetNamespace())
+	switch {
+	case adopted:
+		// No owner reference: garbage collection would delete it.
+	case ownable:
+		if err := controllerutil.SetControllerReference(parent, content, w.r.client.Scheme()); err != nil {
+			return fmt.Errorf("applying %s: %w", ref, err)
+		}
+	case w.r.b.onDelete == "":
+		return fmt.Errorf("applying %s: it cannot carry an owner reference to its parent in namespace %s, so garbage collection will not delete it; declare OnDelete so that the deletion path does", ref, parent.GetNamespace())
+	}
+	labels := content.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy] = managedBy
+	labels[LabelMachine] = w.r.m.name
+	labels[LabelOwnerUID] = string(parent.GetUID())
+	if w.r.shards != nil {
+		labels[LabelSlot] = strconv.Itoa(SlotOf(parent.GetUID()))
+	}
+	content.SetLabels(labels)
+	// Annotations only where they say something: a child with an owner
+	// reference needs none to lead back to its parent, and an annotation
+	// costs each child a map in every cache that holds it.
+	annotations := content.GetAnnotations()
+	annotate := func(k, v string) {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[k] = v
+	}
+	if adopted || !ownable {
+		annotate(AnnotationOwner, client.ObjectKeyFromObject(parent).String())
+	}
+	if w.r.m.mode == Lifecycle {
+		annotate(AnnotationState, string(w.req.State))
+		ref.State = w.req.State
+	}
+	if adopted {
+		annotate(AnnotationAdopted, "true")
+		ref.Adopted = ptr.To(true)
+	}
+	content.SetAnnotations(annotations)
+	body, err := json.Marshal(content)
+	if err == nil {
+		body, err = applyjson.Trim(body)
+	}
+	if err != nil {
+		return fmt.Errorf("encoding child %s: %w", ref, err)
+	}
+	digest := applyjson.DigestOf(body)
+
+	key := echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
+	recorded, _ := w.output(ref)
+	if w.r.unchanged(key, existing, digest, recorded) {
+		// The child is still what this content made of it: an apply
+		// would change nothing.
+		if err := copyInto(child, existing.DeepCopyObject().(client.Object), t.gvk); err != nil {
+			return fmt.Errorf("applying %s: %w", ref, err)
+		}
+		return w.recordApplied(ref, recorded, existing, digest.String(), false)
+	}
+
+	patchOpts := []client.PatchOption{client.FieldOwner(w.r.m.FieldOwner())}
+	if o.force {
+		patchOpts = append(patchOpts, client.ForceOwnership)
+	}
+	answer := t.newObject(w.r.client.Scheme())
+	answer.SetNamespace(ref.Namespace)
+	answer.SetName(ref.Name)
+	w.r.echoes.Begin(key)
+	err = w.r.client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), patchOpts...)
+	// The answer's version is the apply's own only if the apply made it.
+	// One that changed nothing answers with the version of the last write,
+	// which may be someone else's that the cache has yet to see.
+	wrote := false
+	if err == nil {
+		if rv, ok := echo.ResourceVersion(answer); ok {
+			w.r.echoes.Applied(key, echo.Apply{Digest: digest, Version: rv})
+		}
+		wrote = existing == nil || (existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(existing, answer, body))
+	}
+	var made client.Object
+	if wrote {
+		made = answer
+	}
+	if w.r.echoes.Wrote(key, made) {
+		w.r.requeue(client.ObjectKeyFromObject(parent))
+	}
+	if err != nil {
+		err = applyFailed(ref, t.gvk, err)
+		if ce := (*ConflictError)(nil); !o.force && errors.As(err, &ce) && ce.drift {
+			// Only imperative writes stand in the way, such as kubectl
+			// edit: that is drift, and a controller puts it right.
+			if w.log.Enabled() {
+				w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", ref.String(), "managers", ce.Managers, "fields", ce.Fields)
+			}
+			return w.applyChild(ctx, child, append(opts, ForceOwnership()))
+		}
+		return err
+	}
+	if err := copyInto(child, answer, t.gvk); err != nil {
+		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
+	}
+	return w.recordApplied(ref, recorded, answer, digest.String(), wrote)
+}
+
+// recordApplied records ref as obj, the child that an apply of content
+// with digest left (wrote says whether it changed it) or found as it
+// would leave it. The status keeps the version that kfsm's last apply
+// of the content made. An apply that changed nothing leaves the record
+// as it was, so that the changes of others to a child (a Deployment's
+// status) cost no status write; this process remembers the version it
+// saw instead. A version longer than the status holds is not recorded,
+// and the next process applies the child again.
+func (w *walker[T]) recordApplied(ref, recorded OutputRef, obj client.Object, digest string, wrote bool) error {
+	ref.UID, ref.AppliedDigest, ref.ResourceVersion = obj.GetUID(), recorded.AppliedDigest, recorded.ResourceVersion
+	if wrote || recorded.AppliedDigest != digest || recorded.UID != ref.UID {
+		ref.AppliedDigest, ref.ResourceVersion = digest, obj.GetResourceVersion()
+	}
+	if len(ref.ResourceVersion) > maxVersion {
+		ref.AppliedDigest, ref.ResourceVersion = "", ""
+	}
+	if err := w.fits(ref); err != nil {
+		return err
+	}
+	w.recordOutput(ref)
+	return nil
+}
+
+// unchanged reports whether the child that exists is what an apply of
+// content with digest made, so that applying it again would change
+// nothing: the version that apply left is the version the cache holds.
+// A change by anyone else, or another object of the name, has another
+// version. This process's memory of its last apply comes first; after a
+// restart, the record in the status stands in.
+func (r *reconciler[T]) unchanged(key echo.Key, existing client.Object, digest applyjson.Digest, recorded OutputRef) bool {
+	if existing == nil || existing.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if last, ok := r.echoes.LastApplied(key); ok {
+		rv, _ := echo.ResourceVersion(existing)
+		return last.Digest == digest && last.Version == rv
+	}
+	return recorded.AppliedDigest == digest.String() && recorded.ResourceVersion == existing.GetResourceVersion() && recorded.UID == existing.GetUID()
+}
+
+// adopting decides whether an apply may go ahead: an object of the
+// child's name (existing, nil if there is none) that kfsm did not create
+// for parent is taken over only when the handler asks, and one that
+// another parent has, never. It reports whether the child is (or
+// becomes) an adopted one, which kfsm never deletes.
+func adopting(parent client.Object, t ownedType, ref OutputRef, existing client.Object, asked adoption) (bool, error) {
+	if existing == nil {
+		return false, nil // created by this apply
+	}
+	owner := existing.GetLabels()[LabelOwnerUID]
+	switch {
+	case owner == string(parent.GetUID()):
+		// Ours; adopted once, adopted for good, unless the handler now
+		// makes it a child like the others.
+		return asked != adoptDelete && existing.GetAnnotations()[AnnotationAdopted] == "true", nil
+	case owner != "":
+		return false, &AlreadyExistsError{Child: ref, Owner: parentName(parent, existing, owner), gvk: t.gvk}
+	case asked == refuse:
+		return false, &AlreadyExistsError{Child: ref, gvk: t.gvk}
+	}
+	return asked == adoptKeep, nil
+}
+
+// parentName names the parent, of UID uid, of another parent's child:
+// by its annotation, or its owner reference, or its UID alone. An owner
+// reference names no namespace: the other parent, taken to be of the
+// kind of parent, is in the child's namespace or, like parent, in none.
+func parentName(parent, child client.Object, uid string) string {
+	if owner := child.GetAnnotations()[AnnotationOwner]; owner != "" {
+		return owner
+	}
+	if ref := metav1.GetControllerOf(child); ref != nil && string(ref.UID) == uid {
+		ns := child.GetNamespace()
+		if parent.GetNamespace() == "" {
+			ns = ""
+		}
+		return client.ObjectKey{Namespace: ns, Name: ref.Name}.String()
+	}
+	return "uid " + uid
+}
+
+// lookup reads a child from the cache, and from the API server when the
+// cache does not have it: an object made by hand a moment ago, or one in
+// a namespace that the cache does not watch, must not be taken for
+// absent. It returns nil for an object that does not exist.
+func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.ObjectKey) (client.Object, error) {
+	obj := t.newObject(r.client.Scheme())
+	if err := r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); err == nil {
+		return obj, nil
+	}
+	obj = t.newObject(r.client.Scheme())
+	err := r.reader.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return obj, nil
+}
+
+// applyContent is the child as an apply request will carry it, before
+// applyjson.Trim leaves out its status and nulls: a copy of what the author
+// set, with the type filled in and the metadata that the server sets
+// left out.
+func applyContent(child client.Object, gvk schema.GroupVersionKind) (client.Object, error) {
+	if _, ok := child.(runtime.Unstructured); ok {
+		// A JSON round trip rather than a deep copy, which would panic on
+		// content that holds Go ints.
+		data, err := json.Marshal(child)
+		if err != nil {
+			return nil, err
+		}
+		content := map[string]any{}
+		if err := utiljson.Unmarshal(data, &content); err != nil {
+			return nil, err
+		}
+		child = &unstructured.Unstructured{Object: content}
+	} else {
+		child = child.DeepCopyObject().(client.Object)
+	}
+	child.SetCreationTimestamp(metav1.Time{})
+	child.SetResourceVersion("")
+	child.SetUID("")
+	child.SetGeneration(0)
+	child.SetManagedFields(nil)
+	child.SetSelfLink("")
+	child.SetDeletionTimestamp(nil)
+	child.SetDeletionGracePeriodSeconds(nil)
+	child.GetObjectKind().SetGroupVersionKind(gvk)
+	return child, nil
+}
+
+// copyInto gives the author the child as the server has it: its UID,
+// its defaults and its status. src is not used afterwards.
+func copyInto(child, src client.Object, gvk schema.GroupVersionKind) error {
+	if reflect.TypeOf(child) == reflect.TypeOf(src) {
+		reflect.ValueOf(child).Elem().Set(reflect.ValueOf(src).Elem())
+		child.GetObjectKind().SetGroupVersionKind(gvk)
+		return nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
+	if err != nil {
+		return err
+	}
+	if cu, ok := child.(*unstructured.Unstructured); ok {
+		cu.Object = content
+	} else {
+		v := reflect.ValueOf(child).Elem()
+		v.Set(reflect.Zero(v.Type()))
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, child); err != nil {
+			return err
+		}
+	}
+	child.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
+}
