@@ -75,48 +75,114 @@ func (w *walker[T]) apply(ctx context.Context, child client.Object, opts []Apply
 	return err
 }
 
+// desiredChild is a child as an apply request carries it, and what kfsm
+// knows of the object of its name.
+type desiredChild struct {
+	t        ownedType
+	ref      OutputRef // the child's record, as the status will keep it
+	key      echo.Key
+	body     []byte // the apply request
+	digest   applyjson.Digest
+	existing client.Object // the object of the child's name, nil if none
+	recorded OutputRef     // the status's record of the child, if any
+}
+
+// applyChild sends the apply that desired builds of child, unless the
+// child is already what it would make of it, and records the child.
 func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []ApplyOption) error {
-	t, err := w.r.owned(child)
-	if err != nil {
-		return err
-	}
-	namespaced, err := w.locate(child, t)
-	if err != nil {
-		return err
-	}
 	var o applyOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	d, err := w.desired(ctx, child, o.adopt)
+	if err != nil {
+		return err
+	}
+	if w.r.unchanged(d.key, d.existing, d.digest, d.recorded) {
+		// The child is still what this content made of it: an apply
+		// would change nothing.
+		if err := copyInto(child, d.existing.DeepCopyObject().(client.Object), d.t.gvk); err != nil {
+			return fmt.Errorf("applying %s: %w", d.ref, err)
+		}
+		return w.recordApplied(d.ref, d.recorded, d.existing, d.digest.String(), false)
+	}
+	answer, wrote, err := w.r.send(ctx, client.ObjectKeyFromObject(w.obj), d, o.force)
+	if ce := (*ConflictError)(nil); !o.force && errors.As(err, &ce) && ce.drift {
+		// Only imperative writes stand in the way, such as kubectl
+		// edit: that is drift, and a controller puts it right.
+		if w.log.Enabled() {
+			w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", d.ref.String(), "managers", ce.Managers, "fields", ce.Fields)
+		}
+		return w.applyChild(ctx, child, append(opts, ForceOwnership()))
+	}
+	if err != nil {
+		return err
+	}
+	if err := copyInto(child, answer, d.t.gvk); err != nil {
+		return fmt.Errorf("applied %s but cannot read the answer: %w", d.ref, err)
+	}
+	return w.recordApplied(d.ref, d.recorded, answer, d.digest.String(), wrote)
+}
+
+// desired builds the apply request of child, with the owner reference,
+// the labels and the annotations that kfsm sets, and reads the object of
+// its name: one that kfsm did not create for the parent is taken over
+// only as adopt says.
+func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adoption) (*desiredChild, error) {
+	t, err := w.r.owned(child)
+	if err != nil {
+		return nil, err
+	}
+	namespaced, err := w.locate(child, t)
+	if err != nil {
+		return nil, err
+	}
 	content, err := applyContent(child, t.gvk)
 	if err != nil {
-		return fmt.Errorf("encoding child %s: %w", child.GetName(), err)
+		return nil, fmt.Errorf("encoding child %s: %w", child.GetName(), err)
 	}
-	ref := OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: content.GetNamespace(), Name: content.GetName()}
-	if err := w.fits(ref); err != nil {
-		return err
+	d := &desiredChild{t: t, ref: OutputRef{Group: t.gvk.Group, Kind: t.gvk.Kind, Namespace: content.GetNamespace(), Name: content.GetName()}}
+	if err := w.fits(d.ref); err != nil {
+		return nil, err
 	}
 	parent := w.obj
-	existing, err := w.r.lookup(ctx, t, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
-	if err != nil {
-		return fmt.Errorf("applying %s: %w", ref, err)
+	if d.existing, err = w.r.lookup(ctx, t, client.ObjectKey{Namespace: d.ref.Namespace, Name: d.ref.Name}); err != nil {
+		return nil, fmt.Errorf("applying %s: %w", d.ref, err)
 	}
-	adopted, err := adopting(parent, t, ref, existing, o.adopt)
+	adopted, err := adopting(parent, t, d.ref, d.existing, adopt)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
 	ownable := parent.GetNamespace() == "" || (namespaced && content.GetNamespace() == parent.GetNamespace())
 	switch {
 	case adopted:
 		// No owner reference: garbage collection would delete it.
 	case ownable:
 		if err := controllerutil.SetControllerReference(parent, content, w.r.client.Scheme()); err != nil {
-			return fmt.Errorf("applying %s: %w", ref, err)
+			return nil, fmt.Errorf("applying %s: %w", d.ref, err)
 		}
 	case w.r.b.onDelete == "":
-		return fmt.Errorf("applying %s: it cannot carry an owner reference to its parent in namespace %s, so garbage collection will not delete it; declare OnDelete so that the deletion path does", ref, parent.GetNamespace())
+		return nil, fmt.Errorf("applying %s: it cannot carry an owner reference to its parent in namespace %s, so garbage collection will not delete it; declare OnDelete so that the deletion path does", d.ref, parent.GetNamespace())
 	}
+	w.mark(content, &d.ref, adopted, ownable)
+	body, err := json.Marshal(content)
+	if err == nil {
+		body, err = applyjson.Trim(body)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encoding child %s: %w", d.ref, err)
+	}
+	d.body, d.digest = body, applyjson.DigestOf(body)
+	d.key = echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
+	d.recorded, _ = w.output(d.ref)
+	return d, nil
+}
+
+// mark puts kfsm's labels on content, and the annotations that say what
+// its owner reference does not, and records in ref the state whose
+// handler applies it and whether it is adopted.
+func (w *walker[T]) mark(content client.Object, ref *OutputRef, adopted, ownable bool) {
+	parent := w.obj
 	labels := content.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -150,68 +216,40 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 		ref.Adopted = ptr.To(true)
 	}
 	content.SetAnnotations(annotations)
-	body, err := json.Marshal(content)
-	if err == nil {
-		body, err = applyjson.Trim(body)
-	}
-	if err != nil {
-		return fmt.Errorf("encoding child %s: %w", ref, err)
-	}
-	digest := applyjson.DigestOf(body)
+}
 
-	key := echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
-	recorded, _ := w.output(ref)
-	if w.r.unchanged(key, existing, digest, recorded) {
-		// The child is still what this content made of it: an apply
-		// would change nothing.
-		if err := copyInto(child, existing.DeepCopyObject().(client.Object), t.gvk); err != nil {
-			return fmt.Errorf("applying %s: %w", ref, err)
-		}
-		return w.recordApplied(ref, recorded, existing, digest.String(), false)
-	}
-
-	patchOpts := []client.PatchOption{client.FieldOwner(w.r.m.FieldOwner())}
-	if o.force {
+// send applies d, a child of parent, marking the write for the echo
+// filter; wrote says whether the apply changed the child. The answer's
+// version is the apply's own only if the apply made it. One that changed
+// nothing answers with the version of the last write, which may be
+// someone else's that the cache has yet to see.
+func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d *desiredChild, force bool) (answer client.Object, wrote bool, err error) {
+	patchOpts := []client.PatchOption{client.FieldOwner(r.m.FieldOwner())}
+	if force {
 		patchOpts = append(patchOpts, client.ForceOwnership)
 	}
-	answer := t.newObject(w.r.client.Scheme())
-	answer.SetNamespace(ref.Namespace)
-	answer.SetName(ref.Name)
-	w.r.echoes.Begin(key)
-	err = w.r.client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), patchOpts...)
-	// The answer's version is the apply's own only if the apply made it.
-	// One that changed nothing answers with the version of the last write,
-	// which may be someone else's that the cache has yet to see.
-	wrote := false
+	answer = d.t.newObject(r.client.Scheme())
+	answer.SetNamespace(d.ref.Namespace)
+	answer.SetName(d.ref.Name)
+	r.echoes.Begin(d.key)
+	err = r.client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, d.body), patchOpts...)
 	if err == nil {
 		if rv, ok := echo.ResourceVersion(answer); ok {
-			w.r.echoes.Applied(key, echo.Apply{Digest: digest, Version: rv})
+			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv})
 		}
-		wrote = existing == nil || (existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(existing, answer, body))
+		wrote = d.existing == nil || (d.existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(d.existing, answer, d.body))
 	}
 	var made client.Object
 	if wrote {
 		made = answer
 	}
-	if w.r.echoes.Wrote(key, made) {
-		w.r.requeue(client.ObjectKeyFromObject(parent))
+	if r.echoes.Wrote(d.key, made) {
+		r.requeue(parent)
 	}
 	if err != nil {
-		err = applyFailed(ref, t.gvk, err)
-		if ce := (*ConflictError)(nil); !o.force && errors.As(err, &ce) && ce.drift {
-			// Only imperative writes stand in the way, such as kubectl
-			// edit: that is drift, and a controller puts it right.
-			if w.log.Enabled() {
-				w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", ref.String(), "managers", ce.Managers, "fields", ce.Fields)
-			}
-			return w.applyChild(ctx, child, append(opts, ForceOwnership()))
-		}
-		return err
+		return nil, false, applyFailed(d.ref, d.t.gvk, err)
 	}
-	if err := copyInto(child, answer, t.gvk); err != nil {
-		return fmt.Errorf("applied %s but cannot read the answer: %w", ref, err)
-	}
-	return w.recordApplied(ref, recorded, answer, digest.String(), wrote)
+	return answer, wrote, nil
 }
 
 // recordApplied records ref as obj, the child that an apply of content
