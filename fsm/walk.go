@@ -229,30 +229,11 @@ func (w *walker[T]) run(cur State) outcome {
 			continue
 
 		case resultWait:
-			reason := reasonOr(res.reason, "Waiting")
-			w.rest(cur, reason)
-			// The failures of the state still count: a Wait is no success,
-			// and a handler that waits between failed attempts (for an
-			// action it started again) must exhaust its retries all the same.
-			w.st.RetryAt = nil
-			w.settle(cur, metav1.ConditionFalse, reason, def.waiting, true, nil)
-			return outcome{requeueAfter: w.withTimeout(def, res.after)}
-
+			return w.waited(cur, def, res)
 		case resultDone:
-			w.rest(cur, ReasonDone)
-			w.st.Failures, w.st.RetryAt = 0, nil
-			w.settle(cur, metav1.ConditionTrue, ReasonDone, def.done, false, nil)
-			if w.deleting && def.final {
-				return outcome{removeFinalizer: true}
-			}
-			return outcome{requeueAfter: w.withTimeout(def, w.r.m.resyncAfter())}
-
+			return w.done(cur, def)
 		case resultStop:
-			reason := reasonOr(res.reason, "Stopped")
-			w.rest(cur, reason)
-			w.stall(cur, reason, w.r.redact(res.message))
-			return outcome{}
-
+			return w.stopped(cur, res)
 		default: // resultFail, or a zero Result
 			err := res.err
 			if res.kind != resultFail {
@@ -266,6 +247,39 @@ func (w *walker[T]) run(cur State) outcome {
 			}
 		}
 	}
+}
+
+// waited rests the walk in cur, whose handler waits.
+func (w *walker[T]) waited(cur State, def *stateDef[T], res Result) outcome {
+	reason := reasonOr(res.reason, "Waiting")
+	w.rest(cur, reason)
+	// The failures of the state still count: a Wait is no success, and a
+	// handler that waits between failed attempts (for an action it
+	// started again) must exhaust its retries all the same.
+	w.st.RetryAt = nil
+	w.settle(cur, metav1.ConditionFalse, reason, def.waiting, true, nil)
+	return outcome{requeueAfter: w.withTimeout(def, res.after)}
+}
+
+// done rests the walk in cur, whose handler is done: the object is Ready,
+// or at the end of the deletion path, its finalizer goes.
+func (w *walker[T]) done(cur State, def *stateDef[T]) outcome {
+	w.rest(cur, ReasonDone)
+	w.st.Failures, w.st.RetryAt = 0, nil
+	w.settle(cur, metav1.ConditionTrue, ReasonDone, def.done, false, nil)
+	if w.deleting && def.final {
+		return outcome{removeFinalizer: true}
+	}
+	return outcome{requeueAfter: w.withTimeout(def, w.r.m.resyncAfter())}
+}
+
+// stopped rests the walk in cur, whose handler stopped: the object is
+// Stalled until its generation changes.
+func (w *walker[T]) stopped(cur State, res Result) outcome {
+	reason := reasonOr(res.reason, "Stopped")
+	w.rest(cur, reason)
+	w.stall(cur, reason, w.r.redact(res.message))
+	return outcome{}
 }
 
 // choose picks the exit that a Next takes: among the events raised, the
