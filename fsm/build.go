@@ -93,6 +93,18 @@ func (m *Machine[T]) Build() error {
 	if verr != nil {
 		problems = verr.Problems
 	}
+	if problems = append(problems, m.problems()...); len(problems) > 0 {
+		return &graph.ValidationError{Graph: m.name, Problems: problems}
+	}
+	m.built = m.derive(g)
+	return nil
+}
+
+// problems lists what Build finds beyond graph.Validate: initial and
+// deletion states not declared, states that kfsm cannot run or record,
+// a bad name, options out of their range, and a goal on a pipeline.
+func (m *Machine[T]) problems() []graph.Problem {
+	var problems []graph.Problem
 	for _, named := range [][]State{m.initials, m.onDeletes} {
 		for _, s := range named {
 			if !slices.ContainsFunc(m.states, func(d *stateDef[T]) bool { return d.name == s }) {
@@ -102,24 +114,7 @@ func (m *Machine[T]) Build() error {
 		}
 	}
 	for _, s := range m.states {
-		if s.name == Default {
-			problems = append(problems, graph.Problem{Code: ReservedState, States: []graph.State{graph.State(s.name)},
-				Detail: fmt.Sprintf("state %s is named like the Default event", s.name)})
-		}
-		if s.handler == nil && !s.final {
-			problems = append(problems, graph.Problem{Code: NoHandler, States: []graph.State{graph.State(s.name)},
-				Detail: fmt.Sprintf("state %s has no handler", s.name)})
-		}
-		if len(s.name) > maxStateName {
-			problems = append(problems, graph.Problem{Code: LongStateName, States: []graph.State{graph.State(s.name)},
-				Detail: fmt.Sprintf("state %s is %d bytes long; status.state holds at most %d", clip(string(s.name), 64), len(s.name), maxStateName)})
-		}
-		if m.mode == Pipeline && s.name != "" && (!conditionType.MatchString(string(s.name)) || len(s.name) > maxStateName ||
-			len(validation.IsQualifiedName(string(s.name))) > 0 ||
-			slices.Contains([]State{ConditionReady, ConditionReconciling, ConditionStalled, ConditionPaused}, s.name)) {
-			problems = append(problems, graph.Problem{Code: BadConditionType, States: []graph.State{graph.State(s.name)},
-				Detail: fmt.Sprintf("pipeline state %s cannot name its condition: use a valid condition type (a name of at most 63 characters, with an optional DNS subdomain and a slash before it) other than Ready, Reconciling, Stalled and Paused", clip(string(s.name), 64))})
-		}
+		problems = append(problems, m.stateProblems(s)...)
 	}
 	if m.mode == Pipeline && len(m.states) > maxPipelineStates {
 		problems = append(problems, graph.Problem{Code: TooManyStates,
@@ -136,10 +131,36 @@ func (m *Machine[T]) Build() error {
 	if m.goal != nil && m.mode == Pipeline {
 		problems = append(problems, graph.Problem{Code: GoalInPipeline, Detail: "a pipeline starts from its initial state on every reconcile; declare a goal on a lifecycle machine"})
 	}
-	if len(problems) > 0 {
-		return &graph.ValidationError{Graph: m.name, Problems: problems}
-	}
+	return problems
+}
 
+// stateProblems lists what keeps kfsm from running or recording state s.
+func (m *Machine[T]) stateProblems(s *stateDef[T]) []graph.Problem {
+	var problems []graph.Problem
+	problem := func(code graph.ProblemCode, detail string) {
+		problems = append(problems, graph.Problem{Code: code, States: []graph.State{graph.State(s.name)}, Detail: detail})
+	}
+	if s.name == Default {
+		problem(ReservedState, fmt.Sprintf("state %s is named like the Default event", s.name))
+	}
+	if s.handler == nil && !s.final {
+		problem(NoHandler, fmt.Sprintf("state %s has no handler", s.name))
+	}
+	if len(s.name) > maxStateName {
+		problem(LongStateName, fmt.Sprintf("state %s is %d bytes long; status.state holds at most %d", clip(string(s.name), 64), len(s.name), maxStateName))
+	}
+	if m.mode == Pipeline && s.name != "" && (!conditionType.MatchString(string(s.name)) || len(s.name) > maxStateName ||
+		len(validation.IsQualifiedName(string(s.name))) > 0 ||
+		slices.Contains([]State{ConditionReady, ConditionReconciling, ConditionStalled, ConditionPaused}, s.name)) {
+		problem(BadConditionType, fmt.Sprintf("pipeline state %s cannot name its condition: use a valid condition type (a name of at most 63 characters, with an optional DNS subdomain and a slash before it) other than Ready, Reconciling, Stalled and Paused", clip(string(s.name), 64)))
+	}
+	return problems
+}
+
+// derive is what Build derives from a valid declaration, for the runtime:
+// the states by name, the notes of transition events, the deletion path,
+// a goal machine's next hops, the copier of the status and the metrics.
+func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
 	b := &built[T]{states: map[State]*stateDef[T]{}, deletion: map[State]bool{}, notes: map[[2]State]string{}}
 	b.initial = State(g.Initial())
 	b.onDelete = State(g.OnDelete())
@@ -177,8 +198,7 @@ func (m *Machine[T]) Build() error {
 		tp = otel.GetTracerProvider()
 	}
 	b.tracer = tp.Tracer("github.com/kfsm/kfsm/fsm")
-	m.built = b
-	return nil
+	return b
 }
 
 // badOptions lists the options out of their range.
