@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -28,38 +29,17 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err := m.Build(); err != nil {
 		return err
 	}
-	events, err := typedeventsv1.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	w, err := m.eventWriter(mgr)
 	if err != nil {
-		return fmt.Errorf("machine %s: a client of events: %w", m.name, err)
-	}
-	w := eventwriter.New(events, mgr.GetScheme(), m.FieldOwner(), logf.Log.WithName("kfsm").WithValues("machine", m.name), eventwriter.Options{})
-	if err := mgr.Add(w); err != nil {
-		return fmt.Errorf("machine %s: %w", m.name, err)
+		return err
 	}
 	r, err := newReconciler(m, mgr.GetClient(), mgr.GetAPIReader(), w)
 	if err != nil {
 		return err
 	}
 	r.index = newChildIndex(r.owns, mgr.GetScheme())
-	// The informers of the typed owned types start with the cache, so
-	// that the manager's cache sync covers them: an operator whose role
-	// may not list a child's kind is told at start. So does the machine's
-	// kind's, so that all of them take the guard below before they start.
-	kinds := []client.Object{newObject[T]()}
-	for _, t := range r.owns {
-		if t.unstructured {
-			continue
-		}
-		obj := t.newObject(mgr.GetScheme())
-		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
-			return fmt.Errorf("machine %s: watching %s children: %w", m.name, t.gvk.Kind, err)
-		}
-		kinds = append(kinds, obj)
-	}
-	// A deleted CRD of one of these kinds holds its informer until the
-	// CRD is back.
-	if err := guardUnserved(mgr, kinds...); err != nil {
-		return fmt.Errorf("machine %s: %w", m.name, err)
+	if err := m.informers(mgr, r); err != nil {
+		return err
 	}
 	opts := m.options
 	if m.shards != nil {
@@ -79,18 +59,65 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers
 	}
-	inner := opts.RateLimiter
-	if inner == nil {
-		// controller-runtime's own default, which depends on the queue.
-		if ptr.Deref(cmp.Or(opts.UsePriorityQueue, mgr.GetControllerOptions().UsePriorityQueue), true) {
-			inner = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 1000*time.Second)
-		} else {
-			inner = workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()
-		}
-	}
-	r.limiter = newBackoffLimiter(inner)
+	r.limiter = newBackoffLimiter(rateLimiter(mgr, opts))
 	opts.RateLimiter = r.limiter
+	return m.controller(mgr, r).WithOptions(opts).Complete(r)
+}
 
+// eventWriter makes the writer of the machine's events, which runs with
+// mgr.
+func (m *Machine[T]) eventWriter(mgr manager.Manager) (*eventwriter.Writer, error) {
+	events, err := typedeventsv1.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: a client of events: %w", m.name, err)
+	}
+	w := eventwriter.New(events, mgr.GetScheme(), m.FieldOwner(), logf.Log.WithName("kfsm").WithValues("machine", m.name), eventwriter.Options{})
+	if err := mgr.Add(w); err != nil {
+		return nil, fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	return w, nil
+}
+
+// informers makes the informers of the machine's kind and of its typed
+// owned types, which start with the cache, so that the manager's cache
+// sync covers them: an operator whose role may not list a child's kind is
+// told at start. All of them take the guard of unserved kinds before they
+// start: a deleted CRD of one of these kinds holds its informer until the
+// CRD is back.
+func (m *Machine[T]) informers(mgr manager.Manager, r *reconciler[T]) error {
+	kinds := []client.Object{newObject[T]()}
+	for _, t := range r.owns {
+		if t.unstructured {
+			continue
+		}
+		obj := t.newObject(mgr.GetScheme())
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("machine %s: watching %s children: %w", m.name, t.gvk.Kind, err)
+		}
+		kinds = append(kinds, obj)
+	}
+	if err := guardUnserved(mgr, kinds...); err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// rateLimiter is the rate limiter that times the requeues other than
+// kfsm's backoff: the one that WithOptions gives, or controller-runtime's
+// own default, which depends on the queue.
+func rateLimiter(mgr manager.Manager, opts controller.Options) workqueue.TypedRateLimiter[reconcile.Request] {
+	if opts.RateLimiter != nil {
+		return opts.RateLimiter
+	}
+	if ptr.Deref(cmp.Or(opts.UsePriorityQueue, mgr.GetControllerOptions().UsePriorityQueue), true) {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 1000*time.Second)
+	}
+	return workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()
+}
+
+// controller is the builder of the machine's controller, with its
+// watches and their filters.
+func (m *Machine[T]) controller(mgr manager.Manager, r *reconciler[T]) *builder.Builder {
 	b := builder.ControllerManagedBy(mgr).Named(m.name).
 		For(newObject[T](), m.forOpts...).
 		WatchesRawSource(source.Func(r.start)).
@@ -113,7 +140,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	for _, f := range m.filters {
 		b = b.WithEventFilter(f)
 	}
-	return b.WithOptions(opts).Complete(r)
+	return b
 }
 
 // Reconciler builds the machine and returns the reconciler that
