@@ -47,11 +47,43 @@ func (s *Replica) look(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	members, others, freed := s.survey(ctx, list.Items)
+	s.others, s.freed = others, freed
+	s.askAgain(ctx)
+	if won := claims &^ others; won != 0 {
+		s.held |= won
+		s.take(ctx, won)
+	}
+	s.previous, s.assigned = s.assigned, assign(members)[s.o.Identity]
+	// Stop starting reconciles of what is no longer this replica's; the
+	// next look lets the slots go once their reconciles have ended.
+	s.stop(s.held &^ s.assigned)
+	// A slot given up but still held, that the rule gives back, is still
+	// this replica's alone.
+	s.mu.Lock()
+	back := s.held & s.assigned &^ s.active
+	s.mu.Unlock()
+	if back != 0 {
+		s.take(ctx, back)
+	}
+	// The cache selects what this replica holds and what it will take:
+	// what it will claim at the next look, not what a passing view gave.
+	s.setSelector(s.assigned&(s.previous|s.freed) | s.held)
+	s.m.members.Set(float64(len(members)))
+	s.m.held(s.held)
+	return nil
+}
+
+// survey reads the Leases of the group, leases, into what this replica
+// has seen of the others, and deletes those that expired. It returns the
+// live members, the slots that the others hold and those that expired
+// Leases held.
+func (s *Replica) survey(ctx context.Context, leases []coordinationv1.Lease) (members []string, others, freed Slots) {
 	// A change is seen now, after the list: never before its writer sent
 	// it, which its fence counts from.
 	now := time.Now()
-	members := []string{s.o.Identity}
-	for _, l := range list.Items {
+	members = []string{s.o.Identity}
+	for _, l := range leases {
 		if l.Name == s.lease {
 			continue
 		}
@@ -68,9 +100,8 @@ func (s *Replica) look(ctx context.Context) error {
 		}
 		s.seen[l.Name] = was
 	}
-	var others, freed Slots
 	for name, l := range s.seen {
-		if !slices.ContainsFunc(list.Items, func(x coordinationv1.Lease) bool { return x.Name == name }) {
+		if !slices.ContainsFunc(leases, func(x coordinationv1.Lease) bool { return x.Name == name }) {
 			l.gone = true
 			s.seen[name] = l
 		}
@@ -106,30 +137,7 @@ func (s *Replica) look(ctx context.Context) error {
 			}
 		}
 	}
-	s.others, s.freed = others, freed
-	s.askAgain(ctx)
-	if won := claims &^ others; won != 0 {
-		s.held |= won
-		s.take(ctx, won)
-	}
-	s.previous, s.assigned = s.assigned, assign(members)[s.o.Identity]
-	// Stop starting reconciles of what is no longer this replica's; the
-	// next look lets the slots go once their reconciles have ended.
-	s.stop(s.held &^ s.assigned)
-	// A slot given up but still held, that the rule gives back, is still
-	// this replica's alone.
-	s.mu.Lock()
-	back := s.held & s.assigned &^ s.active
-	s.mu.Unlock()
-	if back != 0 {
-		s.take(ctx, back)
-	}
-	// The cache selects what this replica holds and what it will take:
-	// what it will claim at the next look, not what a passing view gave.
-	s.setSelector(s.assigned&(s.previous|s.freed) | s.held)
-	s.m.members.Set(float64(len(members)))
-	s.m.held(s.held)
-	return nil
+	return members, others, freed
 }
 
 // renew writes this replica's Lease listing held.
