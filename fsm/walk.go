@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -282,31 +281,6 @@ func (w *walker[T]) stopped(cur State, res Result) outcome {
 	return outcome{}
 }
 
-// choose picks the exit that a Next takes: among the events raised, the
-// exit declared first, with Default standing for the last exit. Any event
-// that is not an exit makes the whole Next illegal.
-func (d *stateDef[T]) choose(res Result) (State, bool) {
-	best := d.exitIndex(res.next)
-	for _, ev := range res.also {
-		i := d.exitIndex(ev)
-		if i < 0 {
-			return "", false
-		}
-		best = min(best, i)
-	}
-	if best < 0 {
-		return "", false
-	}
-	return d.exits[best], true
-}
-
-func (d *stateDef[T]) exitIndex(event State) int {
-	if event == Default {
-		return len(d.exits) - 1
-	}
-	return slices.Index(d.exits, event)
-}
-
 // pruneOnDone deletes the children that a Done no longer desires: those
 // of the state in a lifecycle machine, those of the pass when a pipeline
 // reached a final state, and all of them at the end of the deletion path.
@@ -397,31 +371,6 @@ func (w *walker[T]) withTimeout(def *stateDef[T], after time.Duration) time.Dura
 		return left
 	}
 	return after
-}
-
-// stateSet is a set of states by their index in the declaration, a bit
-// each, so that a walk keeps track of states without allocating.
-type stateSet struct {
-	bits [2]uint64
-	more map[int]bool // past 128 states
-}
-
-func (s *stateSet) add(i int) {
-	if i < 128 {
-		s.bits[i/64] |= 1 << (i % 64)
-		return
-	}
-	if s.more == nil {
-		s.more = map[int]bool{}
-	}
-	s.more[i] = true
-}
-
-func (s *stateSet) has(i int) bool {
-	if i < 128 {
-		return s.bits[i/64]&(1<<(i%64)) != 0
-	}
-	return s.more[i]
 }
 
 // retryMark is what Status.LastHandledRetry keeps of a value of
