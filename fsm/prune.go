@@ -140,7 +140,7 @@ func (w *walker[T]) children(ctx context.Context) ([]OutputRef, error) {
 // is no index (an unstructured type, or a reconciler without a manager),
 // it lists them by label.
 func (r *reconciler[T]) eachChild(ctx context.Context, t ownedType, uid types.UID, known func(types.NamespacedName) bool, f func(client.Object)) error {
-	if keys, ok := r.index.children(t.gvk.GroupKind(), uid); ok {
+	if keys, ok := r.index.Children(t.gvk.GroupKind(), uid); ok {
 		for _, key := range keys {
 			if known(key) {
 				continue

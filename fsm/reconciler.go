@@ -22,6 +22,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
 )
@@ -42,7 +43,7 @@ type reconciler[T Object] struct {
 	owns     map[schema.GroupKind]ownedType
 	// index finds children by parent UID under a manager, for the types
 	// that it indexes.
-	index   *childIndex
+	index   *childindex.Index
 	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
 	actions *actions
 	echoes  *echo.Marks

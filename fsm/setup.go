@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
 )
 
@@ -37,7 +39,13 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	r.index = newChildIndex(r.owns, mgr.GetScheme())
+	var typed []schema.GroupVersionKind
+	for _, t := range r.owns {
+		if !t.unstructured {
+			typed = append(typed, t.gvk)
+		}
+	}
+	r.index = childindex.New(LabelOwnerUID, mgr.GetScheme(), typed)
 	if err := m.informers(mgr, r); err != nil {
 		return err
 	}
@@ -125,7 +133,7 @@ func (m *Machine[T]) controller(mgr manager.Manager, r *reconciler[T]) *builder.
 		// replace one another, and in this order: the index files every
 		// child before its event can start a reconcile, and kfsm's own
 		// writes, which come back as events, must not drive the loop.
-		WithEventFilter(r.index.filter())
+		WithEventFilter(r.index.Filter())
 	if m.shards != nil {
 		b = b.WithEventFilter(m.shards.replica.CatchUpFilter(r.kindOf))
 	}

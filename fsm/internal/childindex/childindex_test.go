@@ -1,4 +1,4 @@
-package fsm
+package childindex
 
 import (
 	"slices"
@@ -21,14 +21,15 @@ var (
 	widgets    = schema.GroupKind{Group: "example.com", Kind: "Widget"}
 )
 
-func testIndex(t *testing.T) (*childIndex, predicate.Predicate) {
+// The label of a child's parent UID: package fsm's LabelOwnerUID.
+const LabelOwnerUID = "kfsm.dev/owner-uid"
+
+// testIndex indexes ConfigMaps and Services; Widgets are unstructured,
+// and package fsm leaves them out.
+func testIndex(t *testing.T) (*Index, predicate.Predicate) {
 	t.Helper()
-	x := newChildIndex(map[schema.GroupKind]ownedType{
-		configMaps: {gvk: configMaps.WithVersion("v1")},
-		services:   {gvk: services.WithVersion("v1")},
-		widgets:    {gvk: widgets.WithVersion("v1"), unstructured: true},
-	}, clientgoscheme.Scheme)
-	return x, x.filter()
+	x := New(LabelOwnerUID, clientgoscheme.Scheme, []schema.GroupVersionKind{configMaps.WithVersion("v1"), services.WithVersion("v1")})
+	return x, x.Filter()
 }
 
 func configMap(name string, parent types.UID, rv int) *corev1.ConfigMap {
@@ -39,9 +40,9 @@ func configMap(name string, parent types.UID, rv int) *corev1.ConfigMap {
 	return cm
 }
 
-func childrenOf(t *testing.T, x *childIndex, gk schema.GroupKind, parent types.UID) []string {
+func childrenOf(t *testing.T, x *Index, gk schema.GroupKind, parent types.UID) []string {
 	t.Helper()
-	keys, ok := x.children(gk, parent)
+	keys, ok := x.Children(gk, parent)
 	if !ok {
 		t.Fatalf("the index does not hold %s", gk)
 	}
@@ -83,7 +84,7 @@ func TestIndexFilesChildrenAndLetsEveryEventPass(t *testing.T) {
 	if got := childrenOf(t, x, configMaps, "q"); !slices.Equal(got, []string{"other"}) {
 		t.Errorf("ConfigMaps of q = %v, want [other]", got)
 	}
-	if _, ok := x.children(widgets, "p"); ok {
+	if _, ok := x.Children(widgets, "p"); ok {
 		t.Error("the index claims an unstructured type, which eachChild lists by label")
 	}
 }
@@ -105,7 +106,7 @@ func TestIndexIsNotUndoneByAWatchThatLags(t *testing.T) {
 	parentAfter := []types.UID{"p", "", "p", "q"}
 	for i := range events {
 		x, _ := testIndex(t)
-		ahead, behind := x.filter(), x.filter()
+		ahead, behind := x.Filter(), x.Filter()
 		for _, ev := range events[:i+1] {
 			ev(ahead)
 		}
