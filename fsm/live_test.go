@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,11 +10,15 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -394,4 +399,62 @@ func (line logLine) value(key string) string {
 		}
 	}
 	return ""
+}
+
+// lateness is how much later than its backoff an attempt may come: a
+// loaded machine delays the status write and the queue behind an attempt,
+// which can make a backoff late but never early.
+const lateness = 500 * time.Millisecond
+
+// wantAttemptsAt fails unless the attempts came at the given offsets from
+// the first, in seconds, within 20 %, or up to lateness later.
+func wantAttemptsAt(t *testing.T, at []time.Time, offsets ...float64) {
+	t.Helper()
+	var got []string
+	for _, a := range at {
+		got = append(got, fmt.Sprintf("%.2fs", a.Sub(at[0]).Seconds()))
+	}
+	if len(at) != len(offsets) {
+		t.Fatalf("%d attempts at %v, want %d at %v s", len(at), got, len(offsets), offsets)
+	}
+	for i, want := range offsets {
+		if d := at[i].Sub(at[0]).Seconds(); d < want*0.8 || d > want*1.2+lateness.Seconds() {
+			t.Errorf("attempt %d came at %.2fs, want %.0fs -20%%/+20%%+%v (all: %v)", i+1, d, want, lateness, got)
+		}
+	}
+	t.Logf("attempts at %v", got)
+}
+
+// touch changes a label of the gadget every interval until the returned
+// function is called: changes by someone else, which reconcile the object
+// at once but must not hurry a backoff.
+func (e *env) touch(name string, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(e.t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			patch := fmt.Appendf(nil, `{"metadata":{"labels":{"touched":"%d"}}}`, i)
+			_ = e.direct.Patch(ctx, &gadget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.namespace}}, client.RawPatch(types.MergePatchType, patch))
+			select {
+			case <-ctx.Done():
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (e *env) stalled(name string) bool {
+	return meta.IsStatusConditionTrue(e.get(name).Status.Conditions, fsm.ConditionStalled)
+}
+
+func (e *env) ready(name string) bool {
+	return meta.IsStatusConditionTrue(e.get(name).Status.Conditions, fsm.ConditionReady)
+}
+
+func alwaysFails(attempts *runs) func(context.Context, *request) fsm.Result {
+	return counted(attempts, func(context.Context, *request) fsm.Result {
+		return fsm.Fail(errors.New("the metrics backend is down"))
+	})
 }

@@ -1,5 +1,11 @@
 package fsm_test
 
+// Each guarantee of the package doc is checked, besides one reconcile at
+// a time, the way operators run kfsm: under a real manager, against a
+// real API server, where every write kfsm makes comes back as a watch
+// event. Those tests are named TestUnderManager; they count handler runs,
+// writes, events, log lines and metrics over time, not only end states.
+
 import (
 	"context"
 	"errors"
@@ -10,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -179,4 +186,39 @@ func (l *eventLog) reasons() []string {
 		out = append(out, ev.Reason)
 	}
 	return out
+}
+
+type (
+	gadget  = v1alpha1.Gadget
+	request = fsm.Request[*gadget]
+)
+
+func done(context.Context, *request) fsm.Result { return fsm.Done() }
+
+func next(s fsm.State) fsm.Handler[*gadget] {
+	return func(context.Context, *request) fsm.Result { return fsm.Next(s) }
+}
+
+func condition(g *gadget, t string) *metav1.Condition {
+	return meta.FindStatusCondition(g.Status.Conditions, t)
+}
+
+// wantCondition fails unless g has condition t with the status and reason.
+func wantCondition(t *testing.T, g *gadget, typ string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := condition(g, typ)
+	if c == nil {
+		t.Errorf("condition %s is missing; conditions: %+v", typ, g.Status.Conditions)
+		return
+	}
+	if c.Status != status || c.Reason != reason || c.ObservedGeneration != g.Generation {
+		t.Errorf("condition %s = %s/%s (generation %d), want %s/%s (generation %d)", typ, c.Status, c.Reason, c.ObservedGeneration, status, reason, g.Generation)
+	}
+}
+
+func failOr(err error, r fsm.Result) fsm.Result {
+	if err != nil {
+		return fsm.Fail(err)
+	}
+	return r
 }

@@ -5,84 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
-
-// webMachine is a pipeline with two children: a ConfigMap always, and a
-// Service while the gadget's mode is "expose" (or "force", which takes
-// the Service's fields over from other managers).
-func webMachine(name string) *fsm.Machine[*gadget] {
-	return fsm.New[*gadget](name, fsm.Pipeline).
-		Initial("Config").
-		State("Config", func(ctx context.Context, r *request) fsm.Result {
-			cm := &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name + "-config"},
-				Data:       map[string]string{"target": strconv.Itoa(int(r.Object.Spec.Target))},
-			}
-			return failOr(r.Apply(ctx, cm), fsm.Next("Expose"))
-		}, fsm.To("Expose")).
-		State("Expose", func(ctx context.Context, r *request) fsm.Result {
-			if r.Object.Spec.Mode != "expose" && r.Object.Spec.Mode != "force" {
-				return fsm.Next("Serving")
-			}
-			svc := &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name},
-				Spec: corev1.ServiceSpec{
-					Selector: map[string]string{"app": r.Object.Name},
-					Ports:    []corev1.ServicePort{{Name: "http", Port: 80}},
-				},
-			}
-			var opts []fsm.ApplyOption
-			if r.Object.Spec.Mode == "force" {
-				opts = append(opts, fsm.ForceOwnership())
-			}
-			return failOr(r.Apply(ctx, svc, opts...), fsm.Next("Serving"))
-		}, fsm.To("Serving")).
-		State("Serving", done, fsm.Final()).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Service{})
-}
-
-// ignoreServerFields compares output refs without what the server
-// picks: their UIDs and versions, and digests that cover the parent's UID.
-var ignoreServerFields = cmpopts.IgnoreFields(fsm.OutputRef{}, "UID", "AppliedDigest", "ResourceVersion")
-
-func (e *env) key(name string) client.ObjectKey {
-	return client.ObjectKey{Namespace: e.namespace, Name: name}
-}
-
-// exists reports whether the named object of obj's type exists.
-func (e *env) exists(obj client.Object, name string) bool {
-	e.t.Helper()
-	err := e.direct.Get(e.t.Context(), e.key(name), obj)
-	if err != nil && !apierrors.IsNotFound(err) {
-		e.t.Fatal(err)
-	}
-	return err == nil
-}
 
 func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 	e := newEnv(t)
@@ -160,84 +107,6 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 	})
 }
 
-func managedBy(obj client.Object, manager string) bool {
-	for _, f := range obj.GetManagedFields() {
-		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationApply {
-			return true
-		}
-	}
-	return false
-}
-
-func TestConvergedParentWithChildrenChangesNothing(t *testing.T) {
-	e := newEnv(t)
-	r := e.reconciler(webMachine("web-converged"))
-	e.gadget("g", v1alpha1.GadgetSpec{Target: 1, Mode: "expose"})
-	e.reconcile(r, "g")
-	if !meta.IsStatusConditionTrue(e.get("g").Status.Conditions, fsm.ConditionReady) {
-		t.Fatalf("not Ready after one reconcile: %+v", e.get("g").Status.Conditions)
-	}
-
-	versions := func() []string {
-		var cm corev1.ConfigMap
-		var svc corev1.Service
-		e.exists(&cm, "g-config")
-		e.exists(&svc, "g")
-		return []string{e.get("g").ResourceVersion, cm.ResourceVersion, svc.ResourceVersion}
-	}
-	before, writes := versions(), e.writes.Load()
-	for range 3 {
-		e.reconcile(r, "g")
-	}
-	if diff := cmp.Diff(before, versions()); diff != "" {
-		t.Errorf("reconciling a converged parent changed resource versions (gadget, ConfigMap, Service) (-before +after):\n%s", diff)
-	}
-	if n := e.writes.Load() - writes; n != 0 {
-		t.Errorf("reconciling a converged parent made %d writes besides applies, want 0", n)
-	}
-}
-
-func TestFieldConflictIsReportedAndForcedOnRequest(t *testing.T) {
-	e := newEnv(t)
-	r := e.reconciler(webMachine("web-conflict"))
-	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
-	e.reconcile(r, "g")
-
-	// Another team's tool takes the Service's selector over.
-	theirs := &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "theirs"},
-			Ports:    []corev1.ServicePort{{Name: "web", Port: 8080}},
-		},
-	}
-	if err := e.direct.Patch(t.Context(), theirs, client.Apply, client.FieldOwner("other-team"), client.ForceOwnership); err != nil { //nolint:staticcheck // the plainest way to be another field manager
-		t.Fatal(err)
-	}
-
-	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
-	if f := e.fail(r); f.State != "Expose" {
-		t.Errorf("the failure is in state %s, want Expose", f.State)
-	}
-	g := e.get("g")
-	wantCondition(t, g, fsm.ConditionReady, metav1.ConditionFalse, fsm.ReasonApplyConflict)
-	if msg := condition(g, fsm.ConditionReady).Message; !strings.Contains(msg, `"other-team"`) || !strings.Contains(msg, ".spec.selector") {
-		t.Errorf("Ready message %q does not name the manager other-team and the field", msg)
-	}
-	var svc corev1.Service
-	if e.exists(&svc, "g"); svc.Spec.Selector["app"] != "theirs" {
-		t.Errorf("the Service's selector is %v, want theirs untouched", svc.Spec.Selector)
-	}
-
-	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "force" })
-	e.reconcile(r, "g")
-	wantCondition(t, e.get("g"), fsm.ConditionReady, metav1.ConditionTrue, fsm.ReasonDone)
-	if e.exists(&svc, "g"); svc.Spec.Selector["app"] != "g" {
-		t.Errorf("the forced Service's selector is %v, want app=g", svc.Spec.Selector)
-	}
-}
-
 func TestCrashBetweenApplyAndStatusWriteLeavesNoOrphan(t *testing.T) {
 	e := newEnv(t)
 	// The status write fails as if the process had died just before it.
@@ -282,40 +151,6 @@ func TestCrashBetweenApplyAndStatusWriteLeavesNoOrphan(t *testing.T) {
 	}
 	if got := e.get("dropped").Status.Outputs; len(got) != 1 || got[0].Kind != "ConfigMap" {
 		t.Errorf("dropped records %v, want only its ConfigMap", got)
-	}
-}
-
-func reconcileRequest(e *env, name string) reconcile.Request {
-	return reconcile.Request{NamespacedName: e.key(name)}
-}
-
-func TestUndeclaredChildTypeIsAnErrorAndNotWritten(t *testing.T) {
-	e := newEnv(t)
-	var applyErr error
-	m := fsm.New[*gadget]("undeclared", fsm.Lifecycle).
-		Initial("Start").
-		State("Start", func(ctx context.Context, r *request) fsm.Result {
-			applyErr = r.Apply(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}})
-			return fsm.Done() // even a handler that ignores the error fails
-		}, fsm.Final()).
-		Owns(&corev1.ConfigMap{})
-	r := e.reconciler(m)
-	e.gadget("g", v1alpha1.GadgetSpec{})
-	if f := e.fail(r); f.State != "Start" || f.RetryAfter <= 0 {
-		t.Errorf("failure %+v, want state Start retried later", f)
-	}
-
-	var undeclared *fsm.UndeclaredOutputError
-	if !errors.As(applyErr, &undeclared) || undeclared.Kind.Kind != "Secret" {
-		t.Errorf("Apply() = %v, want an UndeclaredOutputError for Secret", applyErr)
-	}
-	g := e.get("g")
-	wantCondition(t, g, fsm.ConditionReady, metav1.ConditionFalse, fsm.ReasonUndeclaredOutput)
-	if msg := condition(g, fsm.ConditionReady).Message; !strings.Contains(msg, "does not own Secret") {
-		t.Errorf("Ready message %q does not name the undeclared type", msg)
-	}
-	if e.exists(&corev1.Secret{}, "s") {
-		t.Error("the undeclared Secret was written")
 	}
 }
 
@@ -434,79 +269,6 @@ func TestDeletingTheParentRemovesEveryChild(t *testing.T) {
 	}
 }
 
-// A child's name that another parent's child has is refused, and the
-// error names that parent, which the child's owner reference leads to.
-func TestApplyRefusesAnotherParentsChildAndNamesTheParent(t *testing.T) {
-	e := newEnv(t)
-	shared := func(ctx context.Context, r *request) fsm.Result {
-		err := r.Apply(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared"}})
-		if err != nil {
-			return fsm.Fail(err)
-		}
-		return fsm.Done()
-	}
-	m := fsm.New[*gadget]("shared-child", fsm.Pipeline).
-		Initial("Apply").
-		State("Apply", shared, fsm.Final()).
-		Owns(&corev1.ConfigMap{})
-	r := e.reconciler(m)
-	e.gadget("first", v1alpha1.GadgetSpec{})
-	e.reconcile(r, "first")
-	if !e.exists(&corev1.ConfigMap{}, "shared") {
-		t.Fatal("the first parent's child was not applied")
-	}
-	e.gadget("g", v1alpha1.GadgetSpec{})
-	err := error(e.fail(r))
-	var exists *fsm.AlreadyExistsError
-	if !errors.As(err, &exists) {
-		t.Fatalf("the second parent's apply failed with %v, want an AlreadyExistsError", err)
-	}
-	if want := e.namespace + "/first"; exists.Owner != want {
-		t.Errorf("the error names the owner %q, want %q", exists.Owner, want)
-	}
-	if !strings.Contains(err.Error(), "belongs to another parent, "+e.namespace+"/first") {
-		t.Errorf("the error %q does not name the parent", err)
-	}
-}
-
-func TestGarbageCollectionDeletesOwnedChildren(t *testing.T) {
-	e := newEnv(t)
-	fsmtest.Run(e.fe, webMachine("web-gc"))
-	e.gadget("g", v1alpha1.GadgetSpec{Mode: "expose"})
-	e.fe.Await("the children", func() bool { return e.exists(&corev1.Service{}, "g") })
-
-	// No deletion path: the garbage collector of kube-controller-manager
-	// removes what the owner references point at.
-	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
-		t.Fatal(err)
-	}
-	e.fe.Await("garbage collection", func() bool {
-		return !e.exists(&corev1.Service{}, "g") && !e.exists(&corev1.ConfigMap{}, "g-config")
-	})
-}
-
-func TestClusterScopedChildNeedsADeletionPath(t *testing.T) {
-	e := newEnv(t)
-	m := fsm.New[*gadget]("cluster-child-no-cleanup", fsm.Lifecycle).
-		Initial("Start").
-		State("Start", func(ctx context.Context, r *request) fsm.Result {
-			return failOr(r.Apply(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Namespace + "-orphan"}}), fsm.Done())
-		}, fsm.Final()).
-		Owns(&rbacv1.ClusterRole{})
-	r := e.reconciler(m)
-	e.gadget("g", v1alpha1.GadgetSpec{})
-	if f := e.fail(r); !strings.Contains(f.Error(), "declare OnDelete") {
-		t.Errorf("failure %v does not say that an OnDelete state is needed", f)
-	}
-	if msg := condition(e.get("g"), fsm.ConditionReady).Message; !strings.Contains(msg, "declare OnDelete") {
-		t.Errorf("Ready message %q does not say that an OnDelete state is needed", msg)
-	}
-	err := e.direct.Get(t.Context(), client.ObjectKey{Name: e.namespace + "-orphan"}, &rbacv1.ClusterRole{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("a child that nothing would delete was written: %v", err)
-	}
-}
-
 func TestDeleteRemovesOnlyChildren(t *testing.T) {
 	e := newEnv(t)
 	var deleteErr error
@@ -547,46 +309,6 @@ func TestDeleteRemovesOnlyChildren(t *testing.T) {
 	}
 	if !e.exists(&corev1.ConfigMap{}, "not-mine") {
 		t.Error("Delete removed an object that kfsm did not apply")
-	}
-}
-
-// AdoptAndDelete makes an existing object a child like those kfsm
-// creates: owned, and pruned when no longer desired.
-func TestAdoptAndDeleteMakesAnExistingObjectAChild(t *testing.T) {
-	e := newEnv(t)
-	m := fsm.New[*gadget]("adopt-and-delete", fsm.Pipeline).
-		Initial("Config").
-		State("Config", func(ctx context.Context, r *request) fsm.Result {
-			if r.Object.Spec.Mode == "drop" {
-				return fsm.Next("Serving")
-			}
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"level": "2"}}
-			return failOr(r.Apply(ctx, cm, fsm.AdoptAndDelete()), fsm.Next("Serving"))
-		}, fsm.To("Serving")).
-		State("Serving", done, fsm.Final()).
-		Owns(&corev1.ConfigMap{})
-	r := e.reconciler(m)
-	existing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: e.namespace}, Data: map[string]string{"level": "1"}}
-	if err := e.direct.Create(t.Context(), existing); err != nil {
-		t.Fatal(err)
-	}
-	g := e.gadget("g", v1alpha1.GadgetSpec{})
-	e.reconcile(r, "g")
-
-	var cm corev1.ConfigMap
-	if !e.exists(&cm, "settings") {
-		t.Fatal("the adopted ConfigMap is gone")
-	}
-	if owner := metav1.GetControllerOf(&cm); owner == nil || owner.UID != g.UID || cm.Data["level"] != "2" || cm.Annotations[fsm.AnnotationAdopted] != "" {
-		t.Errorf("adopted ConfigMap: controller %v, data %v, annotations %v; want the gadget, level 2, no adopted mark", owner, cm.Data, cm.Annotations)
-	}
-	if outs := e.get("g").Status.Outputs; len(outs) != 1 || outs[0].Adopted != nil {
-		t.Errorf("status.outputs = %+v, want the ConfigMap as a plain child", outs)
-	}
-	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "drop" })
-	e.reconcile(r, "g")
-	if e.exists(&corev1.ConfigMap{}, "settings") {
-		t.Error("a child adopted with AdoptAndDelete was not pruned")
 	}
 }
 
@@ -675,17 +397,6 @@ func TestUnderManagerAChildWhoseRecordWasLostIsPruned(t *testing.T) {
 	}
 }
 
-// intercepted makes the manager's client with funcs in front of it.
-func intercepted(funcs interceptor.Funcs) func(*rest.Config, client.Options) (client.Client, error) {
-	return func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-		c, err := client.NewWithWatch(cfg, opts)
-		if err != nil {
-			return nil, err
-		}
-		return interceptor.NewClient(c, funcs), nil
-	}
-}
-
 // Two machines of one manager that own the same child type each index it
 // in the cache, and each prunes only its own children.
 func TestTwoMachinesOwningOneTypeEachPruneOnlyTheirOwn(t *testing.T) {
@@ -712,5 +423,99 @@ func TestTwoMachinesOwningOneTypeEachPruneOnlyTheirOwn(t *testing.T) {
 		if !e.exists(&corev1.ConfigMap{}, name) {
 			t.Errorf("ConfigMap %s, still desired, was deleted", name)
 		}
+	}
+}
+
+// A 409 on a child's delete keeps the child and its record: no Pruned
+// event until it is really gone, and a deletion path does not end.
+func TestUnderManagerAConflictOnAChildDeleteKeepsTheChild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	isRole := func(o client.Object) bool { _, ok := o.(*rbacv1.ClusterRole); return ok }
+	m := fsm.New[*gadget]("delete-conflict", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", func(ctx context.Context, r *request) fsm.Result {
+			role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Namespace + "-reader"}}
+			return failOr(r.Apply(ctx, role), fsm.Done())
+		}, fsm.Final()).
+		OnDelete("Cleanup").
+		State("Cleanup", done, fsm.Final()).
+		Owns(&rbacv1.ClusterRole{})
+	l := run(e, m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
+	role := client.ObjectKey{Name: e.namespace + "-reader"}
+	l.inject(&fault{op: "delete", match: isRole, times: 1, err: apierrors.NewConflict(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, role.Name, errors.New("injected"))})
+	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
+		t.Fatal(err)
+	}
+	e.fe.Await("the failed delete", func() bool { return occurrences(e.apiEvents(), fsm.ReasonHandlerFailed) == 1 })
+	if err := e.direct.Get(t.Context(), role, &rbacv1.ClusterRole{}); err != nil {
+		t.Fatalf("after the conflict, the child is %v", err)
+	}
+	if g := e.get("g"); len(g.Status.Outputs) != 1 || len(g.Finalizers) != 1 {
+		t.Errorf("after the conflict: outputs %v, finalizers %v; want the child and the finalizer kept", g.Status.Outputs, g.Finalizers)
+	}
+	if n := occurrences(e.apiEvents(), fsm.ReasonPruned); n != 0 {
+		t.Errorf("%d Pruned events for a child that was not deleted", n)
+	}
+	e.fe.Await("the gadget to be gone", func() bool {
+		return apierrors.IsNotFound(e.direct.Get(t.Context(), e.key("g"), &gadget{}))
+	})
+	if err := e.direct.Get(t.Context(), role, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after the deletion path, the cluster-scoped child is %v", err)
+	}
+}
+
+// A child that carries its parent's UID but is missing from the status,
+// as one applied just before a crash is, is found through the cache,
+// whether it was there when the manager started or came later, and pruned
+// once the parent's pass no longer applies it. An object that carries
+// another parent's UID stays.
+func TestUnderManagerAChildMissingFromTheStatusIsPruned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	unrecorded := func(name string, uid types.UID) {
+		t.Helper()
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.namespace, Labels: map[string]string{
+				fsm.LabelManagedBy: "kfsm", fsm.LabelMachine: "web-unrecorded", fsm.LabelOwnerUID: string(uid),
+			}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+		if uid == g.UID {
+			svc.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Gadget",
+				Name: g.Name, UID: g.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+		}
+		if err := e.direct.Create(t.Context(), svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unrecorded("before-start", g.UID)
+	unrecorded("another-parents", "0b5b0e0e-1111-2222-3333-444455556666")
+	run(e, webMachine("web-unrecorded"))
+	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
+	e.fe.Await("the child there at start to be pruned", func() bool { return !e.exists(&corev1.Service{}, "before-start") })
+
+	// Each child's event reconciles the parent, which must find that
+	// child then: nothing reconciles the converged parent after it. A
+	// burst, so that a lag between the cache and its index would show.
+	const later = 20
+	for i := range later {
+		unrecorded(fmt.Sprintf("while-running-%d", i), g.UID)
+	}
+	e.fe.Await("the children that came later to be pruned", func() bool {
+		var services corev1.ServiceList
+		if err := e.direct.List(t.Context(), &services, client.InNamespace(e.namespace)); err != nil {
+			t.Fatal(err)
+		}
+		return !slices.ContainsFunc(services.Items, func(s corev1.Service) bool { return strings.HasPrefix(s.Name, "while-running-") })
+	})
+	if !e.exists(&corev1.Service{}, "another-parents") {
+		t.Error("the Service of another parent was deleted")
+	}
+	if got := e.get("g").Status.Outputs; len(got) != 1 || got[0].Kind != "ConfigMap" {
+		t.Errorf("g records %v, want only its ConfigMap", got)
 	}
 }

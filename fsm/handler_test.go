@@ -1,0 +1,134 @@
+package fsm_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// A refused transition discards the work of the handler that asked for
+// it, and only that: the handler before it in the same walk moved on
+// legitimately, and what it recorded stays.
+func TestRefusalDiscardsOnlyTheRefusedHandlersWork(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("discard", fsm.Lifecycle).
+		Initial("Prepare").
+		State("Prepare", func(_ context.Context, r *request) fsm.Result {
+			r.Object.Status.Note = "prepared"
+			return fsm.Next("Apply")
+		}, fsm.To("Apply")).
+		State("Apply", func(_ context.Context, r *request) fsm.Result {
+			r.Object.Status.Note = "applied"
+			r.Object.Status.Count = 7
+			return fsm.Next("Prepare")
+		}, fsm.To("Done")).
+		State("Done", done, fsm.Final())
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+	g := e.get("g")
+	if g.Status.State != "Apply" || g.Status.Note != "prepared" || g.Status.Count != 0 {
+		t.Errorf("state %s, note %q, count %d; want Apply, prepared, 0", g.Status.State, g.Status.Note, g.Status.Count)
+	}
+	wantCondition(t, g, fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonIllegalTransition)
+}
+
+func TestPanickingHandlerIsReportedAsAFailure(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("panic", fsm.Lifecycle).
+		Initial("Boom").
+		State("Boom", func(context.Context, *request) fsm.Result { panic("nil map somewhere") }, fsm.To("Fine")).
+		State("Fine", done, fsm.Final())
+	r := e.reconciler(m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	errorsBefore := metricValue(t, "kfsm_handler_errors_total", map[string]string{"machine": "panic", "state": "Boom"})
+
+	if f := e.fail(r); f.RetryAfter <= 0 { // must return, not panic
+		t.Error("a panicking handler must be retried like a failing one")
+	}
+	g := e.get("g")
+	wantCondition(t, g, fsm.ConditionReady, metav1.ConditionFalse, fsm.ReasonHandlerFailed)
+	if msg := condition(g, fsm.ConditionReady).Message; !strings.Contains(msg, "panicked") || !strings.Contains(msg, "nil map somewhere") {
+		t.Errorf("Ready message = %q, want it to say the handler panicked and why", msg)
+	}
+	if got := metricValue(t, "kfsm_handler_errors_total", map[string]string{"machine": "panic", "state": "Boom"}) - errorsBefore; got != 1 {
+		t.Errorf("kfsm_handler_errors_total rose by %v, want 1", got)
+	}
+}
+
+// A handler that runs longer than SlowHandlerAfter holds its worker; kfsm
+// says so once per state, whatever the number of slow runs, and points to
+// Request.Action.
+func TestUnderManagerASlowHandlerIsLoggedOncePerState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var logMu sync.Mutex
+	var slow []string
+	log := funcr.New(func(prefix, args string) {
+		if strings.Contains(args, "a handler ran long") {
+			logMu.Lock()
+			defer logMu.Unlock()
+			slow = append(slow, args)
+		}
+	}, funcr.Options{})
+	sleepy := func(context.Context, *request) fsm.Result {
+		time.Sleep(300 * time.Millisecond)
+		return fsm.Wait(100*time.Millisecond, "Dozing")
+	}
+	m := fsm.New[*gadget]("slow-handler", fsm.Lifecycle).
+		Initial("Slow").
+		State("Slow", counted(&runs{}, sleepy), fsm.To("Quick")).
+		State("Quick", done, fsm.Final()).
+		SlowHandlerAfter(200 * time.Millisecond)
+	fsmtest.Run(e.fe, m, fsmtest.WithManagerOptions(func(o *manager.Options) { o.Logger = log }))
+	e.gadget("a", v1alpha1.GadgetSpec{})
+	e.gadget("b", v1alpha1.GadgetSpec{})
+	time.Sleep(2 * time.Second) // several slow runs of each
+
+	logMu.Lock()
+	defer logMu.Unlock()
+	if len(slow) != 1 || !strings.Contains(slow[0], `"state"="Slow"`) || !strings.Contains(slow[0], "Request.Action") {
+		t.Errorf("slow-handler log lines %q, want one, for state Slow, naming Request.Action", slow)
+	}
+}
+
+// Guarantee 8: a panicking handler is retried with backoff like a failing
+// one, counted, and the operator keeps running.
+func TestUnderManagerAPanicIsAFailure(t *testing.T) {
+	e := newEnv(t)
+	var attempts runs
+	m := fsm.New[*gadget]("panics", fsm.Lifecycle).
+		Initial("Boom").
+		State("Boom", counted(&attempts, func(_ context.Context, r *request) fsm.Result {
+			if r.Object.Name == "bad" {
+				panic("nil map somewhere")
+			}
+			return fsm.Done()
+		}), fsm.Final(), fsm.Retries(3))
+	run(e, m)
+	e.gadget("bad", v1alpha1.GadgetSpec{})
+	e.fe.Await("the gadget to stall", func() bool { return e.stalled("bad") })
+	at := attempts.times()
+	wantAttemptsAt(t, at, 0, 1, 3)
+	if msg := condition(e.get("bad"), fsm.ConditionStalled).Message; !strings.Contains(msg, "panicked: nil map somewhere") {
+		t.Errorf("Stalled message %q does not say the handler panicked and why", msg)
+	}
+	if n := metricValue(t, "kfsm_handler_errors_total", map[string]string{"machine": "panics", "state": "Boom"}); n != 3 {
+		t.Errorf("kfsm_handler_errors_total = %v, want 3", n)
+	}
+	if n := metricValue(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": "panics"}); n != 3 {
+		t.Errorf("controller_runtime_reconcile_errors_total = %v, want 3", n)
+	}
+	e.gadget("good", v1alpha1.GadgetSpec{})
+	e.fe.Await("another gadget to be Ready", func() bool { return e.ready("good") })
+}
