@@ -642,4 +642,9 @@
 //     process writes only within RenewDeadline of its last renewal, and
 //     package failover's test finds no write of the old leader after the
 //     handover with it. Its own limits are in its documentation.
+//
+// # Inside kfsm
+//
+// Which of the package's files and internal packages owns each mechanism,
+// and the path of one reconcile through them, are in docs/architecture.md.
 package fsm
