@@ -420,9 +420,9 @@ func TestProgressLine(t *testing.T) {
 			want:   "1 of 1 packages compiled (100%), Ts elapsed, last: compiling k8s.io/kubernetes/cmd/kube-apiserver",
 		},
 		"NothingToCompile": {
-			reason: "A build whose packages are all cached has nothing to count.",
+			reason: "A build whose packages are all cached says so, rather than count nothing.",
 			stale:  []string{},
-			want:   "0 of 0 packages compiled (0%), Ts elapsed, last: ",
+			want:   "every package was in Go's build cache, Ts elapsed",
 		},
 	}
 	for name, tc := range cases {

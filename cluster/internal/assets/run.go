@@ -80,6 +80,9 @@ func (p *progress) String() string {
 		return fmt.Sprintf("%s elapsed, %d modules downloaded, last: %s", elapsed, p.downloads, p.last)
 	}
 	total := len(p.stale)
+	if total == 0 {
+		return fmt.Sprintf("every package was in Go's build cache, %s elapsed", elapsed)
+	}
 	return fmt.Sprintf("%d of %d packages compiled (%d%%), %s elapsed, last: %s",
 		p.compiled, total, p.compiled*100/max(total, 1), elapsed, p.last)
 }
