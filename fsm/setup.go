@@ -131,8 +131,10 @@ func (m *Machine[T]) controller(mgr manager.Manager, r *reconciler[T]) *builder.
 		WatchesRawSource(source.Func(r.start)).
 		// Global filters, because the builder's WithPredicates options
 		// replace one another, and in this order: the index files every
-		// child before its event can start a reconcile, and kfsm's own
-		// writes, which come back as events, must not drive the loop.
+		// child before its event can start a reconcile; a sharded
+		// replica's cache catching up on slots it takes starts none (it
+		// queues their objects itself); and kfsm's own writes, which come
+		// back as events, must not drive the loop.
 		WithEventFilter(r.index.Filter())
 	if m.shards != nil {
 		b = b.WithEventFilter(m.shards.replica.CatchUpFilter(r.kindOf))
