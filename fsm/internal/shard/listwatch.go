@@ -166,7 +166,7 @@ func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Ev
 	}
 	var events []apiwatch.Event
 	catchUp := map[types.NamespacedName]string{}
-	active := l.s.activeSlots()
+	active, children := l.s.activeSlots(), l.children()
 	for _, item := range items {
 		m, err := meta.Accessor(item)
 		if err != nil {
@@ -183,7 +183,7 @@ func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Ev
 		default:
 			continue
 		}
-		if slot, ok := l.slotOf(m); ok && !active.Has(slot) {
+		if slot, ok := slotOf(m, children); ok && !active.Has(slot) {
 			catchUp[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] = m.GetResourceVersion()
 		}
 	}
@@ -300,17 +300,21 @@ func (l *reselecting) holds(events []apiwatch.Event) bool {
 	return true
 }
 
-// slotOf returns the hash slot of an object of the informer's resource:
-// a child's is in its label, a machine's object's is its UID's.
-func (l *reselecting) slotOf(m metav1.Object) (int, bool) {
+// children reports whether the informer lists a machine's children.
+func (l *reselecting) children() bool {
 	l.s.mu.Lock()
-	children := false
+	defer l.s.mu.Unlock()
 	for _, r := range l.s.resources {
 		if r.gvk == l.gvk {
-			children = r.children
+			return r.children
 		}
 	}
-	l.s.mu.Unlock()
+	return false
+}
+
+// slotOf returns the hash slot of an object: a child's is in its label,
+// a machine's object's is its UID's.
+func slotOf(m metav1.Object, children bool) (int, bool) {
 	if !children {
 		return SlotOf(m.GetUID()), true
 	}
@@ -323,9 +327,8 @@ func (l *reselecting) slotOf(m metav1.Object) (int, bool) {
 // then.
 func (s *Replica) caughtUp(gk schema.GroupKind, obj client.Object) bool {
 	s.mu.Lock()
-	lists := slices.Clone(s.lists)
-	s.mu.Unlock()
-	for _, l := range lists {
+	defer s.mu.Unlock()
+	for _, l := range s.lists {
 		if l.gvk.GroupKind() != gk {
 			continue
 		}
