@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	goruntime "runtime"
@@ -30,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -48,7 +48,9 @@ var setups = map[string]func(mgr ctrl.Manager, workers int) error{
 // controllerArgs are the controller process's flags, which the driver sets.
 type controllerArgs struct {
 	impl, namespace, kubeconfig, cpuprofile string
-	workers                                 int
+	// log is the file that the controller's log goes to.
+	log     string
+	workers int
 	// shard is the process's identity among the replicas of a sharded
 	// kfsm machine; empty runs the machine unsharded.
 	shard string
@@ -56,7 +58,7 @@ type controllerArgs struct {
 
 func (a controllerArgs) list() []string {
 	return []string{controllerFlag, a.impl, "-namespace", a.namespace, "-kubeconfig", a.kubeconfig,
-		"-workers", fmt.Sprint(a.workers), "-cpuprofile", a.cpuprofile, "-shard", a.shard}
+		"-workers", fmt.Sprint(a.workers), "-cpuprofile", a.cpuprofile, "-log", a.log, "-shard", a.shard}
 }
 
 func parseControllerArgs(args []string) (controllerArgs, error) {
@@ -66,6 +68,7 @@ func parseControllerArgs(args []string) (controllerArgs, error) {
 	fs.StringVar(&a.namespace, "namespace", "", "the namespace to serve")
 	fs.StringVar(&a.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig")
 	fs.StringVar(&a.cpuprofile, "cpuprofile", "", "a file for the CPU profile; the heap profile goes beside it")
+	fs.StringVar(&a.log, "log", "", "the file that the log goes to")
 	fs.IntVar(&a.workers, "workers", 1, "concurrent reconciles")
 	fs.StringVar(&a.shard, "shard", "", "this replica's identity, to run the kfsm machine sharded")
 	if err := fs.Parse(args); err != nil {
@@ -77,8 +80,8 @@ func parseControllerArgs(args []string) (controllerArgs, error) {
 	if a.shard != "" && a.impl != "kfsm" {
 		return a, fmt.Errorf("only kfsm runs sharded, not %s", a.impl)
 	}
-	if a.namespace == "" || a.kubeconfig == "" {
-		return a, errors.New("-namespace and -kubeconfig are required")
+	if a.namespace == "" || a.kubeconfig == "" || a.log == "" {
+		return a, errors.New("-namespace, -kubeconfig and -log are required")
 	}
 	return a, nil
 }
@@ -98,7 +101,15 @@ func controllerMain(args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	log := logr.New(errorSink{shown: new(atomic.Int32)})
+	logFile, err := os.Create(a.log)
+	if err != nil {
+		return fmt.Errorf("creating the log: %w", err)
+	}
+	defer func() { err = errors.Join(err, logFile.Close()) }()
+	// Every controller logs the same way, as one runs in production:
+	// controller-runtime's zap logger without its development mode, JSON
+	// lines from the info level up, with zap's sampling of repeats.
+	log := crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false))
 	ctrl.SetLogger(log)
 	c := &counters{requests: newRequestCounter(), decodes: newDecodeCounter(), reported: func() {}}
 	if a.cpuprofile != "" {
@@ -502,50 +513,4 @@ func writeHeapProfile(path string) error {
 		return fmt.Errorf("writing the heap profile: %w", err)
 	}
 	return f.Close()
-}
-
-// errorSink is a logr sink that drops everything but errors, and writes
-// the first few of those to standard error; the report counts reconcile
-// errors all the same.
-type errorSink struct {
-	name   string
-	values []any
-	shown  *atomic.Int32
-}
-
-const shownErrors = 5
-
-func (errorSink) Init(logr.RuntimeInfo)    {}
-func (errorSink) Enabled(int) bool         { return false }
-func (errorSink) Info(int, string, ...any) {}
-
-func (s errorSink) Error(err error, msg string, kv ...any) {
-	switch n := s.shown.Add(1); {
-	case n == shownErrors+1:
-		fmt.Fprintln(os.Stderr, "bench controller: further errors are not shown")
-		return
-	case n > shownErrors:
-		return
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "bench controller: %s%s: %v", s.name, msg, err)
-	writeValues(&b, s.values)
-	writeValues(&b, kv)
-	fmt.Fprintln(os.Stderr, b.String())
-}
-
-func (s errorSink) WithValues(kv ...any) logr.LogSink {
-	s.values = append(s.values[:len(s.values):len(s.values)], kv...)
-	return s
-}
-
-func (s errorSink) WithName(name string) logr.LogSink {
-	s.name += name + ": "
-	return s
-}
-
-func writeValues(w io.Writer, kv []any) {
-	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(w, " %v=%v", kv[i], kv[i+1])
-	}
 }

@@ -83,6 +83,7 @@ type driver struct {
 	client    client.WithWatch
 	discovery *discovery.DiscoveryClient
 	out       io.Writer
+	logs      string // the directory of the controllers' logs
 }
 
 func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
@@ -93,6 +94,15 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 		if err := os.MkdirAll(p.profiles, 0o755); err != nil {
 			return fmt.Errorf("the profiles' directory: %w", err)
 		}
+	}
+	logs := p.logs
+	if logs == "" {
+		if logs, err = os.MkdirTemp("", "kfsm-bench-logs-"); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, os.RemoveAll(logs)) }()
+	} else if err := os.MkdirAll(logs, 0o755); err != nil {
+		return fmt.Errorf("the logs' directory: %w", err)
 	}
 	opts := cluster.Options{CRDPaths: []string{p.crds}}
 	if p.sharded() {
@@ -107,6 +117,7 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	d.logs = logs
 	if err := d.describeMachine(); err != nil {
 		return err
 	}
@@ -223,7 +234,7 @@ func (d *driver) converge(ctx context.Context, r run, ns string, res *result) (*
 		return nil, err
 	}
 	start := time.Now()
-	p, err := d.startController(ctx, d.controllerArgs(r, ns, d.profile(r, "")))
+	p, err := d.startController(ctx, d.controllerArgs(r, ns, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +288,7 @@ func (d *driver) resync(ctx context.Context, p *process, n int, res *result) err
 // restart starts a new controller over the converged gadgets and counts
 // its requests until it has reconciled them all and is quiet.
 func (d *driver) restart(ctx context.Context, r run, ns string, res *result) error {
-	p, err := d.startController(ctx, d.controllerArgs(r, ns, d.profile(r, "-restart")))
+	p, err := d.startController(ctx, d.controllerArgs(r, ns, "-restart"))
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,11 @@
 //
 //	go run ./bench -impl kfsm,hand,hand-full -n 1000
 //
+// Every controller logs as one runs in production, with
+// controller-runtime's zap logger out of development mode: JSON lines from
+// the info level up, sampled, to a file of its own (kept with -logs DIR,
+// named as the profiles are, with .log).
+//
 // With -cpuprofile DIR the controller processes write CPU and heap
 // profiles there, named by implementation, N, workers and round: NAME.prof,
 // NAME.peak.heap near the largest live heap until the peak RSS is read,
@@ -107,6 +112,7 @@ type plan struct {
 	rounds         int
 	crds           string
 	profiles       string        // a directory, or empty
+	logs           string        // a directory, or empty for a temporary one
 	timeout        time.Duration // per phase
 }
 
@@ -120,6 +126,7 @@ func parsePlan(args []string) (*plan, error) {
 	fs.IntVar(&p.rounds, "rounds", 3, "interleaved rounds per setting")
 	fs.StringVar(&p.crds, "crds", "internal/testapi/crd", "the directory of the test API's CRDs")
 	fs.StringVar(&p.profiles, "cpuprofile", "", "a directory for the controller processes' CPU and heap profiles")
+	fs.StringVar(&p.logs, "logs", "", "a directory to keep the controller processes' logs in (by default they are removed)")
 	fs.DurationVar(&p.timeout, "timeout", 15*time.Minute, "how long each phase of a run may take")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

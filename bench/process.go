@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -36,9 +37,13 @@ type process struct {
 }
 
 // controllerArgs are the flags of a controller process of the run's
-// implementation over ns, writing a CPU profile to profile if not empty.
-func (d *driver) controllerArgs(r run, ns, profile string) controllerArgs {
-	return controllerArgs{impl: r.impl, namespace: ns, kubeconfig: d.cluster.Kubeconfig, workers: r.workers, cpuprofile: profile}
+// implementation over ns, its log and profiles named by the run and
+// suffix.
+func (d *driver) controllerArgs(r run, ns, suffix string) controllerArgs {
+	return controllerArgs{
+		impl: r.impl, namespace: ns, kubeconfig: d.cluster.Kubeconfig, workers: r.workers,
+		cpuprofile: d.profile(r, suffix), log: filepath.Join(d.logs, r.name()+suffix+".log"),
+	}
 }
 
 // startController starts a controller process with args. It dies with

@@ -106,7 +106,7 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 			}
 		}()
 		for i := range r.replicas {
-			args := d.controllerArgs(r, ns, d.profile(r, fmt.Sprintf("-replica-%d", i+1)))
+			args := d.controllerArgs(r, ns, fmt.Sprintf("-replica-%d", i+1))
 			args.shard = fmt.Sprintf("replica-%d", i+1)
 			p, err := d.startController(ctx, args)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -84,7 +85,7 @@ func (h *handFull) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if equality.Semantic.DeepEqual(before, &g.Status) {
 		return ctrl.Result{}, nil
 	}
-	if err := h.client.Status().Update(ctx, &g); err != nil {
+	if err := h.client.Status().Update(ctx, &g); err != nil && !apierrors.IsConflict(err) {
 		return ctrl.Result{}, fmt.Errorf("updating the status: %w", err)
 	}
 	return ctrl.Result{}, nil
