@@ -228,7 +228,15 @@ func (t *transport) read(resp *http.Response, w Write) Write {
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 	}
-	if json.Unmarshal(body, &answer) != nil || answer.Kind == "Status" {
+	if json.Unmarshal(body, &answer) != nil {
+		// Protobuf, which clients may ask for built-in kinds.
+		obj, ok := runtimeDecode(body).(metav1.Object)
+		if !ok {
+			return w
+		}
+		answer.Metadata.Name, answer.Metadata.ResourceVersion = obj.GetName(), obj.GetResourceVersion()
+	}
+	if answer.Kind == "Status" {
 		return w
 	}
 	if w.Name == "" {
