@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"context"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,6 +10,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -44,6 +46,16 @@ func LeanCache(opts *manager.Options) {
 	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
 		return newCache(cfg, leanOptions(co, &interner{strings: map[string]string{}}))
 	}
+}
+
+// noteFatCache says once, at info, that the cache keeps the managed fields
+// that LeanCache drops: what that costs must not go unseen.
+func (r *reconciler[T]) noteFatCache(ctx context.Context, obj T) {
+	if r.fatCache.Load() || len(obj.GetManagedFields()) == 0 || !r.managed() || !r.fatCache.CompareAndSwap(false, true) {
+		return
+	}
+	logf.FromContext(ctx).Info("the manager's cache keeps every object's managed fields, which kfsm never reads; call fsm.LeanCache(&opts) before ctrl.NewManager to drop them and save memory and CPU",
+		"machine", r.m.name, "kind", r.gvk.Kind)
 }
 
 // leanOptions returns co with lean after each transform that it gives,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -51,6 +52,8 @@ type reconciler[T Object] struct {
 	shards  *shard.Replica  // set when the machine is sharded
 	// slowLogged holds the states whose handler was logged as slow.
 	slowLogged sync.Map
+	// fatCache is set once the cache was seen to keep managed fields.
+	fatCache atomic.Bool
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -100,6 +103,7 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if w == nil {
 		return res, err
 	}
+	r.noteFatCache(ctx, w.before)
 	out := reconcileResult{committed: w.committed, err: err}
 	switch {
 	case !w.committed:
