@@ -5,22 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/kfsm/kfsm/fsm/internal/applyjson"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
+	"github.com/kfsm/kfsm/fsm/internal/ownership"
 )
 
 // managedBy is the value of LabelManagedBy on kfsm's children.
@@ -85,6 +81,9 @@ type desiredChild struct {
 	digest   applyjson.Digest
 	existing client.Object // the object of the child's name, nil if none
 	recorded OutputRef     // the status's record of the child, if any
+	// create: neither the cache nor the status knows the child, so it is
+	// created by a request that fails if it exists, not read first.
+	create bool
 }
 
 // applyChild sends the apply that desired builds of child, unless the
@@ -94,31 +93,44 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d, err := w.desired(ctx, child, o.adopt)
+	d, err := w.desired(ctx, child, o.adopt, true)
 	if err != nil {
 		return err
 	}
-	if w.r.unchanged(d.key, d.existing, d.digest, d.recorded) {
+	var answer client.Object
+	if d.create {
+		answer, err = w.r.create(ctx, client.ObjectKeyFromObject(w.obj), d)
+		if apierrors.IsAlreadyExists(err) {
+			// An object of the name that the cache has yet to see: read
+			// it, and decide as for any other.
+			d, err = w.desired(ctx, child, o.adopt, false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	wrote := answer != nil
+	switch {
+	case wrote:
+	case w.r.unchanged(d.key, d.existing, d.digest, d.recorded):
 		// The child is still what this content made of it: an apply
 		// would change nothing.
-		if err := copyInto(child, d.existing.DeepCopyObject().(client.Object), d.t.gvk); err != nil {
-			return fmt.Errorf("applying %s: %w", d.ref, err)
+		answer = d.existing.DeepCopyObject().(client.Object)
+	default:
+		answer, wrote, err = w.r.send(ctx, client.ObjectKeyFromObject(w.obj), d, o.force)
+		if ce := (*ConflictError)(nil); !o.force && errors.As(err, &ce) && ce.drift {
+			// Only imperative writes stand in the way, such as kubectl
+			// edit: that is drift, and a controller puts it right.
+			if w.log.Enabled() {
+				w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", d.ref.String(), "managers", ce.Managers, "fields", ce.Fields)
+			}
+			return w.applyChild(ctx, child, append(opts, ForceOwnership()))
 		}
-		return w.recordApplied(d.ref, d.recorded, d.existing, d.digest.String(), false)
-	}
-	answer, wrote, err := w.r.send(ctx, client.ObjectKeyFromObject(w.obj), d, o.force)
-	if ce := (*ConflictError)(nil); !o.force && errors.As(err, &ce) && ce.drift {
-		// Only imperative writes stand in the way, such as kubectl
-		// edit: that is drift, and a controller puts it right.
-		if w.log.Enabled() {
-			w.log.Info("taking back fields changed by other writers", "machine", w.r.m.name, "child", d.ref.String(), "managers", ce.Managers, "fields", ce.Fields)
+		if err != nil {
+			return err
 		}
-		return w.applyChild(ctx, child, append(opts, ForceOwnership()))
 	}
-	if err != nil {
-		return err
-	}
-	if err := copyInto(child, answer, d.t.gvk); err != nil {
+	if err := applyjson.CopyInto(child, answer, d.t.gvk); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", d.ref, err)
 	}
 	return w.recordApplied(d.ref, d.recorded, answer, d.digest.String(), wrote)
@@ -127,8 +139,9 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 // desired builds the apply request of child, with the owner reference,
 // the labels and the annotations that kfsm sets, and reads the object of
 // its name: one that kfsm did not create for the parent is taken over
-// only as adopt says.
-func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adoption) (*desiredChild, error) {
+// only as adopt says. With mayCreate, a child that the cache does not have
+// and kfsm has no record of is not read but marked to be created.
+func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adoption, mayCreate bool) (*desiredChild, error) {
 	t, err := w.r.owned(child)
 	if err != nil {
 		return nil, err
@@ -137,7 +150,7 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 	if err != nil {
 		return nil, err
 	}
-	content, err := applyContent(child, t.gvk)
+	content, err := applyjson.Content(child, t.gvk)
 	if err != nil {
 		return nil, fmt.Errorf("encoding child %s: %w", child.GetName(), err)
 	}
@@ -146,7 +159,9 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 		return nil, err
 	}
 	parent := w.obj
-	if d.existing, err = w.r.lookup(ctx, t, client.ObjectKey{Namespace: d.ref.Namespace, Name: d.ref.Name}); err != nil {
+	d.recorded, _ = w.output(d.ref)
+	mayCreate = mayCreate && d.recorded.UID == ""
+	if d.existing, d.create, err = w.r.lookup(ctx, t, client.ObjectKey{Namespace: d.ref.Namespace, Name: d.ref.Name}, mayCreate); err != nil {
 		return nil, fmt.Errorf("applying %s: %w", d.ref, err)
 	}
 	adopted, err := adopting(parent, t, d.ref, d.existing, adopt)
@@ -174,7 +189,6 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 	}
 	d.body, d.digest = body, applyjson.DigestOf(body)
 	d.key = echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
-	d.recorded, _ = w.output(d.ref)
 	return d, nil
 }
 
@@ -232,24 +246,50 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 	answer.SetNamespace(d.ref.Namespace)
 	answer.SetName(d.ref.Name)
 	r.echoes.Begin(d.key)
-	err = r.client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, d.body), patchOpts...)
+	made := func(obj client.Object) { r.echoes.Made(d.key, obj) }
+	err = ownership.Apply(ctx, r.client, r.reader, answer, d.body, r.m.FieldOwner(), made, patchOpts...)
 	if err == nil {
 		if rv, ok := echo.ResourceVersion(answer); ok {
 			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv})
 		}
 		wrote = d.existing == nil || (d.existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(d.existing, answer, d.body))
 	}
-	var made client.Object
+	var result client.Object
 	if wrote {
-		made = answer
+		result = answer
 	}
-	if r.echoes.Wrote(d.key, made) {
+	if r.echoes.Wrote(d.key, result) {
 		r.requeue(parent)
 	}
 	if err != nil {
 		return nil, false, applyFailed(d.ref, d.t.gvk, err)
 	}
 	return answer, wrote, nil
+}
+
+// create sends d as a create request, which fails with AlreadyExists if
+// an object of the name exists, marking the write for the echo filter.
+func (r *reconciler[T]) create(ctx context.Context, parent types.NamespacedName, d *desiredChild) (client.Object, error) {
+	obj := d.t.newObject(r.client.Scheme())
+	if err := json.Unmarshal(d.body, obj); err != nil {
+		return nil, fmt.Errorf("encoding child %s: %w", d.ref, err)
+	}
+	r.echoes.Begin(d.key)
+	err := r.client.Create(ctx, obj, client.FieldOwner(r.m.FieldOwner()))
+	var made client.Object
+	if err == nil {
+		made = obj
+		if rv, ok := echo.ResourceVersion(obj); ok {
+			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv})
+		}
+	}
+	if r.echoes.Wrote(d.key, made) {
+		r.requeue(parent)
+	}
+	if err != nil {
+		return nil, applyFailed(d.ref, d.t.gvk, err)
+	}
+	return made, nil
 }
 
 // recordApplied records ref as obj, the child that an apply of content
@@ -336,76 +376,25 @@ func parentName(parent, child client.Object, uid string) string {
 // lookup reads a child from the cache, and from the API server when the
 // cache does not have it: an object made by hand a moment ago, or one in
 // a namespace that the cache does not watch, must not be taken for
-// absent. It returns nil for an object that does not exist.
-func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.ObjectKey) (client.Object, error) {
-	obj := t.newObject(r.client.Scheme())
-	if err := r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); err == nil {
-		return obj, nil
+// absent. It returns nil for an object that does not exist. With
+// mayCreate, an object that the cache watches and lacks is to be created
+// instead: the create fails if it exists after all.
+func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.ObjectKey, mayCreate bool) (obj client.Object, create bool, err error) {
+	obj = t.newObject(r.client.Scheme())
+	err = r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
+	switch {
+	case err == nil:
+		return obj, false, nil
+	case mayCreate && apierrors.IsNotFound(err):
+		return nil, true, nil
 	}
 	obj = t.newObject(r.client.Scheme())
-	err := r.reader.Get(ctx, key, obj)
+	err = r.reader.Get(ctx, key, obj)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, nil
+		return nil, false, nil
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	}
-	return obj, nil
-}
-
-// applyContent is the child as an apply request will carry it, before
-// applyjson.Trim leaves out its status and nulls: a copy of what the author
-// set, with the type filled in and the metadata that the server sets
-// left out.
-func applyContent(child client.Object, gvk schema.GroupVersionKind) (client.Object, error) {
-	if _, ok := child.(runtime.Unstructured); ok {
-		// A JSON round trip rather than a deep copy, which would panic on
-		// content that holds Go ints.
-		data, err := json.Marshal(child)
-		if err != nil {
-			return nil, err
-		}
-		content := map[string]any{}
-		if err := utiljson.Unmarshal(data, &content); err != nil {
-			return nil, err
-		}
-		child = &unstructured.Unstructured{Object: content}
-	} else {
-		child = child.DeepCopyObject().(client.Object)
-	}
-	child.SetCreationTimestamp(metav1.Time{})
-	child.SetResourceVersion("")
-	child.SetUID("")
-	child.SetGeneration(0)
-	child.SetManagedFields(nil)
-	child.SetSelfLink("")
-	child.SetDeletionTimestamp(nil)
-	child.SetDeletionGracePeriodSeconds(nil)
-	child.GetObjectKind().SetGroupVersionKind(gvk)
-	return child, nil
-}
-
-// copyInto gives the author the child as the server has it: its UID,
-// its defaults and its status. src is not used afterwards.
-func copyInto(child, src client.Object, gvk schema.GroupVersionKind) error {
-	if reflect.TypeOf(child) == reflect.TypeOf(src) {
-		reflect.ValueOf(child).Elem().Set(reflect.ValueOf(src).Elem())
-		child.GetObjectKind().SetGroupVersionKind(gvk)
-		return nil
-	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
-	if err != nil {
-		return err
-	}
-	if cu, ok := child.(*unstructured.Unstructured); ok {
-		cu.Object = content
-	} else {
-		v := reflect.ValueOf(child).Elem()
-		v.Set(reflect.Zero(v.Type()))
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, child); err != nil {
-			return err
-		}
-	}
-	child.GetObjectKind().SetGroupVersionKind(gvk)
-	return nil
+	return obj, false, nil
 }

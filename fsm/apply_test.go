@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
@@ -226,6 +227,17 @@ func convergedObjectWithChildrenMakesNoRequests(t *testing.T, lean bool) {
 	e.fe.Await("the deleted Service to be made again", func() bool {
 		return e.fe.Get(svc) && svc.UID != uid
 	})
+	fat := 0
+	for _, line := range l.logs.all() {
+		if strings.Contains(line.msg, "fsm.LeanCache") {
+			fat++
+		}
+	}
+	// One a process: the first, and the one after the restart.
+	if want := map[bool]int{false: 2, true: 0}[lean]; fat != want {
+		t.Errorf("%d log lines say that the cache keeps managed fields, want %d", fat, want)
+	}
+
 	claim := corev1ac.ConfigMap(cm.Name, e.namespace).WithData(map[string]string{"target": "99"})
 	if err := e.direct.Apply(t.Context(), claim, client.FieldOwner("team-b"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
@@ -483,5 +495,92 @@ func TestAdoptAndDeleteMakesAnExistingObjectAChild(t *testing.T) {
 	e.reconcile(r, "g")
 	if e.exists(&corev1.ConfigMap{}, "settings") {
 		t.Error("a child adopted with AdoptAndDelete was not pruned")
+	}
+}
+
+// A new child costs one request: a create, which fails if an object of
+// the name exists, rather than a read and an apply. Its fields are then
+// kfsm's update; the first apply that changes the child moves them to
+// kfsm's apply, so that it changes the create's values without a conflict
+// with itself and removes the fields that the handler no longer sets.
+func TestUnderManagerANewChildCostsOneRequest(t *testing.T) {
+	t.Parallel()
+	for name, target := range map[string]int32{"ChangeAndRemove": 2, "RemoveOnly": 1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			m := fsm.New[*gadget]("created", fsm.Pipeline).
+				Initial("Config").
+				State("Config", func(ctx context.Context, r *request) fsm.Result {
+					cm := &corev1.ConfigMap{
+						ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name},
+						Data:       map[string]string{"target": fmt.Sprint(r.Object.Spec.Target)},
+					}
+					if r.Object.Spec.Mode == "extra" {
+						cm.Labels = map[string]string{"extra": "yes"}
+						cm.Data["extra"] = "1"
+					}
+					return failOr(r.Apply(ctx, cm), fsm.Next("Serving"))
+				}, fsm.To("Serving")).
+				State("Serving", done, fsm.Final()).
+				Owns(&corev1.ConfigMap{})
+			l := run(e, m, withLeanCache())
+			g := e.gadget("g", v1alpha1.GadgetSpec{Mode: "extra", Target: 1})
+			e.fe.AwaitReady(g)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace}}
+			if w, reads := e.fe.Writes(cm), e.fe.Reads(cm); w != (fsmtest.Writes{Create: 1}) || reads != 0 {
+				t.Errorf("the new child cost %+v and %d reads, want 1 create and no read", w, reads)
+			}
+
+			e.update(func(s *v1alpha1.GadgetSpec) { s.Mode, s.Target = "", target })
+			e.fe.Await("the ConfigMap without the extra fields", func() bool {
+				return e.fe.Get(cm) && cm.Labels["extra"] == "" && cm.Data["extra"] == "" && cm.Data["target"] == fmt.Sprint(target)
+			})
+			if managedBy(cm, m.FieldOwner(), metav1.ManagedFieldsOperationUpdate) || !managedBy(cm, m.FieldOwner(), metav1.ManagedFieldsOperationApply) {
+				t.Errorf("the changed child's fields are not all kfsm's apply: %v", cm.ManagedFields)
+			}
+			e.fe.AwaitReady(e.get("g"))
+			for _, line := range l.logs.all() {
+				if strings.Contains(line.msg, "taking back") || line.level < 0 {
+					t.Errorf("log line %q %v: kfsm's own create is not someone else's change", line.msg, line.kv)
+				}
+			}
+		})
+	}
+}
+
+// An object of the child's name that the cache has yet to see makes the
+// create fail; kfsm then reads it and refuses it as any other object it
+// did not create, and writes nothing to it.
+func TestAnObjectTheCacheHasNotSeenIsNotTakenOver(t *testing.T) {
+	e := newEnv(t)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "g-config", Namespace: e.namespace, Labels: map[string]string{"team": "b"}}, Data: map[string]string{"target": "0"}}
+	if err := e.direct.Create(t.Context(), theirs); err != nil {
+		t.Fatal(err)
+	}
+	lagging := interceptor.NewClient(e.direct.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok && key.Name == theirs.Name && len(opts) > 0 {
+				// The cache's read, which kfsm makes with UnsafeDisableDeepCopy.
+				return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r, err := webMachine("web-lagging").Reconciler(lagging, e.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	_, err = r.Reconcile(t.Context(), reconcileRequest(e, "g"))
+	if exists := (*fsm.AlreadyExistsError)(nil); !errors.As(err, &exists) {
+		t.Fatalf("Reconcile() = %v, want an AlreadyExistsError", err)
+	}
+	var got corev1.ConfigMap
+	if err := e.direct.Get(t.Context(), e.key(theirs.Name), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != theirs.ResourceVersion {
+		t.Errorf("the object kfsm did not create was written: labels %v, owners %v", got.Labels, got.OwnerReferences)
 	}
 }

@@ -73,9 +73,10 @@ func (e *env) exists(obj client.Object, name string) bool {
 	return err == nil
 }
 
-func managedBy(obj client.Object, manager string) bool {
+// managedBy reports whether manager owns fields of obj by op.
+func managedBy(obj client.Object, manager string, op metav1.ManagedFieldsOperationType) bool {
 	for _, f := range obj.GetManagedFields() {
-		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationApply {
+		if f.Manager == manager && f.Operation == op && f.Subresource == "" {
 			return true
 		}
 	}

@@ -51,8 +51,11 @@ func TestPipelineAppliesChildrenAndPrunesTheUndesired(t *testing.T) {
 		if got := child.GetLabels()["app.kubernetes.io/managed-by"]; got != "kfsm" {
 			t.Errorf("%s has managed-by label %q, want kfsm", child.GetName(), got)
 		}
-		if !managedBy(child, "kfsm-web") {
-			t.Errorf("%s has no fields applied by kfsm-web: %v", child.GetName(), child.GetManagedFields())
+		// A new child is created, with a request that fails if an object
+		// of the name exists: its fields are kfsm's update until its first
+		// apply (TestUnderManagerANewChildCostsOneRequest).
+		if !managedBy(child, "kfsm-web", metav1.ManagedFieldsOperationUpdate) {
+			t.Errorf("%s was not created by kfsm-web: %v", child.GetName(), child.GetManagedFields())
 		}
 		// The owner reference leads back to the parent; an annotation
 		// saying so again would cost every child in the cache a map.

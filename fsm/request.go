@@ -71,6 +71,11 @@ func (r *Request[T]) Event(eventtype, reason, note string) {
 // garbage collection cannot. Children that are no longer desired are
 // pruned; see the package doc.
 //
+// A new child costs one request, a create that fails if an object of the
+// name exists (only then is that object read). The first apply that
+// changes it moves the create's fields to the field owner's apply, so
+// that the fields a handler stops setting are removed.
+//
 // Applying an unchanged child changes nothing on the server. Fields owned
 // by another field manager make Apply fail with a [ConflictError] unless
 // [ForceOwnership] is given. If an Apply fails, the handler's run fails

@@ -1,7 +1,9 @@
 // Package applyjson works on the JSON bodies of the server-side applies
-// that kfsm sends for a machine's children: it trims what an apply must
-// not carry, digests what it sends, and tells from the API server's
-// answer whether someone else wrote the object meanwhile.
+// that kfsm sends for a machine's children: it makes the content of an
+// apply from what the author set, trims what an apply must not carry,
+// digests what it sends, tells from the API server's answer whether
+// someone else wrote the object meanwhile, and gives the answer back to
+// the author.
 package applyjson
 
 import (
@@ -13,6 +15,11 @@ import (
 	"fmt"
 	"reflect"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -267,4 +274,61 @@ func skipSpace(src []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// Content is the child as an apply request will carry it, before Trim
+// leaves out its status and nulls: a copy of what the author
+// set, with the type filled in and the metadata that the server sets
+// left out.
+func Content(child client.Object, gvk schema.GroupVersionKind) (client.Object, error) {
+	if _, ok := child.(runtime.Unstructured); ok {
+		// A JSON round trip rather than a deep copy, which would panic on
+		// content that holds Go ints.
+		data, err := json.Marshal(child)
+		if err != nil {
+			return nil, err
+		}
+		content := map[string]any{}
+		if err := utiljson.Unmarshal(data, &content); err != nil {
+			return nil, err
+		}
+		child = &unstructured.Unstructured{Object: content}
+	} else {
+		child = child.DeepCopyObject().(client.Object)
+	}
+	child.SetCreationTimestamp(metav1.Time{})
+	child.SetResourceVersion("")
+	child.SetUID("")
+	child.SetGeneration(0)
+	child.SetManagedFields(nil)
+	child.SetSelfLink("")
+	child.SetDeletionTimestamp(nil)
+	child.SetDeletionGracePeriodSeconds(nil)
+	child.GetObjectKind().SetGroupVersionKind(gvk)
+	return child, nil
+}
+
+// CopyInto gives the author the child as the server has it: its UID,
+// its defaults and its status. src is not used afterwards.
+func CopyInto(child, src client.Object, gvk schema.GroupVersionKind) error {
+	if reflect.TypeOf(child) == reflect.TypeOf(src) {
+		reflect.ValueOf(child).Elem().Set(reflect.ValueOf(src).Elem())
+		child.GetObjectKind().SetGroupVersionKind(gvk)
+		return nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
+	if err != nil {
+		return err
+	}
+	if cu, ok := child.(*unstructured.Unstructured); ok {
+		cu.Object = content
+	} else {
+		v := reflect.ValueOf(child).Elem()
+		v.Set(reflect.Zero(v.Type()))
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, child); err != nil {
+			return err
+		}
+	}
+	child.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
 }

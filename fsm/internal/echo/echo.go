@@ -198,6 +198,17 @@ func (e *Marks) Deleted(key Key, uid types.UID, ok bool) (missed bool) {
 	return e.release(k, m)
 }
 
+// Made records obj's version as made by the write of key in flight, one
+// of several requests that the write takes.
+func (e *Marks) Made(key Key, obj client.Object) {
+	rv, ok := ResourceVersion(obj)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m := e.marks[e.key(key)]; m != nil && ok {
+		m.record(rv)
+	}
+}
+
 // Applied records what an apply of key sent and the version it left.
 func (e *Marks) Applied(key Key, a Apply) {
 	e.mu.Lock()

@@ -24,7 +24,7 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
 	key := KeyOf(gk, version("", ""))
 	type step struct {
-		do   string // "begin", "wrote <rv>", "failed", "deleted", "event <rv>", "delete-event"
+		do   string // "begin", "made <rv>", "wrote <rv>", "failed", "deleted", "event <rv>", "delete-event"
 		rv   string
 		want bool // for events: dropped; for the end of a write: missed
 	}
@@ -64,6 +64,10 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 			reason: "what kfsm's own delete sends (an update with a deletion timestamp, the delete) is no news",
 			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "begin"}, {do: "deleted"}, {do: "event", rv: "13", want: true}, {do: "delete-event", rv: "14", want: true}, {do: "event", rv: "15", want: false}},
 		},
+		"AWriteOfSeveralRequests": {
+			reason: "a child's first apply, the move of its fields and the apply again: each version that it made is kfsm's",
+			steps:  []step{{do: "begin"}, {do: "event", rv: "10", want: true}, {do: "made", rv: "10"}, {do: "made", rv: "11"}, {do: "wrote", rv: "12", want: false}, {do: "event", rv: "11", want: true}, {do: "event", rv: "12", want: true}},
+		},
 		"NoWriteNoEcho": {
 			reason: "an object kfsm never wrote has no echoes",
 			steps:  []step{{do: "event", rv: "10", want: false}},
@@ -80,6 +84,9 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 					continue
 				case "wrote":
 					got = e.Wrote(key, version(s.rv, "u1"))
+				case "made":
+					e.Made(key, version(s.rv, "u1"))
+					continue
 				case "failed":
 					got = e.Wrote(key, nil)
 				case "deleted":

@@ -73,7 +73,8 @@ func TestTheOperatorHasItsRoleAndNothingMore(t *testing.T) {
 		}
 		return strings.Contains(message, "forbidden")
 	})
-	for _, want := range []string{fsmtest.OperatorUser, `cannot patch resource "secrets"`} {
+	// A new child's first request is its create.
+	for _, want := range []string{fsmtest.OperatorUser, `cannot create resource "secrets"`} {
 		if !strings.Contains(message, want) {
 			t.Errorf("the refusal %q does not say %q", message, want)
 		}
