@@ -356,7 +356,25 @@ func (d *driver) watchReady(ctx context.Context, ns string, n int) (<-chan error
 
 func (d *driver) awaitReady(ctx context.Context, w watch.Interface, ns string, n int) error {
 	ready := map[string]bool{}
-	count, version := 0, ""
+	count := 0
+	return d.followGadgets(ctx, w, ns, func(g *v1alpha1.Gadget, deleted bool) bool {
+		now := !deleted && meta.IsStatusConditionTrue(g.Status.Conditions, fsm.ConditionReady)
+		switch was := ready[g.Name]; {
+		case now && !was:
+			count++
+		case was && !now:
+			count--
+		}
+		ready[g.Name] = now
+		return count == n
+	})
+}
+
+// followGadgets passes each gadget that the watch w of the namespace
+// reports to seen, until seen returns true or ctx ends. When the API
+// server ends the watch, it watches again from the last version seen.
+func (d *driver) followGadgets(ctx context.Context, w watch.Interface, ns string, seen func(g *v1alpha1.Gadget, deleted bool) bool) error {
+	version := ""
 	for {
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
@@ -368,15 +386,7 @@ func (d *driver) awaitReady(ctx context.Context, w watch.Interface, ns string, n
 				continue
 			}
 			version = g.ResourceVersion
-			now := ev.Type != watch.Deleted && meta.IsStatusConditionTrue(g.Status.Conditions, fsm.ConditionReady)
-			switch was := ready[g.Name]; {
-			case now && !was:
-				count++
-			case was && !now:
-				count--
-			}
-			ready[g.Name] = now
-			if count == n {
+			if seen(g, ev.Type == watch.Deleted) {
 				w.Stop()
 				return nil
 			}
@@ -385,7 +395,6 @@ func (d *driver) awaitReady(ctx context.Context, w watch.Interface, ns string, n
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		// The API server ended the watch: go on from the last version seen.
 		var err error
 		w, err = d.client.Watch(ctx, &v1alpha1.GadgetList{}, client.InNamespace(ns),
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version}})
