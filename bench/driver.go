@@ -74,6 +74,11 @@ type result struct {
 	converge, server map[string]int
 	// resync and restart are the requests of those phases.
 	resync, restart map[string]int
+	// latencies are the single changes' times, each from the write until
+	// the watch saw the gadget Ready at its new generation.
+	latencies []time.Duration
+	// churn is what the stream of changes cost, if it ran.
+	churn churnResult
 }
 
 // driver runs the plan against one cluster, with a client of its own.
@@ -175,7 +180,8 @@ func (d *driver) order(round int) []string {
 }
 
 // measure runs an implementation over n new gadgets in a namespace of its
-// own: convergence, a resync and a restart.
+// own: convergence, a resync, single changes and a stream of them, and a
+// restart.
 func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 	res.run = r
 	ns := r.name()
@@ -189,6 +195,9 @@ func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 		}
 		if err := d.resync(ctx, p, r.n, &res); err != nil {
 			return fmt.Errorf("resync: %w", err)
+		}
+		if err := d.changes(ctx, p, r, ns, &res); err != nil {
+			return err
 		}
 		if err := p.stop(); err != nil {
 			return err
@@ -320,7 +329,7 @@ func (d *driver) createGadgets(ctx context.Context, ns string, n int) error {
 		wg.Go(func() {
 			for i := range next {
 				g := &v1alpha1.Gadget{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g-%05d", i), Namespace: ns},
+					ObjectMeta: metav1.ObjectMeta{Name: gadgetName(i), Namespace: ns},
 					Spec:       v1alpha1.GadgetSpec{Target: int32(i)},
 				}
 				if err := d.client.Create(ctx, g); err != nil {
@@ -341,6 +350,9 @@ feed:
 	wg.Wait()
 	return context.Cause(ctx)
 }
+
+// gadgetName names the i-th gadget of a run.
+func gadgetName(i int) string { return fmt.Sprintf("g-%05d", i) }
 
 // watchReady opens a watch of the namespace's gadgets and returns a
 // channel that says when all n are Ready, or why that cannot be known.

@@ -21,6 +21,39 @@
 //     the update event that a cache resync sends, replayed on demand;
 //   - restart: a new controller process over the converged objects.
 //
+// Between the resync and the restart, the controller process that
+// converged stays on, and the driver changes the Gadgets' spec.target by
+// merge patches, in two more phases:
+//
+//   - single changes (-changes, 50 by default): one Gadget at a time,
+//     distinct Gadgets spread evenly over the N (every N/changes-th), each
+//     written once the controller has made no request and finished no
+//     reconcile for 300 ms. Each change is timed from just before the
+//     driver's write until the driver's watch first shows that Gadget
+//     Ready with status.observedGeneration and the Ready condition's
+//     observedGeneration both at the generation that the write made. Of
+//     these times it prints the p50, the p99 and the largest; the
+//     percentiles are by nearest rank, so with fewer than 100 changes the
+//     p99 is the largest.
+//   - churn (-churn-rate changes a second for -churn-for, 50 for 60 s by
+//     default): rate × duration changes, round-robin over the N Gadgets,
+//     each handed at a tick of a ticker to one of 4 concurrent writers.
+//     When all four are busy the ticker drops ticks, so that a stream that
+//     falls behind is slower rather than bunched; the achieved rate printed
+//     is the changes divided by the time from the ticker's start until the
+//     last write returned. Then the driver waits until every changed
+//     Gadget is Ready at its newest generation, as above, and the
+//     controller has been quiet for 2 s. The CPU per change is the
+//     controller's CPU time from its report just before the first write
+//     (once it had been quiet for 300 ms) to its report at that quiet
+//     moment, divided by the changes: it covers all the process did
+//     meanwhile, its reconciles, its cache's watch events, its logging,
+//     its garbage collection, and the 2 s of quiet. The requests per
+//     change, by verb, are counted over the same span.
+//
+// -changes 0 and -churn-for 0 skip either. The restart then starts over
+// Gadgets that these phases changed, all Ready at their newest generation.
+//
 // Then it prints medians, spreads and the kfsm/hand ratios.
 //
 // -impl hand-full adds a third controller: the hand-written one made to
@@ -114,6 +147,11 @@ type plan struct {
 	profiles       string        // a directory, or empty
 	logs           string        // a directory, or empty for a temporary one
 	timeout        time.Duration // per phase
+	// changes is the number of single changes timed per run; churnRate
+	// and churnFor pace the stream of changes. Zero skips either.
+	changes   int
+	churnRate float64 // per second
+	churnFor  time.Duration
 }
 
 func parsePlan(args []string) (*plan, error) {
@@ -128,6 +166,9 @@ func parsePlan(args []string) (*plan, error) {
 	fs.StringVar(&p.profiles, "cpuprofile", "", "a directory for the controller processes' CPU and heap profiles")
 	fs.StringVar(&p.logs, "logs", "", "a directory to keep the controller processes' logs in (by default they are removed)")
 	fs.DurationVar(&p.timeout, "timeout", 15*time.Minute, "how long each phase of a run may take")
+	fs.IntVar(&p.changes, "changes", 50, "single changes timed per run, one at a time, on distinct gadgets (0 skips them)")
+	fs.Float64Var(&p.churnRate, "churn-rate", 50, "changes per second of the churn")
+	fs.DurationVar(&p.churnFor, "churn-for", time.Minute, "how long the churn writes changes (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -152,12 +193,24 @@ func parsePlan(args []string) (*plan, error) {
 			return nil, errors.New("-replicas measures kfsm alone: leave -impl out")
 		}
 		p.impls = []string{"kfsm"}
+		if flagSet(fs, "changes") || flagSet(fs, "churn-rate") || flagSet(fs, "churn-for") {
+			return nil, errors.New("-changes, -churn-rate and -churn-for measure kfsm against hand: leave them out with -replicas")
+		}
 	}
 	if p.rounds < 1 {
 		return nil, fmt.Errorf("-rounds must be at least 1, not %d", p.rounds)
 	}
 	if p.timeout <= 0 {
 		return nil, fmt.Errorf("-timeout must be positive, not %s", p.timeout)
+	}
+	if p.changes < 0 || p.changes > slices.Min(p.sizes) {
+		return nil, fmt.Errorf("-changes must be from 0 to the smallest -n, %d, not %d: each changes a gadget of its own", slices.Min(p.sizes), p.changes)
+	}
+	if p.churnFor < 0 {
+		return nil, fmt.Errorf("-churn-for must not be negative, not %s", p.churnFor)
+	}
+	if p.churnFor > 0 && p.churnTotal() < 1 {
+		return nil, fmt.Errorf("-churn-rate %g for %s writes no change", p.churnRate, p.churnFor)
 	}
 	return p, nil
 }

@@ -175,6 +175,11 @@ func awaitAll(ctx context.Context, ps []*process, ready <-chan error, timeout ti
 // reconciles and then neither made a request nor finished a reconcile for
 // the quiet period, and returns its report of that moment.
 func (p *process) settle(ctx context.Context, target int, timeout time.Duration) (report, error) {
+	return p.settleFor(ctx, target, quiet, timeout)
+}
+
+// settleFor is settle with a quiet period of its own.
+func (p *process) settleFor(ctx context.Context, target int, quiet, timeout time.Duration) (report, error) {
 	deadline := time.After(timeout)
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kfsm/kfsm/cluster"
 )
@@ -66,6 +67,16 @@ func printResult(out io.Writer, r result) {
 	fmt.Fprintf(out, "    converge (%d reconciles, %d failed): %s\n    resync: %s\n    restart: %s; per process: %s\n",
 		r.reconciles, r.failed, perObject(r.converge, r.n), perObject(r.resync, r.n), perObject(objects, r.n), counts(process))
 	fmt.Fprintf(out, "    API server, converge (controller/server): %s\n", agreement(ofWorkload(r.converge), r.server))
+	if len(r.latencies) > 0 {
+		p50, _ := nearestRank(r.latencies, 50)
+		p99, rank := nearestRank(r.latencies, 99)
+		fmt.Fprintf(out, "    single changes (%d, one at a time), from the write until Ready at the new generation: p50 %.1f ms, p99 %.1f ms (by nearest rank, %s), max %.1f ms\n",
+			len(r.latencies), milliseconds(p50), milliseconds(p99), rankOf(rank, len(r.latencies)), milliseconds(slices.Max(r.latencies)))
+	}
+	if c := r.churn; c.changes > 0 {
+		fmt.Fprintf(out, "    churn (%d changes at %.1f/s, %g/s asked): CPU %.2f s, %.2f ms/change; per change: %s\n",
+			c.changes, c.rate, c.asked, c.cpu, msPerObject(c.cpu, c.changes), perObject(c.requests, c.changes))
+	}
 }
 
 // perObject lists the requests about objects per object, by verb.
@@ -232,3 +243,13 @@ func ratio(a, b float64) string {
 func msPerObject(cpu float64, n int) float64 { return 1000 * cpu / float64(n) }
 
 func mebibytes(b int64) float64 { return float64(b) / (1 << 20) }
+
+func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// rankOf says which of n values a rank picks.
+func rankOf(rank, n int) string {
+	if rank == n {
+		return fmt.Sprintf("rank %d of %d, the largest", rank, n)
+	}
+	return fmt.Sprintf("rank %d of %d", rank, n)
+}
