@@ -163,6 +163,7 @@ func summarize(out io.Writer, all []result, n, workers int) {
 		}
 	}
 	_ = tw.Flush()
+	summarizeChanges(out, impls, byImpl)
 	fmt.Fprintln(out, "requests per object, medians:")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, impl := range impls {
@@ -174,6 +175,10 @@ func summarize(out io.Writer, all []result, n, workers int) {
 			_, process := split(r.restart)
 			return process
 		}))
+		if rs[0].churn.changes > 0 {
+			fmt.Fprintf(tw, "\tchurn, per change\t%s\n", medianPer(rs, func(r result) int { return r.churn.changes }, false,
+				func(r result) map[string]int { return r.churn.requests }))
+		}
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)
@@ -199,10 +204,16 @@ func figuresOf(rs []result) figures {
 // medianPerObject is the median over runs of each kind of request,
 // divided by n. Per-process requests are left out unless n is 1.
 func medianPerObject(rs []result, n int, requests func(result) map[string]int) string {
+	return medianPer(rs, func(result) int { return n }, n == 1, requests)
+}
+
+// medianPer is the median over runs of each kind of request, divided by
+// per of the run. Per-process requests are left out unless withProcess.
+func medianPer(rs []result, per func(result) int, withProcess bool, requests func(result) map[string]int) string {
 	keys := map[string]bool{}
 	for _, r := range rs {
 		for k := range requests(r) {
-			if n == 1 || !perProcess(k) {
+			if withProcess || !perProcess(k) {
 				keys[k] = true
 			}
 		}
@@ -211,7 +222,7 @@ func medianPerObject(rs []result, n int, requests func(result) map[string]int) s
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		values := make([]float64, len(rs))
 		for i, r := range rs {
-			values[i] = float64(requests(r)[k]) / float64(n)
+			values[i] = float64(requests(r)[k]) / float64(per(r))
 		}
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, median(values)))
 	}
@@ -246,10 +257,86 @@ func mebibytes(b int64) float64 { return float64(b) / (1 << 20) }
 
 func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// summarizeChanges prints the medians and spreads of the single changes'
+// latencies and of the churn's cost, with the ratios of kfsm to each
+// hand-written one, if the runs measured them.
+func summarizeChanges(out io.Writer, impls []string, byImpl map[string][]result) {
+	first := byImpl[impls[0]][0]
+	var columns []changeColumn
+	if len(first.latencies) > 0 {
+		columns = append(columns,
+			changeColumn{"change p50 (ms)", func(r result) float64 { return latency(r, 50) }, true},
+			changeColumn{"change p99 (ms)", func(r result) float64 { return latency(r, 99) }, true})
+	}
+	if first.churn.changes > 0 {
+		columns = append(columns,
+			changeColumn{"churn rate (/s)", func(r result) float64 { return r.churn.rate }, false},
+			changeColumn{"churn CPU/change (ms)", func(r result) float64 { return msPerObject(r.churn.cpu, r.churn.changes) }, true})
+	}
+	if len(columns) == 0 {
+		return
+	}
+	if len(first.latencies) > 0 {
+		_, rank := nearestRank(first.latencies, 99)
+		fmt.Fprintf(out, "single changes: %d a run, each from the write until Ready at the new generation; p99 by nearest rank: %s\n",
+			len(first.latencies), rankOf(rank, len(first.latencies)))
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, c := range columns {
+		fmt.Fprintf(tw, "\t%s", c.title)
+	}
+	fmt.Fprintln(tw)
+	medians := map[string][]float64{}
+	for _, impl := range impls {
+		fmt.Fprint(tw, impl)
+		for _, c := range columns {
+			values := make([]float64, len(byImpl[impl]))
+			for i, r := range byImpl[impl] {
+				values[i] = c.of(r)
+			}
+			medians[impl] = append(medians[impl], median(values))
+			fmt.Fprintf(tw, "\t%s", spread(values))
+		}
+		fmt.Fprintln(tw)
+	}
+	if k, ok := medians["kfsm"]; ok {
+		for _, impl := range []string{"hand", "hand-full"} {
+			h, ok := medians[impl]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(tw, "kfsm/%s", impl)
+			for i, c := range columns {
+				r := ""
+				if c.ratio {
+					r = ratio(k[i], h[i])
+				}
+				fmt.Fprintf(tw, "\t%s", r)
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	_ = tw.Flush()
+}
+
+// changeColumn is a figure of the summary of the changes.
+type changeColumn struct {
+	title string
+	of    func(result) float64
+	ratio bool // kfsm's to a hand-written one's means something
+}
+
 // rankOf says which of n values a rank picks.
 func rankOf(rank, n int) string {
 	if rank == n {
 		return fmt.Sprintf("rank %d of %d, the largest", rank, n)
 	}
 	return fmt.Sprintf("rank %d of %d", rank, n)
+}
+
+// latency is the p-th percentile of a run's single changes, by nearest
+// rank, in milliseconds.
+func latency(r result, p float64) float64 {
+	d, _ := nearestRank(r.latencies, p)
+	return milliseconds(d)
 }
