@@ -247,10 +247,10 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 	answer.SetName(d.ref.Name)
 	r.echoes.Begin(d.key)
 	made := func(obj client.Object) { r.echoes.Made(d.key, obj) }
-	err = ownership.Apply(ctx, r.client, r.reader, answer, d.body, r.m.FieldOwner(), made, patchOpts...)
+	err = ownership.Apply(ctx, r.client, answer, d.body, r.m.FieldOwner(), r.echoes.Created(d.key, d.existing), made, patchOpts...)
 	if err == nil {
 		if rv, ok := echo.ResourceVersion(answer); ok {
-			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv})
+			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv}, false)
 		}
 		wrote = d.existing == nil || (d.existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(d.existing, answer, d.body))
 	}
@@ -280,7 +280,7 @@ func (r *reconciler[T]) create(ctx context.Context, parent types.NamespacedName,
 	if err == nil {
 		made = obj
 		if rv, ok := echo.ResourceVersion(obj); ok {
-			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv})
+			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv}, true)
 		}
 	}
 	if r.echoes.Wrote(d.key, made) {

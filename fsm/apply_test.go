@@ -500,12 +500,25 @@ func TestAdoptAndDeleteMakesAnExistingObjectAChild(t *testing.T) {
 
 // A new child costs one request: a create, which fails if an object of
 // the name exists, rather than a read and an apply. Its fields are then
-// kfsm's update; the first apply that changes the child moves them to
-// kfsm's apply, so that it changes the create's values without a conflict
-// with itself and removes the fields that the handler no longer sets.
+// kfsm's update; the first change of the child moves them to kfsm's
+// apply, so that it changes the create's values without a conflict with
+// itself and removes the fields that the handler no longer sets. The
+// process that created the child knows that its create is the child's
+// last write and moves them with one patch; another process learns it
+// from the apply's conflict or answer, and applies again.
 func TestUnderManagerANewChildCostsOneRequest(t *testing.T) {
 	t.Parallel()
-	for name, target := range map[string]int32{"ChangeAndRemove": 2, "RemoveOnly": 1} {
+	cases := map[string]struct {
+		target  int32
+		restart bool
+		change  fsmtest.Writes // of the ConfigMap, for its first change
+	}{
+		"ChangeAndRemove":    {target: 2, change: fsmtest.Writes{Patch: 1, Apply: 1}},
+		"RemoveOnly":         {target: 1, change: fsmtest.Writes{Patch: 1, Apply: 1}},
+		"ChangeAfterRestart": {target: 2, restart: true, change: fsmtest.Writes{Patch: 1, Apply: 2}},
+		"RemoveAfterRestart": {target: 1, restart: true, change: fsmtest.Writes{Patch: 1, Apply: 2}},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
@@ -532,14 +545,22 @@ func TestUnderManagerANewChildCostsOneRequest(t *testing.T) {
 				t.Errorf("the new child cost %+v and %d reads, want 1 create and no read", w, reads)
 			}
 
-			e.update(func(s *v1alpha1.GadgetSpec) { s.Mode, s.Target = "", target })
+			if tc.restart {
+				l.op.Restart()
+			}
+			e.update(func(s *v1alpha1.GadgetSpec) { s.Mode, s.Target = "", tc.target })
 			e.fe.Await("the ConfigMap without the extra fields", func() bool {
-				return e.fe.Get(cm) && cm.Labels["extra"] == "" && cm.Data["extra"] == "" && cm.Data["target"] == fmt.Sprint(target)
+				return e.fe.Get(cm) && cm.Labels["extra"] == "" && cm.Data["extra"] == "" && cm.Data["target"] == fmt.Sprint(tc.target)
 			})
 			if managedBy(cm, m.FieldOwner(), metav1.ManagedFieldsOperationUpdate) || !managedBy(cm, m.FieldOwner(), metav1.ManagedFieldsOperationApply) {
 				t.Errorf("the changed child's fields are not all kfsm's apply: %v", cm.ManagedFields)
 			}
 			e.fe.AwaitReady(e.get("g"))
+			want := tc.change
+			want.Create = 1
+			if w := e.fe.Writes(cm); w != want {
+				t.Errorf("the child's writes, its first change included, are %+v, want %+v", w, want)
+			}
 			for _, line := range l.logs.all() {
 				if strings.Contains(line.msg, "taking back") || line.level < 0 {
 					t.Errorf("log line %q %v: kfsm's own create is not someone else's change", line.msg, line.kv)

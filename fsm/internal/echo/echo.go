@@ -79,6 +79,9 @@ type echoMark struct {
 	// the API server answered with: the skip rule's memory.
 	applied Apply
 	next    uint8 // where the next version goes in own
+	// created says that applied was a create's: the fields it set are
+	// kfsm's update until an apply moves them (see package ownership).
+	created bool
 }
 
 // flight is what kfsm knows of an object while it writes it.
@@ -209,13 +212,30 @@ func (e *Marks) Made(key Key, obj client.Object) {
 	}
 }
 
-// Applied records what an apply of key sent and the version it left.
-func (e *Marks) Applied(key Key, a Apply) {
+// Applied records what an apply of key sent and the version it left;
+// created says that it was sent as a create.
+func (e *Marks) Applied(key Key, a Apply, created bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if m := e.marks[e.key(key)]; m != nil {
-		m.applied = a
+		m.applied, m.created = a, created
 	}
+}
+
+// Created returns obj's resourceVersion if obj, a copy of the object of
+// key, is still the version that kfsm's create left, and that create was
+// kfsm's last write of it; "" otherwise.
+func (e *Marks) Created(key Key, obj client.Object) string {
+	if obj == nil {
+		return ""
+	}
+	rv, ok := ResourceVersion(obj)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m := e.marks[e.key(key)]; ok && m != nil && m.created && m.applied.Version == rv {
+		return obj.GetResourceVersion()
+	}
+	return ""
 }
 
 // LastApplied returns what Applied last recorded for key, if anything.

@@ -177,7 +177,7 @@ func BenchmarkEchoMarks(b *testing.B) {
 		for i, key := range keys {
 			e.Begin(key)
 			e.Wrote(key, objs[i])
-			e.Applied(key, Apply{Version: uint64(100 + i)})
+			e.Applied(key, Apply{Version: uint64(100 + i)}, false)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -185,4 +185,37 @@ func BenchmarkEchoMarks(b *testing.B) {
 		runtime.KeepAlive(e)
 	}
 	b.ReportMetric(perObject, "B/object")
+}
+
+// Created names the version that kfsm's create left only while that
+// create is its last write and the copy read is that version.
+func TestCreatedLastsUntilTheNextWrite(t *testing.T) {
+	gk := schema.GroupKind{Kind: "ConfigMap"}
+	key := KeyOf(gk, version("", ""))
+	e := NewMarks()
+	if got := e.Created(key, version("10", "u1")); got != "" {
+		t.Errorf("before any write: Created = %q, want none", got)
+	}
+	e.Begin(key)
+	e.Applied(key, Apply{Version: 10}, true)
+	e.Wrote(key, version("10", "u1"))
+	steps := []struct {
+		copy client.Object
+		want string
+	}{
+		{version("10", "u1"), "10"},
+		{version("11", "u1"), ""}, // someone else wrote it since
+		{nil, ""},                 // the cache does not have it
+	}
+	for _, s := range steps {
+		if got := e.Created(key, s.copy); got != s.want {
+			t.Errorf("Created(%v) = %q, want %q", s.copy, got, s.want)
+		}
+	}
+	e.Begin(key)
+	e.Applied(key, Apply{Version: 12}, false)
+	e.Wrote(key, version("12", "u1"))
+	if got := e.Created(key, version("12", "u1")); got != "" {
+		t.Errorf("after an apply: Created = %q, want none", got)
+	}
 }

@@ -14,11 +14,12 @@
 package ownership
 
 import (
-	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,19 +44,25 @@ func HeldByUpdate(obj client.Object, manager string) bool {
 // manager that wrote with an update carries the version it used.
 var conflictWith = regexp.MustCompile(`^conflict with "([^"]*)" using `)
 
-// ConflictsWithUpdate reports whether err, an apply's answer, is a
-// conflict with fields that manager owns by an update.
-func ConflictsWithUpdate(err error, manager string) bool {
+// ConflictsOnlyWithUpdate reports whether err, an apply's answer, is a
+// conflict with fields that manager owns by an update and with nothing
+// else: with its own create's record, which the apply may force.
+func ConflictsOnlyWithUpdate(err error, manager string) bool {
 	var status apierrors.APIStatus
 	if !apierrors.IsConflict(err) || !errors.As(err, &status) || status.Status().Details == nil {
 		return false
 	}
+	n := 0
 	for _, c := range status.Status().Details.Causes {
-		if m := conflictWith.FindStringSubmatch(c.Message); c.Type == metav1.CauseTypeFieldManagerConflict && m != nil && m[1] == manager {
-			return true
+		if c.Type != metav1.CauseTypeFieldManagerConflict {
+			continue
 		}
+		if m := conflictWith.FindStringSubmatch(c.Message); m == nil || m[1] != manager {
+			return false
+		}
+		n++
 	}
-	return false
+	return n > 0
 }
 
 // Upgrade moves the fields that manager owns of obj by an update to its
@@ -75,28 +82,46 @@ func Upgrade(ctx context.Context, c client.Writer, obj client.Object, manager st
 
 // Apply sends body, a server-side apply by manager, to obj's object and
 // leaves the answer in obj. When manager owns fields of the object by an
-// update, the apply conflicts with manager itself or leaves behind the
+// update, the apply conflicts with manager itself (then it is sent again
+// with force, which takes over only those fields) or leaves behind the
 // fields that body no longer sets: Apply then moves the update's fields
-// to the apply and applies again. It calls made with each version that
-// it writes before the last; reader reads what a conflict hides.
-func Apply(ctx context.Context, c client.Client, reader client.Reader, obj client.Object, body []byte, manager string, made func(client.Object), opts ...client.PatchOption) error {
-	err := c.Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body), opts...)
-	switch {
-	case err == nil && !HeldByUpdate(obj, manager):
-		return nil
-	case err == nil:
+// to the apply and applies again. If created is the version that
+// manager's create left and the object is still at it, the create's
+// record is the only entry of its managed fields, and Apply moves it
+// first, without reading it. It calls made with each version that it
+// writes before the last. It makes no read, so that a partitioned
+// process's fence stops each of its requests.
+func Apply(ctx context.Context, c client.Client, obj client.Object, body []byte, manager, created string, made func(client.Object), opts ...client.PatchOption) error {
+	if created != "" && c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, createdToApply(manager, created))) == nil {
 		made(obj)
-	case ConflictsWithUpdate(err, manager):
-		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-	default:
+	}
+	patch := client.RawPatch(types.ApplyPatchType, body)
+	err := c.Patch(ctx, obj, patch, opts...)
+	if ConflictsOnlyWithUpdate(err, manager) {
+		err = c.Patch(ctx, obj, patch, append(slices.Clip(opts), client.ForceOwnership)...)
+	}
+	if err != nil || !HeldByUpdate(obj, manager) {
 		return err
 	}
-	moved, upgradeErr := Upgrade(ctx, c, obj, manager)
-	if upgradeErr != nil || !moved {
-		return cmp.Or(upgradeErr, err)
+	made(obj)
+	if moved, err := Upgrade(ctx, c, obj, manager); err != nil || !moved {
+		return err
 	}
 	made(obj)
-	return c.Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body), opts...)
+	return c.Patch(ctx, obj, patch, opts...)
+}
+
+// createdToApply is a JSON patch that makes the first entry of managed
+// fields, manager's update, its apply, if the object is at version rv.
+func createdToApply(manager, rv string) []byte {
+	entry := "/metadata/managedFields/0/"
+	patch, _ := json.Marshal([]map[string]string{
+		{"op": "test", "path": entry + "manager", "value": manager},
+		{"op": "test", "path": entry + "operation", "value": string(metav1.ManagedFieldsOperationUpdate)},
+		{"op": "replace", "path": entry + "operation", "value": string(metav1.ManagedFieldsOperationApply)},
+		// A replace rather than a test, so that another version is a 409
+		// from the store, as in csaupgrade.
+		{"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
+	})
+	return patch
 }

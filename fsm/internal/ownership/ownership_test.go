@@ -32,7 +32,7 @@ func TestHeldByUpdate(t *testing.T) {
 	}
 }
 
-func TestConflictsWithUpdate(t *testing.T) {
+func TestConflictsOnlyWithUpdate(t *testing.T) {
 	conflict := func(messages ...string) error {
 		err := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "g", errors.New("Apply failed"))
 		for _, m := range messages {
@@ -45,7 +45,8 @@ func TestConflictsWithUpdate(t *testing.T) {
 		want bool
 	}{
 		"ItsOwnUpdate":         {err: conflict(`conflict with "kfsm-web" using v1`), want: true},
-		"AmongOthers":          {err: fmt.Errorf("applying: %w", conflict(`conflict with "team-b"`, `conflict with "kfsm-web" using v1`)), want: true},
+		"Wrapped":              {err: fmt.Errorf("applying: %w", conflict(`conflict with "kfsm-web" using v1`, `conflict with "kfsm-web" using v1`)), want: true},
+		"AmongOthers":          {err: conflict(`conflict with "kfsm-web" using v1`, `conflict with "team-b"`)},
 		"AnotherApplier":       {err: conflict(`conflict with "team-b"`)},
 		"AnotherUpdater":       {err: conflict(`conflict with "kubectl-edit" using v1`)},
 		"ANameThatBeginsSo":    {err: conflict(`conflict with "kfsm-web-2" using v1`)},
@@ -54,8 +55,8 @@ func TestConflictsWithUpdate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := ConflictsWithUpdate(tc.err, "kfsm-web"); got != tc.want {
-				t.Errorf("ConflictsWithUpdate(%v) = %v, want %v", tc.err, got, tc.want)
+			if got := ConflictsOnlyWithUpdate(tc.err, "kfsm-web"); got != tc.want {
+				t.Errorf("ConflictsOnlyWithUpdate(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
