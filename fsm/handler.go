@@ -19,7 +19,7 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	}
 	// What the handler changes is discarded if it asks for an undeclared
 	// transition; before the first handler, the status is as it was read.
-	if w.calls > 0 {
+	if w.calls > 0 && !w.r.b.kfsmsOnly {
 		w.snapshot = w.authorsStatus(w.obj)
 	}
 	w.calls++
@@ -114,7 +114,7 @@ func (w *walker[T]) authorsStatus(obj T) reflect.Value {
 // transition was refused, and so is its work. kfsm's own record stays.
 func (w *walker[T]) discard() {
 	f := statusField(w.obj)
-	if !f.IsValid() {
+	if !f.IsValid() || w.r.b.kfsmsOnly {
 		return
 	}
 	snap := w.snapshot

@@ -4,12 +4,16 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // promotedObject's status embeds Status and has no DeepCopy of its own:
@@ -80,5 +84,41 @@ func TestARefusedTransitionDiscardsTheHandlersStatusWithAPromotedDeepCopy(t *tes
 				t.Errorf("Stalled = %+v, want reason %s", c, ReasonIllegalTransition)
 			}
 		})
+	}
+}
+
+// When the status is kfsm's Status alone, a refused transition has nothing
+// of the author's to discard: the walk skips the copies and leaves the same
+// status as a walk that makes them.
+func TestARefusedTransitionLeavesTheSameStatusWhenTheStatusIsKfsmsAlone(t *testing.T) {
+	walk := func(copies bool) Status {
+		m := New[*benchObject]("alone", Lifecycle).
+			WithTracerProvider(noop.NewTracerProvider()).
+			WithClock(clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))).
+			Initial("Start").
+			State("Start", func(context.Context, *Request[*benchObject]) Result { return Next("Refuse") }, To("Refuse")).
+			State("Refuse", func(context.Context, *Request[*benchObject]) Result { return Next("Nowhere") }, To("End")).
+			State("End", nil, Final())
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		if !m.built.kfsmsOnly {
+			t.Fatal("a status of type Status is not seen as kfsm's alone")
+		}
+		m.built.kfsmsOnly = !copies
+		r, err := newReconciler(m, nil, nil, nopRecorder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns", Generation: 1}}
+		r.walk(logr.NewContext(context.Background(), logr.Discard()), obj, obj.DeepCopyObject().(*benchObject), false)
+		return obj.Status
+	}
+	skipped, copied := walk(false), walk(true)
+	if diff := cmp.Diff(copied, skipped, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+		t.Errorf("the status without the copies differs from the one with them (-with +without):\n%s", diff)
+	}
+	if c := meta.FindStatusCondition(skipped.Conditions, ConditionStalled); c == nil || c.Reason != ReasonIllegalTransition {
+		t.Errorf("Stalled = %+v, want reason %s", c, ReasonIllegalTransition)
 	}
 }
