@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfsm/kfsm/graph"
+	"github.com/kfsm/kfsm/internal/refusal"
 )
 
 // Problems that Build finds beyond those of graph.Validate.
@@ -270,7 +271,7 @@ func (m *Machine[T]) CheckGoal(from, goal State) error {
 		from = State(g.Initial())
 	}
 	if _, ok := g.Lookup(graph.State(goal)); !ok {
-		return fmt.Errorf("goal %s is not a state of machine %s (states: %s)", goal, m.name, joinStates(m.stateNames()))
+		return fmt.Errorf("goal %s is not a state of machine %s (states: %s)", goal, m.name, refusal.Join(m.stateNames()))
 	}
 	if _, ok := g.Lookup(graph.State(from)); !ok {
 		return fmt.Errorf("state %s is not a state of machine %s", from, m.name)
@@ -287,7 +288,7 @@ func (m *Machine[T]) CheckGoal(from, goal State) error {
 	if len(reach) == 0 {
 		return fmt.Errorf("no path leads from state %s to goal %s: %s has no way out through declared exits", from, goal, from)
 	}
-	return fmt.Errorf("no path leads from state %s to goal %s through the declared exits; from %s the machine can reach only %s", from, goal, from, joinStates(reach))
+	return fmt.Errorf("no path leads from state %s to goal %s through the declared exits; from %s the machine can reach only %s", from, goal, from, refusal.Join(reach))
 }
 
 func (m *Machine[T]) stateNames() []State {

@@ -103,7 +103,7 @@ func (w *walker[T]) unreachableGoal(cur State, err error) {
 // example after a state was renamed. The state is kept: resetting it
 // would throw away where the object really is.
 func (w *walker[T]) unknownState() {
-	msg := fmt.Sprintf("the object is in state %q, which machine %s does not declare (states: %s); it was left there", w.st.State, w.r.m.name, joinStates(w.r.m.stateNames()))
+	msg := fmt.Sprintf("the object is in state %q, which machine %s does not declare (states: %s); it was left there", w.st.State, w.r.m.name, refusal.Join(w.r.m.stateNames()))
 	if !w.isStalled(ReasonUnknownState, msg) {
 		w.later(func() { w.log.Error(errors.New(msg), "unknown state", "machine", w.r.m.name, "state", w.st.State) })
 	}

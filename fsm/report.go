@@ -79,11 +79,3 @@ func clip(s string, n int) string {
 	}
 	return s[:cut] + ellipsis
 }
-
-func joinStates(states []State) string {
-	names := make([]string, len(states))
-	for i, s := range states {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
-}
