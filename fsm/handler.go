@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // call runs a state's handler in its own span, turning a panic into a
@@ -19,11 +21,15 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	}
 	// What the handler changes is discarded if it asks for an undeclared
 	// transition; before the first handler, the status is as it was read.
-	if w.calls > 0 {
+	if w.calls > 0 && !w.r.b.kfsmsOnly {
 		w.snapshot = w.authorsStatus(w.obj)
 	}
 	w.calls++
-	ctx, span := w.r.b.tracer.Start(w.ctx, def.spanName)
+	// A noop tracer's span under one that records nothing is one no reader of ctx tells apart: none starts.
+	ctx, span := w.ctx, trace.Span(noop.Span{})
+	if _, off := w.r.b.tracer.(noop.Tracer); !off || trace.SpanFromContext(w.ctx).IsRecording() {
+		ctx, span = w.r.b.tracer.Start(w.ctx, def.spanName)
+	}
 	defer span.End()
 	log := w.log
 	if log.Enabled() {
@@ -49,10 +55,9 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	if w.r.m.mode == Lifecycle {
 		w.applied = w.applied[:0] // a lifecycle state desires what its latest run applied
 	}
+	req.Since = w.now
 	if w.st.StateSince != nil && w.st.State == def.name {
 		req.Since = w.st.StateSince.Time
-	} else {
-		req.Since = w.now
 	}
 	started := time.Now() // real time: a slow handler holds a worker in real time
 	defer func() {
@@ -114,7 +119,7 @@ func (w *walker[T]) authorsStatus(obj T) reflect.Value {
 // transition was refused, and so is its work. kfsm's own record stays.
 func (w *walker[T]) discard() {
 	f := statusField(w.obj)
-	if !f.IsValid() {
+	if !f.IsValid() || w.r.b.kfsmsOnly {
 		return
 	}
 	snap := w.snapshot

@@ -4,12 +4,18 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // promotedObject's status embeds Status and has no DeepCopy of its own:
@@ -78,6 +84,93 @@ func TestARefusedTransitionDiscardsTheHandlersStatusWithAPromotedDeepCopy(t *tes
 			c := meta.FindStatusCondition(obj.Status.Conditions, ConditionStalled)
 			if c == nil || c.Reason != ReasonIllegalTransition {
 				t.Errorf("Stalled = %+v, want reason %s", c, ReasonIllegalTransition)
+			}
+		})
+	}
+}
+
+// When the status is kfsm's Status alone, a refused transition has nothing
+// of the author's to discard: the walk skips the copies and leaves the same
+// status as a walk that makes them.
+func TestARefusedTransitionLeavesTheSameStatusWhenTheStatusIsKfsmsAlone(t *testing.T) {
+	walk := func(copies bool) Status {
+		m := New[*benchObject]("alone", Lifecycle).
+			WithTracerProvider(noop.NewTracerProvider()).
+			WithClock(clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))).
+			Initial("Start").
+			State("Start", func(context.Context, *Request[*benchObject]) Result { return Next("Refuse") }, To("Refuse")).
+			State("Refuse", func(context.Context, *Request[*benchObject]) Result { return Next("Nowhere") }, To("End")).
+			State("End", nil, Final())
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		if !m.built.kfsmsOnly {
+			t.Fatal("a status of type Status is not seen as kfsm's alone")
+		}
+		m.built.kfsmsOnly = !copies
+		r, err := newReconciler(m, nil, nil, nopRecorder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns", Generation: 1}}
+		r.walk(logr.NewContext(context.Background(), logr.Discard()), obj, obj.DeepCopyObject().(*benchObject), false)
+		return obj.Status
+	}
+	skipped, copied := walk(false), walk(true)
+	if diff := cmp.Diff(copied, skipped, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+		t.Errorf("the status without the copies differs from the one with them (-with +without):\n%s", diff)
+	}
+	if c := meta.FindStatusCondition(skipped.Conditions, ConditionStalled); c == nil || c.Reason != ReasonIllegalTransition {
+		t.Errorf("Stalled = %+v, want reason %s", c, ReasonIllegalTransition)
+	}
+}
+
+// recordingSpan is a span that records, as an SDK's does.
+type recordingSpan struct {
+	noop.Span
+	sc trace.SpanContext
+}
+
+func (s recordingSpan) SpanContext() trace.SpanContext { return s.sc }
+func (s recordingSpan) IsRecording() bool              { return true }
+
+// Under a noop tracer, kfsm starts no span where the one in ctx records
+// nothing: a handler finds in its ctx a span as the noop tracer's spans
+// would be, whatever span the reconcile's ctx holds.
+func TestUnderANoopTracerAHandlerSeesTheSpanANoopSpanWouldBe(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	for name, parent := range map[string]context.Context{
+		"NoSpan":           context.Background(),
+		"ARemoteSpan":      trace.ContextWithRemoteSpanContext(context.Background(), sc),
+		"ASpanThatRecords": trace.ContextWithSpan(context.Background(), recordingSpan{sc: sc}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var seen trace.Span
+			scheme := runtime.NewScheme()
+			scheme.AddKnownTypeWithName(benchGVK, &benchObject{})
+			obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns"}}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
+			m := New[*benchObject]("noop", Lifecycle).
+				WithTracerProvider(noop.NewTracerProvider()).
+				Initial("Ready").
+				State("Ready", func(ctx context.Context, _ *Request[*benchObject]) Result {
+					seen = trace.SpanFromContext(ctx)
+					return Done()
+				}, Final())
+			if err := m.Build(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := newReconciler(m, c, c, nopRecorder{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Reconcile(logr.NewContext(parent, logr.Discard()), benchRequest); err != nil {
+				t.Fatal(err)
+			}
+			ctx, _ := noop.Tracer{}.Start(parent, "kfsm.Reconcile")
+			_, want := noop.Tracer{}.Start(ctx, "kfsm.State Ready")
+			if !seen.SpanContext().Equal(want.SpanContext()) || seen.IsRecording() != want.IsRecording() {
+				t.Errorf("the handler's span has context %v and records %t, want %v and %t", seen.SpanContext(), seen.IsRecording(), want.SpanContext(), want.IsRecording())
 			}
 		})
 	}

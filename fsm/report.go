@@ -34,6 +34,9 @@ func (r *reconciler[T]) event(regarding T, related runtime.Object, eventtype, re
 // events is one line, with no escape sequence for a terminal that prints
 // it to obey.
 func oneLine(s string) string {
+	if !strings.ContainsFunc(s, func(c rune) bool { return c < ' ' || c > '~' }) {
+		return s // printable ASCII, the usual case, without a call of the mapping per character
+	}
 	return strings.Map(func(c rune) rune {
 		if unicode.IsControl(c) {
 			return ' '
@@ -78,12 +81,4 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + ellipsis
-}
-
-func joinStates(states []State) string {
-	names := make([]string, len(states))
-	for i, s := range states {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
 }

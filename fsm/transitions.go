@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,8 +29,9 @@ func (w *walker[T]) move(next State, reason string) {
 	t := Transition{From: from, To: next, Reason: reason, Time: since}
 	w.st.History = append(w.st.History, t)
 	// The latest transition stays whatever the limit: Request.From reads it.
+	// Slicing the oldest off copies nothing; a shift paid a write barrier per string during GC.
 	if over := len(w.st.History) - max(w.r.m.historyLimit, 1); over > 0 {
-		w.st.History = slices.Delete(w.st.History, 0, over)
+		w.st.History = w.st.History[over:]
 	}
 	w.notices = append(w.notices, notice{moved: true, t: t, spent: spent})
 }

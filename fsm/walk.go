@@ -136,18 +136,18 @@ type walker[T Object] struct {
 
 	deleting  bool          // the object is being deleted: the deletion path runs
 	retrying  bool          // AnnotationRetry asked for a run now
+	committed bool          // the status write went through
+	calls     int32         // handlers run so far: an int32 beside the bools keeps the walker in a 704-byte size class
 	goal      State         // the goal function's answer, if any
 	applied   []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
 	outputErr error         // the first failed Apply or Delete of this run
-	calls     int           // handlers run so far
 	snapshot  reflect.Value // the status before the running handler, after the first
 
-	committed bool            // the status write went through
-	steps     []Step          // for OnWalk observers
-	edges     []graph.EdgeKey // for OnWalk observers
+	steps []Step          // for OnWalk observers
+	edges []graph.EdgeKey // for OnWalk observers
 
-	notices   []notice // made visible once the status is written
-	noticeBuf [2]notice
+	notices   []notice  // made visible once the status is written
+	noticeBuf [1]notice // room for a step's one transition; a second notice allocates
 	logs      []func()
 }
 

@@ -31,7 +31,7 @@ func Why[S ~string](tense Tense, state S, events []S, bad S, exits []S, undeclar
 	}
 	var b strings.Builder
 	if len(events) > 1 {
-		fmt.Fprintf(&b, "state %s %s events [%s]; ", state, raised, join(events))
+		fmt.Fprintf(&b, "state %s %s events [%s]; ", state, raised, Join(events))
 	} else {
 		fmt.Fprintf(&b, "state %s %s to move to %s, ", state, asked, bad)
 	}
@@ -41,20 +41,21 @@ func Why[S ~string](tense Tense, state S, events []S, bad S, exits []S, undeclar
 	case undeclared:
 		fmt.Fprintf(&b, "but no state %s is declared", bad)
 	case len(events) > 1:
-		fmt.Fprintf(&b, "%s is not among its exits [%s]", bad, join(exits))
+		fmt.Fprintf(&b, "%s is not among its exits [%s]", bad, Join(exits))
 		return b.String()
 	default:
-		fmt.Fprintf(&b, "which is not among its exits [%s]", join(exits))
+		fmt.Fprintf(&b, "which is not among its exits [%s]", Join(exits))
 		return b.String()
 	}
 	if closest != "" {
 		fmt.Fprintf(&b, " (did you mean %s?)", closest)
 	}
-	fmt.Fprintf(&b, "; its exits are [%s]", join(exits))
+	fmt.Fprintf(&b, "; its exits are [%s]", Join(exits))
 	return b.String()
 }
 
-func join[S ~string](states []S) string {
+// Join lists states by name, separated by commas, as the refusals do.
+func Join[S ~string](states []S) string {
 	names := make([]string, len(states))
 	for i, s := range states {
 		names[i] = string(s)
