@@ -81,9 +81,7 @@ type desiredChild struct {
 	digest   applyjson.Digest
 	existing client.Object // the object of the child's name, nil if none
 	recorded OutputRef     // the status's record of the child, if any
-	// create: neither the cache nor the status knows the child, so it is
-	// created by a request that fails if it exists, not read first.
-	create bool
+	create   bool          // unknown to the cache and the status: created, not read first
 }
 
 // applyChild sends the apply that desired builds of child, unless the
@@ -101,8 +99,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 	if d.create {
 		answer, err = w.r.create(ctx, client.ObjectKeyFromObject(w.obj), d)
 		if apierrors.IsAlreadyExists(err) {
-			// An object of the name that the cache has yet to see: read
-			// it, and decide as for any other.
+			// One the cache has yet to see: read it, decide as for any.
 			d, err = w.desired(ctx, child, o.adopt, false)
 		}
 		if err != nil {
@@ -139,8 +136,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 // desired builds the apply request of child, with the owner reference,
 // the labels and the annotations that kfsm sets, and reads the object of
 // its name: one that kfsm did not create for the parent is taken over
-// only as adopt says. With mayCreate, a child that the cache does not have
-// and kfsm has no record of is not read but marked to be created.
+// only as adopt says; with mayCreate, an unknown one is to be created.
 func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adoption, mayCreate bool) (*desiredChild, error) {
 	t, err := w.r.owned(child)
 	if err != nil {
@@ -271,11 +267,8 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 // an object of the name exists, marking the write for the echo filter.
 func (r *reconciler[T]) create(ctx context.Context, parent types.NamespacedName, d *desiredChild) (client.Object, error) {
 	obj := d.t.newObject(r.client.Scheme())
-	if err := json.Unmarshal(d.body, obj); err != nil {
-		return nil, fmt.Errorf("encoding child %s: %w", d.ref, err)
-	}
 	r.echoes.Begin(d.key)
-	err := r.client.Create(ctx, obj, client.FieldOwner(r.m.FieldOwner()))
+	err := ownership.Create(ctx, r.client, obj, d.body, r.m.FieldOwner())
 	var made client.Object
 	if err == nil {
 		made = obj
@@ -377,8 +370,7 @@ func parentName(parent, child client.Object, uid string) string {
 // cache does not have it: an object made by hand a moment ago, or one in
 // a namespace that the cache does not watch, must not be taken for
 // absent. It returns nil for an object that does not exist. With
-// mayCreate, an object that the cache watches and lacks is to be created
-// instead: the create fails if it exists after all.
+// mayCreate, one that the cache watches and lacks is to be created.
 func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.ObjectKey, mayCreate bool) (obj client.Object, create bool, err error) {
 	obj = t.newObject(r.client.Scheme())
 	err = r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)

@@ -72,9 +72,8 @@ func (r *Request[T]) Event(eventtype, reason, note string) {
 // pruned; see the package doc.
 //
 // A new child costs one request, a create that fails if an object of the
-// name exists (only then is that object read). The first apply that
-// changes it moves the create's fields to the field owner's apply, so
-// that the fields a handler stops setting are removed.
+// name exists (only then is it read); its first change moves the
+// create's fields to the field owner's apply, as Apply's own.
 //
 // Applying an unchanged child changes nothing on the server. Fields owned
 // by another field manager make Apply fail with a [ConflictError] unless

@@ -29,6 +29,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Create creates obj as body, an apply's content, says: a create by
+// manager, which fails with AlreadyExists if an object of the name exists.
+func Create(ctx context.Context, c client.Writer, obj client.Object, body []byte, manager string) error {
+	if err := json.Unmarshal(body, obj); err != nil {
+		return fmt.Errorf("decoding the content of %s: %w", obj.GetName(), err)
+	}
+	return c.Create(ctx, obj, client.FieldOwner(manager))
+}
+
 // HeldByUpdate reports whether manager owns fields of obj by an update,
 // as after a create request of its own.
 func HeldByUpdate(obj client.Object, manager string) bool {
