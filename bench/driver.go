@@ -74,6 +74,10 @@ type result struct {
 	converge, server map[string]int
 	// resync and restart are the requests of those phases.
 	resync, restart map[string]int
+	// created is how long the API server took to create the n gadgets
+	// from the driver's writers: the rate of writes that it sustains, by
+	// which floor measures the controller's time to Ready.
+	created time.Duration
 	// latencies are the single changes' times, each from the write until
 	// the watch saw the gadget Ready at its new generation.
 	latencies []time.Duration
@@ -185,7 +189,7 @@ func (d *driver) order(round int) []string {
 func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 	res.run = r
 	ns := r.name()
-	err = d.withGadgets(ctx, ns, r.n, func() error {
+	err = d.withGadgets(ctx, ns, r.n, &res.created, func() error {
 		p, err := d.converge(ctx, r, ns, &res)
 		if p != nil {
 			defer p.kill()
@@ -212,7 +216,7 @@ func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 
 // withGadgets creates the namespace ns with n new gadgets, calls measure,
 // and removes the namespace's objects afterwards.
-func (d *driver) withGadgets(ctx context.Context, ns string, n int, measure func() error) (err error) {
+func (d *driver) withGadgets(ctx context.Context, ns string, n int, created *time.Duration, measure func() error) (err error) {
 	if err := d.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return fmt.Errorf("creating the namespace: %w", err)
 	}
@@ -221,9 +225,11 @@ func (d *driver) withGadgets(ctx context.Context, ns string, n int, measure func
 			err = errors.Join(err, d.cleanup(ctx, ns))
 		}
 	}()
+	start := time.Now()
 	if err := d.createGadgets(ctx, ns, n); err != nil {
 		return err
 	}
+	*created = time.Since(start)
 	return measure()
 }
 

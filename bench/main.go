@@ -54,6 +54,13 @@
 // -changes 0 and -churn-for 0 skip either. The restart then starts over
 // Gadgets that these phases changed, all Ready at their newest generation.
 //
+// Each run also sets the controller's time to Ready beside the API
+// server's floor: how long the API server alone takes for the writes
+// that the controller made to converge (from its own counts, Events
+// included), at the rate at which it created the run's Gadgets from the
+// driver's 16 writers just before. That rate is of one kind of write; it
+// moves with the machine's load, and so does the floor.
+//
 // Then it prints medians, spreads and the kfsm/hand ratios.
 //
 // -impl hand-full adds a third controller: the hand-written one made to

@@ -67,6 +67,8 @@ func printResult(out io.Writer, r result) {
 	fmt.Fprintf(out, "    converge (%d reconciles, %d failed): %s\n    resync: %s\n    restart: %s; per process: %s\n",
 		r.reconciles, r.failed, perObject(r.converge, r.n), perObject(r.resync, r.n), perObject(objects, r.n), counts(process))
 	fmt.Fprintf(out, "    API server, converge (controller/server): %s\n", agreement(ofWorkload(r.converge), r.server))
+	fmt.Fprintf(out, "    API server's floor: it created the %d gadgets at %.0f/s, at which the controller's writes to converge take %.2f s; Ready took %.2f× that\n",
+		r.n, float64(r.n)/r.created.Seconds(), floor(r).Seconds(), r.ready.Seconds()/floor(r).Seconds())
 	if len(r.latencies) > 0 {
 		p50, _ := nearestRank(r.latencies, 50)
 		p99, rank := nearestRank(r.latencies, 99)
@@ -143,7 +145,7 @@ func summarize(out io.Writer, all []result, n, workers int) {
 	slices.Sort(impls)
 	fmt.Fprintf(out, "\n== N=%d, workers=%d: median [min–max] of %d rounds\n", n, workers, len(byImpl[impls[0]]))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\ttime to Ready (s)\tcontroller CPU (s)\tCPU/object (ms)\tafter start-up (ms)\treconciles/object\tpeak RSS (MiB)")
+	fmt.Fprintln(tw, "\ttime to Ready (s)\tcontroller CPU (s)\tCPU/object (ms)\tafter start-up (ms)\treconciles/object\tpeak RSS (MiB)\tReady / floor")
 	medians := map[string][3]float64{} // time, CPU, RSS
 	for _, impl := range impls {
 		f := figuresOf(byImpl[impl])
@@ -153,7 +155,7 @@ func summarize(out io.Writer, all []result, n, workers int) {
 			perObj[i], afterStart[i] = msPerObject(c, n), msPerObject(c-f.startUp[i], n)
 			reconciles[i] = f.reconciles[i] / float64(n)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(reconciles), spread(f.rss))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(reconciles), spread(f.rss), spread(f.overFloor))
 	}
 	if k, ok := medians["kfsm"]; ok {
 		for _, impl := range []string{"hand", "hand-full"} {
@@ -187,6 +189,7 @@ func summarize(out io.Writer, all []result, n, workers int) {
 // figures are the measures of several runs.
 type figures struct {
 	ready, cpu, startUp, reconciles, rss []float64
+	overFloor                            []float64 // time to Ready over the API server's floor
 }
 
 func figuresOf(rs []result) figures {
@@ -197,8 +200,24 @@ func figuresOf(rs []result) figures {
 		f.startUp = append(f.startUp, r.startUp)
 		f.reconciles = append(f.reconciles, float64(r.readyReconciles))
 		f.rss = append(f.rss, mebibytes(r.rss))
+		f.overFloor = append(f.overFloor, r.ready.Seconds()/floor(r).Seconds())
 	}
 	return f
+}
+
+// floor is how long the API server alone takes for the writes that the
+// controller made to converge: their number at the rate at which it
+// created the run's gadgets from the driver's writers.
+func floor(r result) time.Duration {
+	writes := 0
+	for k, v := range r.converge {
+		verb, _, _ := strings.Cut(k, " ")
+		verb, _, _ = strings.Cut(verb, "/")
+		if slices.Contains([]string{"create", "apply", "patch", "update", "delete"}, verb) {
+			writes += v
+		}
+	}
+	return time.Duration(float64(writes) * float64(r.created) / float64(r.n))
 }
 
 // medianPerObject is the median over runs of each kind of request,

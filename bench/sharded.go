@@ -91,7 +91,8 @@ func (d *driver) runSharded(ctx context.Context) error {
 func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, err error) {
 	res.run = r
 	ns := r.name()
-	err = d.withGadgets(ctx, ns, r.n, func() error {
+	var created time.Duration
+	err = d.withGadgets(ctx, ns, r.n, &created, func() error {
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		ready, err := d.watchReady(watchCtx, ns, r.n)
