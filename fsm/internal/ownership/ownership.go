@@ -8,9 +8,10 @@
 // the manager's update, which to an apply is another manager: an apply
 // that changes one of those fields conflicts with kfsm itself, and one
 // that leaves a field out does not remove it, as the update still owns
-// it. So the first apply to such a child moves the update's fields to the
-// apply, as kubectl does when it upgrades an object to server-side apply,
-// and applies again.
+// it. So the first change of such a child moves the update's fields to the
+// apply: with one patch when the process knows that its create was the
+// child's last write, and otherwise after the apply, as kubectl does when
+// it upgrades an object to server-side apply, and applies again.
 package ownership
 
 import (
@@ -29,8 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Create creates obj as body, an apply's content, says: a create by
-// manager, which fails with AlreadyExists if an object of the name exists.
+// Create decodes body, an apply's content, into obj and creates it as
+// manager: the request fails with AlreadyExists if an object of the name
+// exists.
 func Create(ctx context.Context, c client.Writer, obj client.Object, body []byte, manager string) error {
 	if err := json.Unmarshal(body, obj); err != nil {
 		return fmt.Errorf("decoding the content of %s: %w", obj.GetName(), err)
@@ -38,9 +40,9 @@ func Create(ctx context.Context, c client.Writer, obj client.Object, body []byte
 	return c.Create(ctx, obj, client.FieldOwner(manager))
 }
 
-// HeldByUpdate reports whether manager owns fields of obj by an update,
+// heldByUpdate reports whether manager owns fields of obj by an update,
 // as after a create request of its own.
-func HeldByUpdate(obj client.Object, manager string) bool {
+func heldByUpdate(obj client.Object, manager string) bool {
 	for _, f := range obj.GetManagedFields() {
 		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationUpdate && f.Subresource == "" {
 			return true
@@ -53,10 +55,10 @@ func HeldByUpdate(obj client.Object, manager string) bool {
 // manager that wrote with an update carries the version it used.
 var conflictWith = regexp.MustCompile(`^conflict with "([^"]*)" using `)
 
-// ConflictsOnlyWithUpdate reports whether err, an apply's answer, is a
+// conflictsOnlyWithUpdate reports whether err, an apply's answer, is a
 // conflict with fields that manager owns by an update and with nothing
 // else: with its own create's record, which the apply may force.
-func ConflictsOnlyWithUpdate(err error, manager string) bool {
+func conflictsOnlyWithUpdate(err error, manager string) bool {
 	var status apierrors.APIStatus
 	if !apierrors.IsConflict(err) || !errors.As(err, &status) || status.Status().Details == nil {
 		return false
@@ -74,11 +76,11 @@ func ConflictsOnlyWithUpdate(err error, manager string) bool {
 	return n > 0
 }
 
-// Upgrade moves the fields that manager owns of obj by an update to its
+// upgrade moves the fields that manager owns of obj by an update to its
 // apply, with a patch that holds only if obj is still the object's latest
 // version; obj becomes the object the patch left. It changes nothing, and
 // returns false, if manager owns no field by an update.
-func Upgrade(ctx context.Context, c client.Writer, obj client.Object, manager string) (bool, error) {
+func upgrade(ctx context.Context, c client.Writer, obj client.Object, manager string) (bool, error) {
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, sets.New(manager), manager)
 	if err != nil || patch == nil {
 		return false, err
@@ -106,14 +108,14 @@ func Apply(ctx context.Context, c client.Client, obj client.Object, body []byte,
 	}
 	patch := client.RawPatch(types.ApplyPatchType, body)
 	err := c.Patch(ctx, obj, patch, opts...)
-	if ConflictsOnlyWithUpdate(err, manager) {
+	if conflictsOnlyWithUpdate(err, manager) {
 		err = c.Patch(ctx, obj, patch, append(slices.Clip(opts), client.ForceOwnership)...)
 	}
-	if err != nil || !HeldByUpdate(obj, manager) {
+	if err != nil || !heldByUpdate(obj, manager) {
 		return err
 	}
 	made(obj)
-	if moved, err := Upgrade(ctx, c, obj, manager); err != nil || !moved {
+	if moved, err := upgrade(ctx, c, obj, manager); err != nil || !moved {
 		return err
 	}
 	made(obj)

@@ -25,8 +25,8 @@ func TestHeldByUpdate(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ManagedFields: tc.fields}}
-			if got := HeldByUpdate(cm, "kfsm-web"); got != tc.want {
-				t.Errorf("HeldByUpdate() = %v, want %v", got, tc.want)
+			if got := heldByUpdate(cm, "kfsm-web"); got != tc.want {
+				t.Errorf("heldByUpdate() = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -55,8 +55,8 @@ func TestConflictsOnlyWithUpdate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := ConflictsOnlyWithUpdate(tc.err, "kfsm-web"); got != tc.want {
-				t.Errorf("ConflictsOnlyWithUpdate(%v) = %v, want %v", tc.err, got, tc.want)
+			if got := conflictsOnlyWithUpdate(tc.err, "kfsm-web"); got != tc.want {
+				t.Errorf("conflictsOnlyWithUpdate(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
