@@ -115,7 +115,14 @@ func Apply(ctx context.Context, c client.Client, obj client.Object, body []byte,
 		return err
 	}
 	made(obj)
-	if moved, err := upgrade(ctx, c, obj, manager); err != nil || !moved {
+	moved, err := upgrade(ctx, c, obj, manager)
+	if apierrors.IsConflict(err) {
+		// Another writer came in between, such as a Deployment's
+		// controller with its status: the apply went through, and the
+		// move is tried again at the next apply.
+		return nil
+	}
+	if err != nil || !moved {
 		return err
 	}
 	made(obj)
