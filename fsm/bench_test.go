@@ -80,10 +80,7 @@ func BenchmarkStep(b *testing.B) {
 // once with a machine whose only state is final: what is left is a
 // converged object, as kfsm wrote it, and its reconciler.
 func convergedObject(b *testing.B) (client.Client, reconcile.Reconciler) {
-	scheme := runtime.NewScheme()
-	scheme.AddKnownTypeWithName(benchGVK, &benchObject{})
-	obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns"}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
+	c := benchClient()
 	m := New[*benchObject]("converged", Lifecycle).
 		WithTracerProvider(noop.NewTracerProvider()).
 		Initial("Ready").
@@ -151,4 +148,13 @@ func BenchmarkHandWrittenConvergedReconcile(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchClient is a fake client that stores one benchObject, ns/o, with
+// its status subresource.
+func benchClient() client.Client {
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypeWithName(benchGVK, &benchObject{})
+	obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns"}}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
 }

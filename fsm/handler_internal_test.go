@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // promotedObject's status embeds Status and has no DeepCopy of its own:
@@ -146,10 +145,7 @@ func TestUnderANoopTracerAHandlerSeesTheSpanANoopSpanWouldBe(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var seen trace.Span
-			scheme := runtime.NewScheme()
-			scheme.AddKnownTypeWithName(benchGVK, &benchObject{})
-			obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns"}}
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
+			c := benchClient()
 			m := New[*benchObject]("noop", Lifecycle).
 				WithTracerProvider(noop.NewTracerProvider()).
 				Initial("Ready").
