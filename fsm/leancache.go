@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"context"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kfsm/kfsm/fsm/internal/intern"
+	"github.com/kfsm/kfsm/fsm/internal/restmap"
 )
 
 // LeanCache makes the cache of the manager that opts will make keep less
@@ -25,6 +27,9 @@ import (
 //     keys, namespaces, the kinds of owner references, the values of
 //     kfsm's own labels, and the states, reasons and condition types in
 //     kfsm's status.
+//
+// The cache also remembers the REST mapping of each kind it reads, which
+// a cache of some namespaces looks up on every read.
 //
 // It runs after the transforms that opts's cache options give, and works
 // with [NewShards] called before or after it. Call it before the manager
@@ -44,7 +49,7 @@ func LeanCache(opts *manager.Options) {
 		newCache = cache.New
 	}
 	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
-		return newCache(cfg, leanOptions(co, &interner{strings: map[string]string{}}))
+		return newCache(cfg, leanOptions(co, interner{intern.New()}))
 	}
 }
 
@@ -60,7 +65,10 @@ func (r *reconciler[T]) noteFatCache(ctx context.Context, obj T) {
 
 // leanOptions returns co with lean after each transform that it gives,
 // and lean alone where it would give none.
-func leanOptions(co cache.Options, in *interner) cache.Options {
+func leanOptions(co cache.Options, in interner) cache.Options {
+	if co.Mapper != nil {
+		co.Mapper = restmap.Memo(co.Mapper)
+	}
 	co.DefaultTransform = in.after(co.DefaultTransform)
 	co.DefaultNamespaces = leanConfigs(co.DefaultNamespaces, in)
 	if co.ByObject != nil {
@@ -78,7 +86,7 @@ func leanOptions(co cache.Options, in *interner) cache.Options {
 	return co
 }
 
-func leanConfigs(configs map[string]cache.Config, in *interner) map[string]cache.Config {
+func leanConfigs(configs map[string]cache.Config, in interner) map[string]cache.Config {
 	if configs == nil {
 		return nil
 	}
@@ -92,34 +100,11 @@ func leanConfigs(configs map[string]cache.Config, in *interner) map[string]cache
 	return out
 }
 
-// maxInterned bounds the strings that a cache shares: the fields it
-// shares take their values from small sets, and a string beyond the
-// bound is kept as it came.
-const maxInterned = 4096
-
 // interner keeps one copy of each string that a cache shares.
-type interner struct {
-	mu      sync.Mutex
-	strings map[string]string
-}
-
-func (in *interner) intern(s string) string {
-	if s == "" {
-		return s
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if c, ok := in.strings[s]; ok {
-		return c
-	}
-	if len(in.strings) < maxInterned {
-		in.strings[s] = s
-	}
-	return s
-}
+type interner struct{ *intern.Table }
 
 // after returns a transform that runs t, if any, and then lean.
-func (in *interner) after(t toolscache.TransformFunc) toolscache.TransformFunc {
+func (in interner) after(t toolscache.TransformFunc) toolscache.TransformFunc {
 	return func(obj any) (any, error) {
 		if t != nil {
 			out, err := t(obj)
@@ -145,7 +130,7 @@ func repeats(label string) bool {
 
 // lean drops obj's managed fields and shares its repeating strings. It
 // may run more than once on an object.
-func (in *interner) lean(obj any) {
+func (in interner) lean(obj any) {
 	o, ok := obj.(metav1.Object)
 	if !ok {
 		return // a tombstone of a deleted object
@@ -156,20 +141,20 @@ func (in *interner) lean(obj any) {
 	if _, ok := obj.(runtime.Unstructured); ok {
 		return // its getters return copies, and it holds its values as any
 	}
-	o.SetNamespace(in.intern(o.GetNamespace()))
+	o.SetNamespace(in.Share(o.GetNamespace()))
 	labels := o.GetLabels()
 	for k, v := range labels {
 		if repeats(k) {
-			v = in.intern(v)
+			v = in.Share(v)
 		}
 		// Assigning to a key that is there keeps the map's size; Go
 		// stores the key given, so the map then holds the shared copy.
-		labels[in.intern(k)] = v
+		labels[in.Share(k)] = v
 	}
 	refs := o.GetOwnerReferences()
 	for i := range refs {
-		refs[i].APIVersion = in.intern(refs[i].APIVersion)
-		refs[i].Kind = in.intern(refs[i].Kind)
+		refs[i].APIVersion = in.Share(refs[i].APIVersion)
+		refs[i].Kind = in.Share(refs[i].Kind)
 	}
 	if f, ok := obj.(interface{ FSMStatus() *Status }); ok {
 		if s := f.FSMStatus(); s != nil {
@@ -178,22 +163,22 @@ func (in *interner) lean(obj any) {
 	}
 }
 
-func (in *interner) leanStatus(s *Status) {
-	state := func(s State) State { return State(in.intern(string(s))) }
+func (in interner) leanStatus(s *Status) {
+	state := func(s State) State { return State(in.Share(string(s))) }
 	s.State = state(s.State)
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
-		c.Type = in.intern(c.Type)
-		c.Status = metav1.ConditionStatus(in.intern(string(c.Status)))
-		c.Reason = in.intern(c.Reason)
+		c.Type = in.Share(c.Type)
+		c.Status = metav1.ConditionStatus(in.Share(string(c.Status)))
+		c.Reason = in.Share(c.Reason)
 	}
 	for i := range s.History {
 		t := &s.History[i]
-		t.From, t.To, t.Reason = state(t.From), state(t.To), in.intern(t.Reason)
+		t.From, t.To, t.Reason = state(t.From), state(t.To), in.Share(t.Reason)
 	}
 	for i := range s.Outputs {
 		o := &s.Outputs[i]
-		o.Group, o.Kind, o.Namespace = in.intern(o.Group), in.intern(o.Kind), in.intern(o.Namespace)
+		o.Group, o.Kind, o.Namespace = in.Share(o.Group), in.Share(o.Kind), in.Share(o.Namespace)
 		o.State = state(o.State)
 	}
 }

@@ -1,23 +1,31 @@
 package fsm_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -281,5 +289,65 @@ func BenchmarkLeanCacheTransform(b *testing.B) {
 		if _, err := transform(copies[i%len(copies)]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// countingMapper counts the mappings asked of it, by kind.
+type countingMapper struct {
+	meta.RESTMapper
+	mu    sync.Mutex
+	asked map[schema.GroupKind]int
+}
+
+func (m *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	m.mu.Lock()
+	m.asked[gk]++
+	m.mu.Unlock()
+	return m.RESTMapper.RESTMapping(gk, versions...)
+}
+
+// A cache of some namespaces looks up the REST mapping of an object's
+// kind on every read; the lean cache looks it up once.
+func TestLeanCacheLooksUpAKindsMappingOnce(t *testing.T) {
+	fe := fsmtest.New(t)
+	cfg := fe.Config()
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dynamic, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := &countingMapper{RESTMapper: dynamic, asked: map[schema.GroupKind]int{}}
+	opts := manager.Options{}
+	fsm.LeanCache(&opts)
+	c, err := opts.NewCache(cfg, cache.Options{
+		HTTPClient: httpClient, Scheme: fe.Scheme, Mapper: mapper,
+		DefaultNamespaces: map[string]cache.Config{fe.Namespace: {}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = c.Start(ctx) }()
+	fe.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "read", Namespace: fe.Namespace}})
+	key := client.ObjectKey{Namespace: fe.Namespace, Name: "read"}
+	for i := 0; i < 20; {
+		err := c.Get(ctx, key, &corev1.ConfigMap{})
+		switch {
+		case err == nil:
+			i++
+		case apierrors.IsNotFound(err):
+			time.Sleep(10 * time.Millisecond) // not in the cache yet
+		default:
+			t.Fatal(err)
+		}
+	}
+	mapper.mu.Lock()
+	defer mapper.mu.Unlock()
+	if asked := mapper.asked[schema.GroupKind{Kind: "ConfigMap"}]; asked > 2 {
+		t.Fatalf("20 reads of a ConfigMap from the cache asked the mapper %d times for its mapping, want one (and one for the informer)", asked)
 	}
 }
