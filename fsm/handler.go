@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/kfsm/kfsm/fsm/internal/logvalues"
 )
 
 // call runs a state's handler in its own span, turning a panic into a
@@ -33,7 +35,7 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	defer span.End()
 	log := w.log
 	if log.Enabled() {
-		log = log.WithValues("machine", w.r.m.name, "state", def.name)
+		log = logvalues.With(log, "machine", w.r.m.name, "state", def.name)
 	}
 	req := &w.req
 	*req = Request[T]{
