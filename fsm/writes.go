@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
+	"github.com/kfsm/kfsm/fsm/internal/mergepatch"
 )
 
 // write runs one of kfsm's writes of obj, so that its watch event is known
@@ -54,7 +54,8 @@ func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
 // statusPatch is the merge patch from before's status to obj's. It is
 // computed from the statuses alone, which is all the status subresource
 // takes: encoding and comparing the whole objects, managed fields and
-// all, cost several times as much.
+// all, cost several times as much. Both are encoded by encoding/json
+// from the same type, as mergepatch.Diff needs them.
 func statusPatch(before, obj runtime.Object) (client.Patch, error) {
 	if !statusField(obj).IsValid() {
 		return client.MergeFrom(before.(client.Object)), nil
@@ -67,7 +68,7 @@ func statusPatch(before, obj runtime.Object) (client.Patch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status: %w", err)
 	}
-	data, err := jsonpatch.CreateMergePatch(from, to)
+	data, err := mergepatch.Diff(from, to)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status: %w", err)
 	}

@@ -1,0 +1,71 @@
+// Package mergepatch makes JSON merge patches (RFC 7386) of documents that
+// encoding/json wrote, comparing their encodings rather than decoding
+// them.
+//
+// A general merge patch decodes both documents into maps of interfaces
+// and compares them value by value. The statuses that kfsm writes are
+// encoded by encoding/json from the same Go type, whose encoding of equal
+// values is equal bytes, so a member whose bytes did not change can be
+// left out unread, and only objects whose bytes changed are looked into.
+package mergepatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+var null = json.RawMessage("null")
+
+// Diff returns the merge patch that turns the JSON object from into to:
+// the members of to that changed, the members of from that to lacks as
+// null, and the objects that are members of both as patches of their
+// own. Both must be objects; equal values must be equal bytes, as
+// encoding/json writes them, or the patch merely sets a few members to
+// what they already are.
+func Diff(from, to []byte) ([]byte, error) {
+	patch, err := diff(from, to)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(patch)
+}
+
+func diff(from, to []byte) (map[string]json.RawMessage, error) {
+	var f, t map[string]json.RawMessage
+	if err := json.Unmarshal(from, &f); err != nil {
+		return nil, fmt.Errorf("the original: %w", err)
+	}
+	if err := json.Unmarshal(to, &t); err != nil {
+		return nil, fmt.Errorf("the changed document: %w", err)
+	}
+	patch := map[string]json.RawMessage{}
+	for k := range f {
+		if _, ok := t[k]; !ok {
+			patch[k] = null
+		}
+	}
+	for k, tv := range t {
+		fv, ok := f[k]
+		switch {
+		case ok && bytes.Equal(fv, tv):
+		case ok && object(fv) && object(tv):
+			sub, err := diff(fv, tv)
+			if err != nil {
+				return nil, err
+			}
+			if patch[k], err = json.Marshal(sub); err != nil {
+				return nil, err
+			}
+		default:
+			patch[k] = tv
+		}
+	}
+	return patch, nil
+}
+
+// object says whether the JSON value v is an object.
+func object(v json.RawMessage) bool {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	return len(v) > 0 && v[0] == '{'
+}
