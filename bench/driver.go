@@ -29,8 +29,9 @@ import (
 )
 
 const (
-	// writers create a run's gadgets concurrently.
-	writers = 16
+	// warmUp is how many gadgets the driver creates and deletes before
+	// the first run.
+	warmUp = 1000
 	// quiet is how long a controller must make no request and finish no
 	// reconcile for a phase to be over.
 	quiet = 2 * time.Second
@@ -75,8 +76,9 @@ type result struct {
 	// resync and restart are the requests of those phases.
 	resync, restart map[string]int
 	// created is how long the API server took to create the n gadgets
-	// from the driver's writers: the rate of writes that it sustains, by
-	// which floor measures the controller's time to Ready.
+	// from as many writers as the controller has workers: the rate of
+	// writes that it sustains at the controller's concurrency, by which
+	// floor measures the controller's time to Ready.
 	created time.Duration
 	// latencies are the single changes' times, each from the write until
 	// the watch saw the gadget Ready at its new generation.
@@ -129,6 +131,12 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 	d.logs = logs
 	if err := d.describeMachine(); err != nil {
 		return err
+	}
+	// The API server's first writes of its life are slower: they measure
+	// no run.
+	var warm time.Duration
+	if err := d.withGadgets(ctx, "warm-up", warmUp, 16, &warm, func() error { return nil }); err != nil {
+		return fmt.Errorf("warming up: %w", err)
 	}
 	if p.sharded() {
 		return d.runSharded(ctx)
@@ -189,7 +197,7 @@ func (d *driver) order(round int) []string {
 func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 	res.run = r
 	ns := r.name()
-	err = d.withGadgets(ctx, ns, r.n, &res.created, func() error {
+	err = d.withGadgets(ctx, ns, r.n, r.workers, &res.created, func() error {
 		p, err := d.converge(ctx, r, ns, &res)
 		if p != nil {
 			defer p.kill()
@@ -214,9 +222,10 @@ func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 	return res, err
 }
 
-// withGadgets creates the namespace ns with n new gadgets, calls measure,
-// and removes the namespace's objects afterwards.
-func (d *driver) withGadgets(ctx context.Context, ns string, n int, created *time.Duration, measure func() error) (err error) {
+// withGadgets creates the namespace ns with n new gadgets from that many
+// concurrent writers, records how long that took in created, calls
+// measure, and removes the namespace's objects afterwards.
+func (d *driver) withGadgets(ctx context.Context, ns string, n, writers int, created *time.Duration, measure func() error) (err error) {
 	if err := d.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return fmt.Errorf("creating the namespace: %w", err)
 	}
@@ -226,7 +235,7 @@ func (d *driver) withGadgets(ctx context.Context, ns string, n int, created *tim
 		}
 	}()
 	start := time.Now()
-	if err := d.createGadgets(ctx, ns, n); err != nil {
+	if err := d.createGadgets(ctx, ns, n, writers); err != nil {
 		return err
 	}
 	*created = time.Since(start)
@@ -324,9 +333,9 @@ func (d *driver) profile(r run, suffix string) string {
 	return filepath.Join(d.plan.profiles, r.name()+suffix+".prof")
 }
 
-// createGadgets creates n gadgets, g-00000 onwards, with concurrent
+// createGadgets creates n gadgets, g-00000 onwards, from concurrent
 // writers.
-func (d *driver) createGadgets(ctx context.Context, ns string, n int) error {
+func (d *driver) createGadgets(ctx context.Context, ns string, n, writers int) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := make(chan int)

@@ -57,9 +57,13 @@
 // Each run also sets the controller's time to Ready beside the API
 // server's floor: how long the API server alone takes for the writes
 // that the controller made to converge (from its own counts, Events
-// included), at the rate at which it created the run's Gadgets from the
-// driver's 16 writers just before. That rate is of one kind of write; it
-// moves with the machine's load, and so does the floor.
+// included), at the rate at which it created the run's Gadgets just
+// before, from as many writers as the controller has workers: the API
+// server's rate at the controller's concurrency. That rate is of one kind
+// of write; it moves with the machine's load, and so does the floor.
+// Before the first run, the driver creates and deletes a batch of Gadgets,
+// so that the API server's first writes of its life, which are slower,
+// measure no run.
 //
 // Then it prints medians, spreads and the kfsm/hand ratios.
 //

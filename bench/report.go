@@ -207,7 +207,8 @@ func figuresOf(rs []result) figures {
 
 // floor is how long the API server alone takes for the writes that the
 // controller made to converge: their number at the rate at which it
-// created the run's gadgets from the driver's writers.
+// created the run's gadgets, from as many writers as the controller has
+// workers.
 func floor(r result) time.Duration {
 	writes := 0
 	for k, v := range r.converge {

@@ -92,7 +92,7 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 	res.run = r
 	ns := r.name()
 	var created time.Duration
-	err = d.withGadgets(ctx, ns, r.n, &created, func() error {
+	err = d.withGadgets(ctx, ns, r.n, r.workers*r.replicas, &created, func() error {
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		ready, err := d.watchReady(watchCtx, ns, r.n)
