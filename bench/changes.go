@@ -59,7 +59,7 @@ func (d *driver) changes(ctx context.Context, p *process, r run, ns string, res 
 	target.Store(int32(r.n))
 	next := func() int32 { return target.Add(1) }
 	if d.plan.changes > 0 {
-		if res.latencies, err = d.singleChanges(ctx, p, t, ns, r.n, next); err != nil {
+		if res.latencies, res.writes, res.changed, err = d.singleChanges(ctx, p, t, ns, r.n, next); err != nil {
 			return fmt.Errorf("single changes: %w", err)
 		}
 	}
@@ -74,25 +74,27 @@ func (d *driver) changes(ctx context.Context, p *process, r run, ns string, res 
 // singleChanges changes one gadget at a time, on gadgets spread evenly
 // over the n, each once the controller has been quiet for a lull, and
 // times each from the write until the watch sees the gadget Ready at its
-// new generation.
-func (d *driver) singleChanges(ctx context.Context, p *process, t *readiness, ns string, n int, next func() int32) ([]time.Duration, error) {
-	var latencies []time.Duration
+// new generation; it also records how long each write took to be
+// answered, and the names of the gadgets changed.
+func (d *driver) singleChanges(ctx context.Context, p *process, t *readiness, ns string, n int, next func() int32) (latencies, writes []time.Duration, names []string, err error) {
 	for i := range d.plan.changes {
 		if _, err := p.settleFor(ctx, 0, lull, d.plan.timeout); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		name := gadgetName(i * n / d.plan.changes)
+		names = append(names, name)
 		start := time.Now()
 		gen, err := d.retarget(ctx, ns, name, next())
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
+		writes = append(writes, time.Since(start))
 		if err := d.awaitGenerations(ctx, p, t, map[string]int64{name: gen}); err != nil {
-			return nil, fmt.Errorf("waiting for %s to be Ready at generation %d: %w", name, gen, err)
+			return nil, nil, nil, fmt.Errorf("waiting for %s to be Ready at generation %d: %w", name, gen, err)
 		}
 		latencies = append(latencies, t.at(name).Sub(start))
 	}
-	return latencies, nil
+	return latencies, writes, names, nil
 }
 
 // churn changes gadgets round-robin over the n, one change at each tick
@@ -204,16 +206,24 @@ type readyAt struct {
 	at         time.Time
 }
 
-// watchGenerations opens a watch of the namespace's gadgets and follows
-// them until ctx ends.
+// watchGenerations opens a watch of the namespace's gadgets from now on
+// and follows them until ctx ends. It starts at the version of a list,
+// not with the gadgets as they are: the API server would send all of them
+// first, and the first change's news would wait behind them in the
+// driver's own watch, at 10,000 gadgets for most of a second.
 func (d *driver) watchGenerations(ctx context.Context, ns string) (*readiness, error) {
-	w, err := d.client.Watch(ctx, &v1alpha1.GadgetList{}, client.InNamespace(ns))
+	var list v1alpha1.GadgetList
+	if err := d.client.List(ctx, &list, client.InNamespace(ns), client.Limit(1)); err != nil {
+		return nil, fmt.Errorf("listing the gadgets: %w", err)
+	}
+	w, err := d.client.Watch(ctx, &v1alpha1.GadgetList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 	if err != nil {
 		return nil, fmt.Errorf("watching the gadgets: %w", err)
 	}
 	t := &readiness{ready: map[string]readyAt{}, changed: make(chan struct{}), ended: make(chan struct{})}
 	go func() {
-		t.err = d.followGadgets(ctx, w, ns, t.seen)
+		t.err = d.followGadgets(ctx, w, ns, list.ResourceVersion, t.seen)
 		close(t.ended)
 	}()
 	return t, nil

@@ -83,6 +83,10 @@ type result struct {
 	// latencies are the single changes' times, each from the write until
 	// the watch saw the gadget Ready at its new generation.
 	latencies []time.Duration
+	// writes are how long each single change's write took to be answered,
+	// and changed the gadgets that each changed.
+	writes  []time.Duration
+	changed []string
 	// churn is what the stream of changes cost, if it ran.
 	churn churnResult
 }
@@ -384,7 +388,7 @@ func (d *driver) watchReady(ctx context.Context, ns string, n int) (<-chan error
 func (d *driver) awaitReady(ctx context.Context, w watch.Interface, ns string, n int) error {
 	ready := map[string]bool{}
 	count := 0
-	return d.followGadgets(ctx, w, ns, func(g *v1alpha1.Gadget, deleted bool) bool {
+	return d.followGadgets(ctx, w, ns, "", func(g *v1alpha1.Gadget, deleted bool) bool {
 		now := !deleted && meta.IsStatusConditionTrue(g.Status.Conditions, fsm.ConditionReady)
 		switch was := ready[g.Name]; {
 		case now && !was:
@@ -400,8 +404,7 @@ func (d *driver) awaitReady(ctx context.Context, w watch.Interface, ns string, n
 // followGadgets passes each gadget that the watch w of the namespace
 // reports to seen, until seen returns true or ctx ends. When the API
 // server ends the watch, it watches again from the last version seen.
-func (d *driver) followGadgets(ctx context.Context, w watch.Interface, ns string, seen func(g *v1alpha1.Gadget, deleted bool) bool) error {
-	version := ""
+func (d *driver) followGadgets(ctx context.Context, w watch.Interface, ns, version string, seen func(g *v1alpha1.Gadget, deleted bool) bool) error {
 	for {
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {

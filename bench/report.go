@@ -72,8 +72,9 @@ func printResult(out io.Writer, r result) {
 	if len(r.latencies) > 0 {
 		p50, _ := nearestRank(r.latencies, 50)
 		p99, rank := nearestRank(r.latencies, 99)
-		fmt.Fprintf(out, "    single changes (%d, one at a time), from the write until Ready at the new generation: p50 %.1f ms, p99 %.1f ms (by nearest rank, %s), max %.1f ms\n",
-			len(r.latencies), milliseconds(p50), milliseconds(p99), rankOf(rank, len(r.latencies)), milliseconds(slices.Max(r.latencies)))
+		slowest := slices.Index(r.latencies, slices.Max(r.latencies))
+		fmt.Fprintf(out, "    single changes (%d, one at a time), from the write until Ready at the new generation: p50 %.1f ms, p99 %.1f ms (by nearest rank, %s), max %.1f ms (%s, change %d), of which its write %.1f ms\n",
+			len(r.latencies), milliseconds(p50), milliseconds(p99), rankOf(rank, len(r.latencies)), milliseconds(r.latencies[slowest]), r.changed[slowest], slowest+1, milliseconds(r.writes[slowest]))
 	}
 	if c := r.churn; c.changes > 0 {
 		fmt.Fprintf(out, "    churn (%d changes at %.1f/s, %g/s asked): CPU %.2f s, %.2f ms/change; per change: %s\n",
