@@ -1,78 +1,63 @@
 package logvalues
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/zapr"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+	"github.com/go-logr/logr/funcr"
 )
 
-// zapLogger returns a logger that writes zap's JSON lines, with their
-// callers, to out.
-func zapLogger(out *bytes.Buffer) logr.Logger {
-	enc := zap.NewProductionEncoderConfig()
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(out), zapcore.DebugLevel)
-	return zapr.NewLogger(zap.New(core, zap.AddCaller()))
-}
-
-func lines(t *testing.T, out *bytes.Buffer) []map[string]any {
-	t.Helper()
-	var all []map[string]any
-	for line := range strings.Lines(out.String()) {
+// jsonLogger returns a logger that keeps its lines, as JSON with their
+// callers, in lines, up to verbosity.
+func jsonLogger(lines *[]map[string]any, verbosity int) logr.Logger {
+	return funcr.NewJSON(func(obj string) {
 		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("%q: %v", line, err)
+		if err := json.Unmarshal([]byte(obj), &m); err != nil {
+			m = map[string]any{"unreadable": obj}
 		}
-		all = append(all, m)
-	}
-	return all
+		*lines = append(*lines, m)
+	}, funcr.Options{LogCaller: funcr.All, Verbosity: verbosity})
 }
 
 func TestLinesCarryTheValues(t *testing.T) {
-	var out bytes.Buffer
-	base := zapLogger(&out).WithValues("controller", "gadget")
+	var got []map[string]any
+	base := jsonLogger(&got, 0).WithValues("controller", "gadget")
 	log := With(base, "machine", "m", "state", "Configured")
 	log.Info("applied", "child", "cm")
 	log.Error(errors.New("refused"), "apply failed")
 	log.WithValues("try", 2).WithName("sub").V(0).Info("again")
-	got := lines(t, &out)
 	if len(got) != 3 {
-		t.Fatalf("%d lines, want 3:\n%s", len(got), out.String())
+		t.Fatalf("%d lines, want 3: %v", len(got), got)
 	}
 	for i, line := range got {
 		for key, want := range map[string]any{"controller": "gadget", "machine": "m", "state": "Configured"} {
 			if line[key] != want {
-				t.Errorf("line %d: %s = %v, want %v:\n%v", i, key, line[key], want, line)
+				t.Errorf("line %d: %s = %v, want %v: %v", i, key, line[key], want, line)
 			}
 		}
 		// The caller is this test, not the package's sink.
-		if caller, _ := line["caller"].(string); !strings.HasPrefix(caller, "logvalues/logvalues_test.go") {
-			t.Errorf("line %d: caller %q, want this test", i, caller)
+		caller, _ := line["caller"].(map[string]any)
+		if caller["file"] != "logvalues_test.go" {
+			t.Errorf("line %d: caller %v, want this test", i, line["caller"])
 		}
 	}
 	if got[0]["child"] != "cm" || got[1]["error"] != "refused" || got[2]["try"] != float64(2) || got[2]["logger"] != "sub" {
-		t.Errorf("the lines lost their own values:\n%s", out.String())
+		t.Errorf("the lines lost their own values: %v", got)
 	}
 }
 
 func TestLevelsStayTheLoggers(t *testing.T) {
-	var out bytes.Buffer
-	enc := zap.NewProductionEncoderConfig()
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(&out), zapcore.InfoLevel)
-	log := With(zapr.NewLogger(zap.New(core)), "state", "S")
+	var got []map[string]any
+	log := With(jsonLogger(&got, 0), "state", "S")
 	if log.V(1).Enabled() {
 		t.Fatal("V(1) is enabled under an info-level logger")
 	}
 	log.V(1).Info("hidden")
 	log.Info("shown")
-	if got := lines(t, &out); len(got) != 1 || got[0]["msg"] != "shown" {
-		t.Fatalf("want the info line alone:\n%s", out.String())
+	if len(got) != 1 || got[0]["msg"] != "shown" {
+		t.Fatalf("want the info line alone: %v", got)
 	}
 }
 
