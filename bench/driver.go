@@ -30,8 +30,8 @@ import (
 
 const (
 	// warmUp is how many gadgets the driver creates and deletes before
-	// the first run.
-	warmUp = 1000
+	// the first run, from warmUpWriters.
+	warmUp, warmUpWriters = 1000, 16
 	// quiet is how long a controller must make no request and finish no
 	// reconcile for a phase to be over.
 	quiet = 2 * time.Second
@@ -139,7 +139,7 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 	// The API server's first writes of its life are slower: they measure
 	// no run.
 	var warm time.Duration
-	if err := d.withGadgets(ctx, "warm-up", warmUp, 16, &warm, func() error { return nil }); err != nil {
+	if err := d.withGadgets(ctx, "warm-up", warmUp, warmUpWriters, &warm, func() error { return nil }); err != nil {
 		return fmt.Errorf("warming up: %w", err)
 	}
 	if p.sharded() {
