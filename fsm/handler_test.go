@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -131,4 +133,48 @@ func TestUnderManagerAPanicIsAFailure(t *testing.T) {
 	}
 	e.gadget("good", v1alpha1.GadgetSpec{})
 	e.fe.Await("another gadget to be Ready", func() bool { return e.ready("good") })
+}
+
+// Under a manager, every line a handler logs carries its machine and its
+// state beside the reconcile's own values, on each walk.
+func TestUnderManagerAHandlersLinesNameItsMachineAndState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var ran atomic.Int64
+	logging := func(next fsm.State) fsm.Handler[*gadget] {
+		return func(_ context.Context, r *request) fsm.Result {
+			ran.Add(1)
+			r.Log.Info("handler ran", "target", r.Object.Spec.Target)
+			if next == "" {
+				return fsm.Done()
+			}
+			return fsm.Next(next)
+		}
+	}
+	m := fsm.New[*gadget]("logging", fsm.Pipeline).
+		Initial("First").
+		State("First", logging("Second"), fsm.To("Second")).
+		State("Second", logging(""), fsm.Final())
+	l := run(e, m)
+	e.fe.AwaitReady(e.gadget("g", v1alpha1.GadgetSpec{Target: 1}))
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 2 })
+	e.fe.Await("the second walk", func() bool {
+		g := e.get("g")
+		return g.Status.ObservedGeneration == g.Generation && meta.IsStatusConditionTrue(g.Status.Conditions, fsm.ConditionReady)
+	})
+
+	var lines []string
+	for _, line := range l.logs.all() {
+		if line.msg != "handler ran" {
+			continue
+		}
+		lines = append(lines, line.String())
+		if line.value("machine") != "logging" || (line.value("state") != "First" && line.value("state") != "Second") ||
+			line.value("reconcileID") == "" || line.value("target") == "" {
+			t.Errorf("a handler's line lacks its machine, state, reconcile or own value: %v", line)
+		}
+	}
+	if int64(len(lines)) != ran.Load() || len(lines) < 4 {
+		t.Errorf("%d handler lines for %d handler runs (at least 4: two states, two walks): %q", len(lines), ran.Load(), lines)
+	}
 }
