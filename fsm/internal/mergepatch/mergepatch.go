@@ -31,7 +31,10 @@ func Diff(from, to []byte) ([]byte, error) {
 	return json.Marshal(patch)
 }
 
-func diff(from, to []byte) (map[string]json.RawMessage, error) {
+// diff returns the patch as a map whose values are the members' encodings
+// or, for objects that changed, patches of their own: encoding/json
+// writes it once, at the end.
+func diff(from, to []byte) (map[string]any, error) {
 	var f, t map[string]json.RawMessage
 	if err := json.Unmarshal(from, &f); err != nil {
 		return nil, fmt.Errorf("the original: %w", err)
@@ -39,7 +42,7 @@ func diff(from, to []byte) (map[string]json.RawMessage, error) {
 	if err := json.Unmarshal(to, &t); err != nil {
 		return nil, fmt.Errorf("the changed document: %w", err)
 	}
-	patch := map[string]json.RawMessage{}
+	patch := map[string]any{}
 	for k := range f {
 		if _, ok := t[k]; !ok {
 			patch[k] = null
@@ -54,9 +57,7 @@ func diff(from, to []byte) (map[string]json.RawMessage, error) {
 			if err != nil {
 				return nil, err
 			}
-			if patch[k], err = json.Marshal(sub); err != nil {
-				return nil, err
-			}
+			patch[k] = sub
 		default:
 			patch[k] = tv
 		}
