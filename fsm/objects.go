@@ -60,6 +60,17 @@ func (r *reconciler[T]) track(obj T) {
 	r.b.metrics.count(now, 1)
 }
 
+// recorded tells the echo marks which applies of obj's children its
+// status, as written, records: the marks need not remember them.
+func (r *reconciler[T]) recorded(obj T) {
+	for _, o := range obj.FSMStatus().Outputs {
+		if o.AppliedDigest != "" {
+			key := echo.Key{GroupKind: schema.GroupKind{Group: o.Group, Kind: o.Kind}, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}}
+			r.echoes.Recorded(key, o.AppliedDigest, o.ResourceVersion)
+		}
+	}
+}
+
 // forget drops what the reconciler knows of an object, and returns the
 // children that garbage collection cannot reach.
 func (r *reconciler[T]) forget(key types.NamespacedName) []OutputRef {

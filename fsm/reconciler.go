@@ -69,12 +69,12 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 	r := &reconciler[T]{
 		m: m, b: m.built, client: c, reader: reader, recorder: rec,
 		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.actionWatch),
-		echoes:  echo.NewMarks(),
 		tracked: map[types.NamespacedName]tracked{},
 		strays:  map[types.NamespacedName][]OutputRef{},
 		handed:  map[types.NamespacedName]uint64{},
 	}
 	if c == nil {
+		r.echoes = echo.NewMarks(schema.GroupKind{})
 		return r, nil // benchmarks of the walk alone
 	}
 	gvk, err := apiutil.GVKForObject(newObject[T](), c.Scheme())
@@ -82,6 +82,7 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 		return nil, fmt.Errorf("machine %s: %w", m.name, err)
 	}
 	r.gvk, r.gk = gvk, gvk.GroupKind()
+	r.echoes = echo.NewMarks(r.gk)
 	if len(m.owns) > 0 {
 		if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
 			return nil, fmt.Errorf("machine %s: %w", m.name, err)
@@ -220,6 +221,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 	}
 	committed = true
 	r.track(obj)
+	r.recorded(obj)
 	return r.result(req, w.out)
 }
 

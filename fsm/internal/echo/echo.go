@@ -21,9 +21,19 @@
 // someone else changed the object meanwhile, and the parent is queued
 // again.
 //
-// A mark stays for as long as its object exists, so it is kept small: its
-// key numbers the kind, and what a write in flight holds, or the UID a
-// delete leaves, is kept apart and only as long as it lasts.
+// A mark lasts only while it tells something that the cache and the
+// status do not: while a write is in flight, until the cache holds the
+// version of kfsm's last write, and while the last apply of a child is
+// recorded nowhere else (see Recorded). Then it ends, so that kfsm's
+// memory of its writes grows with the objects it is writing, not with all
+// the objects it has written. What stays is small: for each object of
+// the machine's own kind, the version of kfsm's last write, which the
+// stale-cache guard keeps until the object is forgotten; for each child
+// still at the version that kfsm's create left, that version. A watch of
+// a kind may deliver each event more than once (Owns and the machine's
+// own mapping both watch a child's kind), so the versions of an ended
+// mark's writes are kept a while longer, in a bounded list of recent
+// ones, for the copies still to come.
 // It knows objects by their kind and key, and knows nothing of machines:
 // the reconciler says which objects are whose (see Role), and marks each
 // of its writes with Begin and Wrote or Deleted.
@@ -53,6 +63,15 @@ type Marks struct {
 	flights map[markKey]*flight   // writes in flight
 	gone    map[markKey]types.UID // kfsm deleted the object with this UID
 	kinds   map[schema.GroupKind]uint16
+	// guarded numbers the kind whose objects the stale-cache guard keeps,
+	// and guards holds the version of kfsm's last write of each of them
+	// whose mark has ended.
+	guarded uint16
+	guards  map[markKey]uint64
+	// created holds the versions that kfsm's creates left, of children
+	// that no write has changed since.
+	created map[kindVersion]struct{}
+	ended   recent // the versions that ended marks' writes made
 }
 
 // Key names an object: its kind and its namespace and name.
@@ -70,18 +89,17 @@ type markKey struct {
 type echoMark struct {
 	own  [4]uint64 // resourceVersions that kfsm's latest writes returned
 	last uint64    // the newest of them: the stale-cache guard
-	// passed is the newest version of an event from someone else that was
-	// let through. A watch of a child's kind by Owns and by the machine's
-	// own mapping delivers each event twice; a copy held behind a write
-	// after the first passed is no news.
-	passed uint64
+	// seen is the newest version that an event judged here carried, or a
+	// read from the cache: the cache holds it or a later one. A watch of a
+	// child's kind by Owns and by the machine's own mapping delivers each
+	// event twice; a copy held behind a write after the first was judged
+	// is no news.
+	seen uint64
 	// applied is what kfsm's last apply of a child sent, and the version
-	// the API server answered with: the skip rule's memory.
+	// the API server answered with: the skip rule's memory, until the
+	// status records it.
 	applied Apply
 	next    uint8 // where the next version goes in own
-	// created says that applied was a create's: the fields it set are
-	// kfsm's update until an apply moves them (see package ownership).
-	created bool
 }
 
 // flight is what kfsm knows of an object while it writes it.
@@ -91,9 +109,7 @@ type flight struct {
 }
 
 // Apply is a digest of an apply's content and the resourceVersion of
-// the child that it left; a zero version records nothing. A mark is kept
-// for every object kfsm wrote, for as long as it exists, so it holds
-// numbers rather than strings.
+// the child that it left; a zero version records nothing.
 type Apply struct {
 	Digest  applyjson.Digest
 	Version uint64
@@ -106,12 +122,53 @@ type heldEvent struct {
 	deleted bool // the object is gone: its mark can go too
 }
 
-// NewMarks returns marks of no write.
-func NewMarks() *Marks {
-	return &Marks{
+// NewMarks returns marks of no write, whose stale-cache guard keeps the
+// objects of kind guarded.
+func NewMarks(guarded schema.GroupKind) *Marks {
+	e := &Marks{
 		marks: map[markKey]*echoMark{}, flights: map[markKey]*flight{},
 		gone: map[markKey]types.UID{}, kinds: map[schema.GroupKind]uint16{},
+		guards: map[markKey]uint64{}, created: map[kindVersion]struct{}{},
 	}
+	e.guarded = e.key(Key{GroupKind: guarded}).kind
+	return e
+}
+
+// recentWrites bounds the versions kept of ended marks' writes. The second
+// copy of an event comes from another watch of the same informer, which
+// runs a step behind the first at most by the events still queued for it.
+const recentWrites = 1024
+
+// recent is a bounded list of versions that kfsm's writes made, of
+// objects whose marks have ended.
+type recent struct {
+	has  map[kindVersion]struct{}
+	ring []kindVersion
+	next int
+}
+
+type kindVersion struct {
+	kind uint16
+	rv   uint64
+}
+
+func (r *recent) add(v kindVersion) {
+	if r.has == nil {
+		r.has = make(map[kindVersion]struct{}, recentWrites)
+		r.ring = make([]kindVersion, recentWrites)
+	}
+	if _, ok := r.has[v]; ok {
+		return
+	}
+	delete(r.has, r.ring[r.next])
+	r.ring[r.next] = v
+	r.has[v] = struct{}{}
+	r.next = (r.next + 1) % recentWrites
+}
+
+func (r *recent) contains(v kindVersion) bool {
+	_, ok := r.has[v]
+	return ok
 }
 
 // key numbers key's kind; e.mu is held.
@@ -160,10 +217,33 @@ func (e *Marks) mark(k markKey) *echoMark {
 	return m
 }
 
-// drop ends k's mark; e.mu is held.
+// drop ends k's mark and guard; e.mu is held.
 func (e *Marks) drop(k markKey) {
 	delete(e.marks, k)
 	delete(e.gone, k)
+	delete(e.guards, k)
+}
+
+// settle ends k's mark, m, once it tells nothing that the cache and the
+// status do not: no write of the object is in flight, the cache holds
+// kfsm's last write of it or a later version, and no apply of it waits
+// for the status to record it. The stale-cache guard keeps the last
+// version of an object of the guarded kind, and copies still to come of
+// the writes' events are known by the versions kept in e.ended. e.mu is
+// held.
+func (e *Marks) settle(k markKey, m *echoMark) {
+	if e.flights[k] != nil || m.seen < m.last || m.applied != (Apply{}) || e.gone[k] != "" {
+		return
+	}
+	if k.kind == e.guarded {
+		e.guards[k] = max(e.guards[k], m.last)
+	}
+	for _, rv := range m.own {
+		if rv != 0 {
+			e.ended.add(kindVersion{kind: k.kind, rv: rv})
+		}
+	}
+	delete(e.marks, k)
 }
 
 // Wrote ends a write that made obj, or made nothing when obj is nil (it
@@ -182,7 +262,11 @@ func (e *Marks) Wrote(key Key, obj client.Object) (missed bool) {
 			m.record(rv)
 		}
 	}
-	return e.release(k, m)
+	missed = e.release(k, m)
+	if e.marks[k] == m {
+		e.settle(k, m)
+	}
+	return missed
 }
 
 // Deleted ends a delete of key: when it went through, the object with uid
@@ -217,22 +301,46 @@ func (e *Marks) Made(key Key, obj client.Object) {
 func (e *Marks) Applied(key Key, a Apply, created bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m := e.marks[e.key(key)]; m != nil {
-		m.applied, m.created = a, created
+	k := e.key(key)
+	if m := e.marks[k]; m != nil {
+		m.applied = a
+	}
+	if created && a.Version != 0 {
+		e.created[kindVersion{kind: k.kind, rv: a.Version}] = struct{}{}
 	}
 }
 
+// Recorded says that the status records version rv of the child of key
+// as made by an apply whose digest is digest (as Digest.String gives it):
+// when that is what the mark remembers, the status stands in for it from
+// now on, and the mark may end.
+func (e *Marks) Recorded(key Key, digest, rv string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := e.key(key)
+	m := e.marks[k]
+	if m == nil || m.applied == (Apply{}) || m.applied.Digest.String() != digest || strconv.FormatUint(m.applied.Version, 10) != rv {
+		return
+	}
+	m.applied = Apply{}
+	e.settle(k, m)
+}
+
 // Created returns obj's resourceVersion if obj, a copy of the object of
-// key, is still the version that kfsm's create left, and that create was
-// kfsm's last write of it; "" otherwise.
+// key, is still the version that kfsm's create left; "" otherwise. The
+// fields the create set are then kfsm's update until an apply moves them
+// (see package ownership).
 func (e *Marks) Created(key Key, obj client.Object) string {
 	if obj == nil {
 		return ""
 	}
 	rv, ok := ResourceVersion(obj)
+	if !ok {
+		return ""
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m := e.marks[e.key(key)]; ok && m != nil && m.created && m.applied.Version == rv {
+	if _, ok := e.created[kindVersion{kind: e.key(key).kind, rv: rv}]; ok {
 		return obj.GetResourceVersion()
 	}
 	return ""
@@ -255,13 +363,13 @@ func (m *echoMark) record(rv uint64) {
 	m.last = max(m.last, rv)
 }
 
-// ours reports whether ev is the echo of a write of k's, whose mark is m;
-// e.mu is held.
+// ours reports whether ev is the echo of a write of k's, whose mark is m,
+// or of an ended mark's write; e.mu is held.
 func (e *Marks) ours(k markKey, m *echoMark, ev heldEvent) bool {
 	if gone, ok := e.gone[k]; ok && ev.uid == gone {
 		return true
 	}
-	return ev.rv != 0 && slices.Contains(m.own[:], ev.rv)
+	return ev.rv != 0 && (slices.Contains(m.own[:], ev.rv) || e.ended.contains(kindVersion{kind: k.kind, rv: ev.rv}))
 }
 
 // release ends one write in flight and judges the events held meanwhile.
@@ -278,7 +386,8 @@ func (e *Marks) release(k markKey, m *echoMark) (missed bool) {
 	delete(e.flights, k)
 	gone := false
 	for _, ev := range f.held {
-		missed = missed || (!e.ours(k, m, ev) && (ev.rv == 0 || ev.rv > m.passed))
+		missed = missed || (!e.ours(k, m, ev) && (ev.rv == 0 || ev.rv > m.seen))
+		m.seen = max(m.seen, ev.rv)
 		gone = gone || ev.deleted
 	}
 	if gone {
@@ -298,26 +407,30 @@ func (e *Marks) echo(key Key, obj client.Object, deleted bool) bool {
 	k := e.key(key)
 	m := e.marks[k]
 	if m == nil {
-		return false
+		// A copy, from another watch, of an event of an ended mark's
+		// write; or else news.
+		return !deleted && ev.rv != 0 && e.ended.contains(kindVersion{kind: k.kind, rv: ev.rv})
 	}
 	if f := e.flights[k]; f != nil {
 		f.held = append(f.held, ev)
 		return true
 	}
 	ours := e.ours(k, m, ev)
-	if deleted {
+	m.seen = max(m.seen, ev.rv)
+	switch {
+	case deleted:
 		e.drop(k)
+	case ours:
+		e.settle(k, m)
 	}
-	if ours {
-		return true
-	}
-	m.passed = max(m.passed, ev.rv)
-	return false
+	return ours
 }
 
-// Stale reports whether obj is older than kfsm's last write of it. The
-// mark stays until the object is forgotten, so that no older copy, read
-// at any time, is mistaken for the present.
+// Stale reports whether obj, read from the cache, is older than kfsm's
+// last write of it. The guard keeps that version until the object is
+// forgotten, so that no older copy, read at any time, is mistaken for the
+// present; a copy that is not older tells that the cache has caught up,
+// and the rest of the mark may end.
 func (e *Marks) Stale(key Key, obj client.Object) bool {
 	rv, ok := ResourceVersion(obj)
 	if !ok {
@@ -325,8 +438,20 @@ func (e *Marks) Stale(key Key, obj client.Object) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.marks[e.key(key)]
-	return m != nil && rv < m.last
+	k := e.key(key)
+	if rv < e.guards[k] {
+		return true
+	}
+	m := e.marks[k]
+	if m == nil {
+		return false
+	}
+	if rv < m.last {
+		return true
+	}
+	m.seen = max(m.seen, rv)
+	e.settle(k, m)
+	return false
 }
 
 // AtLeast makes the stale-cache guard wait until the cache has seen
@@ -334,8 +459,8 @@ func (e *Marks) Stale(key Key, obj client.Object) bool {
 func (e *Marks) AtLeast(key Key, rv uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	m := e.mark(e.key(key))
-	m.last = max(m.last, rv)
+	k := e.key(key)
+	e.guards[k] = max(e.guards[k], rv)
 }
 
 // Forget ends the mark of an object that kfsm no longer reconciles,
@@ -363,10 +488,18 @@ const (
 // every watch of a machine, and tells dropped what it dropped; roleOf
 // tells parents and children from the rest. Resyncs (same
 // resourceVersion) pass, and so do deletes by others; a child's mark
-// ends with its deletion, a parent's when the reconciler forgets it.
+// ends with its deletion, a parent's guard when the reconciler forgets
+// it.
 func (e *Marks) Filter(roleOf func(client.Object) (schema.GroupKind, Role), dropped func(schema.GroupKind, client.Object)) predicate.Predicate {
-	echo := func(obj client.Object, deleted bool) bool {
+	echo := func(old, obj client.Object, deleted bool) bool {
 		gk, r := roleOf(obj)
+		switch {
+		case r != Child:
+		case deleted:
+			e.left(gk, obj)
+		case old != nil:
+			e.left(gk, old)
+		}
 		switch {
 		case r == Other, r == Parent && deleted:
 			return false
@@ -378,10 +511,25 @@ func (e *Marks) Filter(roleOf func(client.Object) (schema.GroupKind, Role), drop
 		return true
 	}
 	return predicate.Funcs{
-		CreateFunc: func(ev event.CreateEvent) bool { return !echo(ev.Object, false) },
+		CreateFunc: func(ev event.CreateEvent) bool { return !echo(nil, ev.Object, false) },
 		UpdateFunc: func(ev event.UpdateEvent) bool {
-			return ev.ObjectOld.GetResourceVersion() == ev.ObjectNew.GetResourceVersion() || !echo(ev.ObjectNew, false)
+			return ev.ObjectOld.GetResourceVersion() == ev.ObjectNew.GetResourceVersion() || !echo(ev.ObjectOld, ev.ObjectNew, false)
 		},
-		DeleteFunc: func(ev event.DeleteEvent) bool { return !echo(ev.Object, true) },
+		DeleteFunc: func(ev event.DeleteEvent) bool { return !echo(nil, ev.Object, true) },
+	}
+}
+
+// left forgets the version that kfsm's create left of a child of kind
+// gk if it is was's: the version that an update or the deletion of the
+// child moved it off.
+func (e *Marks) left(gk schema.GroupKind, was client.Object) {
+	rv, ok := ResourceVersion(was)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.created) > 0 {
+		delete(e.created, kindVersion{kind: e.key(Key{GroupKind: gk}).kind, rv: rv})
 	}
 }

@@ -10,6 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kfsm/kfsm/fsm/internal/applyjson"
 )
 
 func version(rv string, uid types.UID) client.Object {
@@ -52,6 +56,10 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 			reason: "Owns and the machine's own mapping watch a child's kind twice: the second copy of a change, held behind a write, is no news",
 			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "12", want: false}, {do: "begin"}, {do: "event", rv: "12", want: true}, {do: "wrote", rv: "13", want: false}},
 		},
+		"HeldCopyOfAnEndedMarksEcho": {
+			reason: "the echo ended the mark; its second copy, from another watch, comes during the next write: still kfsm's",
+			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "10", want: true}, {do: "begin"}, {do: "event", rv: "10", want: true}, {do: "wrote", rv: "11", want: false}},
+		},
 		"FailedWrite": {
 			reason: "a write that failed produced nothing: whatever came meanwhile is news",
 			steps:  []step{{do: "begin"}, {do: "event", rv: "11", want: true}, {do: "failed", want: true}},
@@ -75,7 +83,7 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e := NewMarks()
+			e := NewMarks(gk)
 			for i, s := range tc.steps {
 				var got bool
 				switch s.do {
@@ -106,23 +114,143 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 
 // The stale-cache guard keeps kfsm's last write until the object is
 // forgotten, so no older copy passes, however often newer ones were read.
+// The rest of the mark ends once the cache holds that write: the guard
+// keeps one version per object.
 func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
 	key := KeyOf(gk, version("", ""))
-	e := NewMarks()
-	e.Begin(key)
-	e.Wrote(key, version("20", "u1"))
-	for range 3 {
-		if e.Stale(key, version("20", "u1")) {
-			t.Fatal("the copy kfsm wrote is taken for stale")
+	for name, caughtUp := range map[string]func(e *Marks){
+		"ARead":     func(e *Marks) { e.Stale(key, version("20", "u1")) },
+		"AnEcho":    func(e *Marks) { e.echo(key, version("20", "u1"), false) },
+		"AHandover": func(e *Marks) { e.AtLeast(key, 20); e.Stale(key, version("20", "u1")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := NewMarks(gk)
+			e.Begin(key)
+			e.Wrote(key, version("20", "u1"))
+			if !e.Stale(key, version("19", "u1")) {
+				t.Fatal("a copy older than kfsm's write passed")
+			}
+			caughtUp(e)
+			if len(e.marks) != 0 || len(e.guards) != 1 {
+				t.Errorf("the cache holds kfsm's write: %d marks and %d guards, want none and 1", len(e.marks), len(e.guards))
+			}
+			for range 3 {
+				if e.Stale(key, version("20", "u1")) {
+					t.Fatal("the copy kfsm wrote is taken for stale")
+				}
+			}
+			if !e.Stale(key, version("19", "u1")) {
+				t.Error("a copy older than kfsm's write passed after fresh reads")
+			}
+			e.Forget(key)
+			if e.Stale(key, version("19", "u1")) || len(e.guards) != 0 {
+				t.Error("a forgotten object is still guarded")
+			}
+		})
+	}
+	t.Run("NotTheEchoOfAnOlderWrite", func(t *testing.T) {
+		e := NewMarks(gk)
+		for _, rv := range []string{"20", "21"} {
+			e.Begin(key)
+			e.Wrote(key, version(rv, "u1"))
 		}
+		e.echo(key, version("20", "u1"), false)
+		if !e.Stale(key, version("20", "u1")) || len(e.marks) != 1 {
+			t.Error("after the echo of the first of two writes, a copy of it passed the guard")
+		}
+	})
+	t.Run("ASecondCopyOfTheEcho", func(t *testing.T) {
+		e := NewMarks(gk)
+		e.Begin(key)
+		e.Wrote(key, version("20", "u1"))
+		e.echo(key, version("20", "u1"), false)
+		if !e.echo(key, version("20", "u1"), false) {
+			t.Error("a second copy of the echo, from another watch, passed after the mark ended")
+		}
+		if e.echo(key, version("21", "u1"), false) {
+			t.Error("someone else's change was dropped after the mark ended")
+		}
+	})
+}
+
+// A child's mark remembers its last apply until the status records it:
+// then the status stands in for it, and the mark ends once the cache
+// holds the child as kfsm wrote it, whichever comes first. An apply that
+// changed nothing answered with someone else's version, which the status
+// does not record: that memory stays, so that a resync does not apply the
+// child again.
+func TestAChildsMarkEndsWhenTheStatusRecordsItsApply(t *testing.T) {
+	gk := schema.GroupKind{Kind: "ConfigMap"}
+	key := KeyOf(gk, version("", ""))
+	digest := applyjson.DigestOf([]byte(`{"data":{"a":"1"}}`))
+	applied := func(e *Marks, rv uint64, created bool) {
+		e.Begin(key)
+		e.Applied(key, Apply{Digest: digest, Version: rv}, created)
+		e.Wrote(key, version(strconv.FormatUint(rv, 10), "u1"))
 	}
-	if !e.Stale(key, version("19", "u1")) {
-		t.Error("a copy older than kfsm's write passed after fresh reads")
+	t.Run("EchoFirst", func(t *testing.T) {
+		e := NewMarks(gk)
+		applied(e, 10, true)
+		e.echo(key, version("10", "u1"), false)
+		if _, ok := e.LastApplied(key); !ok || len(e.marks) != 1 {
+			t.Fatal("the mark ended before the status recorded the apply")
+		}
+		e.Recorded(key, digest.String(), "10")
+		if _, ok := e.LastApplied(key); ok || len(e.marks) != 0 {
+			t.Errorf("the status records the apply and the cache holds it, and %d marks stay", len(e.marks))
+		}
+		if !e.echo(key, version("10", "u1"), false) {
+			t.Error("the second copy of the echo passed after the mark ended")
+		}
+	})
+	t.Run("RecordedFirst", func(t *testing.T) {
+		e := NewMarks(gk)
+		applied(e, 10, true)
+		e.Recorded(key, digest.String(), "10")
+		if len(e.marks) != 1 {
+			t.Fatalf("recorded before the echo: %d marks, want 1", len(e.marks))
+		}
+		if !e.echo(key, version("10", "u1"), false) || len(e.marks) != 0 {
+			t.Errorf("the echo came: %d marks stay, want none", len(e.marks))
+		}
+	})
+	t.Run("OtherRecords", func(t *testing.T) {
+		e := NewMarks(gk)
+		applied(e, 10, false)
+		e.echo(key, version("10", "u1"), false)
+		for _, rec := range [][2]string{{digest.String(), "9"}, {applyjson.DigestOf(nil).String(), "10"}, {"", ""}} {
+			e.Recorded(key, rec[0], rec[1])
+			if last, ok := e.LastApplied(key); !ok || last.Version != 10 {
+				t.Errorf("the status records %q at %q: LastApplied = %v, %v, want the apply at 10", rec[0], rec[1], last, ok)
+			}
+		}
+	})
+}
+
+// The versions of ended marks' writes are kept in a bounded list: a copy
+// that comes later than recentWrites other ended writes passes, and
+// costs the parent a reconcile that changes nothing.
+func TestEndedWritesAreBounded(t *testing.T) {
+	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
+	e := NewMarks(gk)
+	for i := range recentWrites + 1 {
+		key := Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("o-", i)}}
+		rv := strconv.Itoa(100 + i)
+		e.Begin(key)
+		e.Wrote(key, version(rv, "u1"))
+		e.echo(key, version(rv, "u1"), false)
 	}
-	e.Forget(key)
-	if e.Stale(key, version("19", "u1")) {
-		t.Error("a forgotten object still has a mark")
+	if len(e.marks) != 0 || len(e.ended.has) != recentWrites {
+		t.Fatalf("%d marks and %d ended writes, want none and %d", len(e.marks), len(e.ended.has), recentWrites)
+	}
+	first := Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "o-0"}}
+	if e.echo(first, version("100", "u1"), false) {
+		t.Error("the oldest ended write is still known")
+	}
+	last := Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("o-", recentWrites)}}
+	if !e.echo(last, version(strconv.Itoa(100+recentWrites), "u1"), false) {
+		t.Error("the newest ended write is not known")
 	}
 }
 
@@ -131,7 +259,7 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 func TestEchoesKeepOnlyAMarkOnceWritesEnd(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
 	key := KeyOf(gk, version("", ""))
-	e := NewMarks()
+	e := NewMarks(gk)
 	e.Begin(key)
 	e.Begin(key)
 	if !e.echo(key, version("10", "u1"), false) {
@@ -156,66 +284,105 @@ func TestEchoesKeepOnlyAMarkOnceWritesEnd(t *testing.T) {
 }
 
 // BenchmarkEchoMarks measures what kfsm's record of its own writes keeps
-// per object written, once the writes have returned: it is kept for every
-// object for as long as the object exists. Each iteration records a write
-// of 10,000 objects of one kind and reports the live heap per object.
+// per object once the writes have settled: for an object of the
+// machine's kind, written and its echo seen, the stale-cache guard; for a
+// child, created, its echo seen and its apply recorded in the status, the
+// version its create left. Each iteration writes 10,000 objects of each
+// and reports the live heap per object.
 func BenchmarkEchoMarks(b *testing.B) {
 	const n = 10_000
-	gk := schema.GroupKind{Group: "bench.kfsm.dev", Kind: "BenchObject"}
-	keys := make([]Key, n)
-	objs := make([]client.Object, n)
-	for i := range keys {
-		keys[i] = Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("o-%05d", i)}}
+	parent := schema.GroupKind{Group: "bench.kfsm.dev", Kind: "BenchObject"}
+	child := schema.GroupKind{Kind: "ConfigMap"}
+	keys := func(gk schema.GroupKind) []Key {
+		keys := make([]Key, n)
+		for i := range keys {
+			keys[i] = Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("o-%05d", i)}}
+		}
+		return keys
+	}
+	parents, children := keys(parent), keys(child)
+	objs := make([]client.Object, 2*n)
+	for i := range objs {
 		objs[i] = &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(100 + i)}}
 	}
-	var perObject float64
-	for b.Loop() {
+	perObject := func(write func(e *Marks, i int)) float64 {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		e := NewMarks()
-		for i, key := range keys {
-			e.Begin(key)
-			e.Wrote(key, objs[i])
-			e.Applied(key, Apply{Version: uint64(100 + i)}, false)
+		e := NewMarks(parent)
+		for i := range n {
+			write(e, i)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		perObject = float64(after.HeapAlloc-before.HeapAlloc) / n
 		runtime.KeepAlive(e)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n
 	}
-	b.ReportMetric(perObject, "B/object")
+	var perParent, perChild float64
+	for b.Loop() {
+		perParent = perObject(func(e *Marks, i int) {
+			e.Begin(parents[i])
+			e.Wrote(parents[i], objs[i])
+			e.echo(parents[i], objs[i], false)
+		})
+		perChild = perObject(func(e *Marks, i int) {
+			obj := objs[n+i]
+			e.Begin(children[i])
+			e.Applied(children[i], Apply{Version: uint64(100 + n + i)}, true)
+			e.Wrote(children[i], obj)
+			e.echo(children[i], obj, false)
+			e.Recorded(children[i], applyjson.Digest{}.String(), obj.GetResourceVersion())
+		})
+	}
+	b.ReportMetric(perParent, "B/parent")
+	b.ReportMetric(perChild, "B/child")
 }
 
-// Created names the version that kfsm's create left only while that
-// create is its last write and the copy read is that version.
-func TestCreatedLastsUntilTheNextWrite(t *testing.T) {
+// Created names the version that kfsm's create left for as long as the
+// child is at it: after the mark has ended too, until an event moves the
+// child off it (any write, by anyone) or deletes it.
+func TestCreatedLastsUntilTheChildChanges(t *testing.T) {
 	gk := schema.GroupKind{Kind: "ConfigMap"}
 	key := KeyOf(gk, version("", ""))
-	e := NewMarks()
-	if got := e.Created(key, version("10", "u1")); got != "" {
-		t.Errorf("before any write: Created = %q, want none", got)
+	filter := func(e *Marks) predicate.Predicate {
+		return e.Filter(func(client.Object) (schema.GroupKind, Role) { return gk, Child }, func(schema.GroupKind, client.Object) {})
 	}
-	e.Begin(key)
-	e.Applied(key, Apply{Version: 10}, true)
-	e.Wrote(key, version("10", "u1"))
-	steps := []struct {
-		copy client.Object
-		want string
-	}{
-		{version("10", "u1"), "10"},
-		{version("11", "u1"), ""}, // someone else wrote it since
-		{nil, ""},                 // the cache does not have it
+	created := func() *Marks {
+		e := NewMarks(schema.GroupKind{Kind: "Gadget"})
+		e.Begin(key)
+		e.Applied(key, Apply{Version: 10}, true)
+		e.Wrote(key, version("10", "u1"))
+		filter(e).Create(event.CreateEvent{Object: version("10", "u1")})
+		e.Recorded(key, applyjson.Digest{}.String(), "10")
+		if len(e.marks) != 0 {
+			t.Fatalf("the create's echo came and the status records it: %d marks, want none", len(e.marks))
+		}
+		return e
 	}
-	for _, s := range steps {
-		if got := e.Created(key, s.copy); got != s.want {
-			t.Errorf("Created(%v) = %q, want %q", s.copy, got, s.want)
+	e := created()
+	if got := e.Created(key, version("10", "u1")); got != "10" {
+		t.Errorf("after the mark ended: Created = %q, want 10", got)
+	}
+	for _, c := range []client.Object{version("11", "u1"), nil} {
+		if got := e.Created(key, c); got != "" {
+			t.Errorf("Created(%v) = %q, want none: the copy is not the create's", c, got)
 		}
 	}
-	e.Begin(key)
-	e.Applied(key, Apply{Version: 12}, false)
-	e.Wrote(key, version("12", "u1"))
-	if got := e.Created(key, version("12", "u1")); got != "" {
-		t.Errorf("after an apply: Created = %q, want none", got)
+	if got := NewMarks(gk).Created(key, version("10", "u1")); got != "" {
+		t.Errorf("with no write: Created = %q, want none", got)
+	}
+	resync := event.UpdateEvent{ObjectOld: version("10", "u1"), ObjectNew: version("10", "u1")}
+	filter(e).Update(resync)
+	if got := e.Created(key, version("10", "u1")); got != "10" {
+		t.Errorf("after a resync: Created = %q, want 10", got)
+	}
+	filter(e).Update(event.UpdateEvent{ObjectOld: version("10", "u1"), ObjectNew: version("11", "u1")})
+	if len(e.created) != 0 {
+		t.Errorf("after a change: %d creates recorded, want none", len(e.created))
+	}
+	e = created()
+	filter(e).Delete(event.DeleteEvent{Object: version("10", "u1")})
+	if len(e.created) != 0 {
+		t.Errorf("after the deletion: %d creates recorded, want none", len(e.created))
 	}
 }
