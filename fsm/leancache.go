@@ -27,6 +27,10 @@ import (
 //     keys, namespaces, the kinds of owner references, the values of
 //     kfsm's own labels, and the states, reasons and condition types in
 //     kfsm's status.
+//   - one map of the labels that the children of one parent share, when
+//     their labels are the same: kfsm's own, and those the handler gives
+//     them all. A child whose labels differ from its siblings' keeps its
+//     own.
 //
 // The cache also remembers the REST mapping of each kind it reads, which
 // a cache of some namespaces looks up on every read.
@@ -39,7 +43,9 @@ import (
 //	mgr, err := ctrl.NewManager(cfg, opts)
 //
 // Caveats: an object read from the cache has no managed fields; read them
-// with the manager's API reader. Writing back an object read from the
+// with the manager's API reader. A label map may be held by more than one
+// object in the cache: change none read with client.UnsafeDisableDeepCopy
+// (controller-runtime forbids that anyway). Writing back an object read from the
 // cache is safe: the API server keeps the managed fields of a write that
 // sends none. The strings that the cache shares must not be changed
 // through unsafe code, as no string may.
@@ -49,7 +55,7 @@ func LeanCache(opts *manager.Options) {
 		newCache = cache.New
 	}
 	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
-		return newCache(cfg, leanOptions(co, interner{intern.New()}))
+		return newCache(cfg, leanOptions(co, interner{intern.New(), intern.NewSiblings()}))
 	}
 }
 
@@ -100,8 +106,12 @@ func leanConfigs(configs map[string]cache.Config, in interner) map[string]cache.
 	return out
 }
 
-// interner keeps one copy of each string that a cache shares.
-type interner struct{ *intern.Table }
+// interner keeps one copy of each string, and of each children's label
+// map, that a cache shares.
+type interner struct {
+	*intern.Table
+	siblings *intern.Siblings
+}
 
 // after returns a transform that runs t, if any, and then lean.
 func (in interner) after(t toolscache.TransformFunc) toolscache.TransformFunc {
@@ -141,15 +151,29 @@ func (in interner) lean(obj any) {
 	if _, ok := obj.(runtime.Unstructured); ok {
 		return // its getters return copies, and it holds its values as any
 	}
-	o.SetNamespace(in.Share(o.GetNamespace()))
+	if ns, ok := in.Copy(o.GetNamespace()); ok {
+		o.SetNamespace(ns)
+	}
 	labels := o.GetLabels()
-	for k, v := range labels {
-		if repeats(k) {
-			v = in.Share(v)
+	owner := labels[LabelOwnerUID]
+	if shared := in.siblings.Find(owner, labels); shared != nil {
+		o.SetLabels(shared)
+	} else {
+		for k, v := range labels {
+			sk, newKey := in.Copy(k)
+			newValue := false
+			if repeats(k) {
+				v, newValue = in.Copy(v)
+			}
+			// Assigning to a key that is there keeps the map's size; Go
+			// stores the key given, so the map then holds the shared copy.
+			// A map made lean before, which siblings may share, is left
+			// unchanged.
+			if newKey || newValue {
+				labels[sk] = v
+			}
 		}
-		// Assigning to a key that is there keeps the map's size; Go
-		// stores the key given, so the map then holds the shared copy.
-		labels[in.Share(k)] = v
+		in.siblings.Keep(owner, labels)
 	}
 	refs := o.GetOwnerReferences()
 	for i := range refs {

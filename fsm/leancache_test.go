@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -238,6 +240,107 @@ func TestLeanCacheSharesRepeatingStrings(t *testing.T) {
 	same("history reason", gs.History[0].Reason, hs.History[0].Reason)
 	same("output kind", gs.Outputs[0].Kind, hs.Outputs[0].Kind)
 	same("output state", string(gs.Outputs[0].State), string(hs.Outputs[0].State))
+}
+
+// The children of one parent with the same labels hold one map of them
+// in the cache; a child whose labels differ, or another parent's, keeps
+// its own; and a transform that runs again changes no shared map.
+func TestLeanCacheSharesTheLabelsOfSiblings(t *testing.T) {
+	transform := leanCacheOptions(t, cache.Options{}).DefaultTransform
+	lean := func(obj *corev1.ConfigMap) *corev1.ConfigMap {
+		t.Helper()
+		if _, err := transform(obj); err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+	labels := map[string]string{fsm.LabelManagedBy: "kfsm", fsm.LabelMachine: "web", fsm.LabelOwnerUID: "uid-a"}
+	child := func(name string, labels map[string]string) *corev1.ConfigMap {
+		return decoded(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels}})
+	}
+	sameMap := func(x, y map[string]string) bool { return reflect.ValueOf(x).Pointer() == reflect.ValueOf(y).Pointer() }
+
+	first, second := lean(child("a", labels)), lean(child("b", labels))
+	if !sameMap(first.Labels, second.Labels) {
+		t.Error("two children of one parent with the same labels hold a map each")
+	}
+	other := map[string]string{fsm.LabelManagedBy: "kfsm", fsm.LabelMachine: "web", fsm.LabelOwnerUID: "uid-b"}
+	differing := map[string]string{fsm.LabelManagedBy: "kfsm", fsm.LabelMachine: "web", fsm.LabelOwnerUID: "uid-a", "tier": "db"}
+	for _, c := range []*corev1.ConfigMap{lean(child("c", other)), lean(child("d", differing))} {
+		if sameMap(first.Labels, c.Labels) {
+			t.Errorf("child %s with labels %v shares the map of labels %v", c.Name, c.Labels, first.Labels)
+		}
+		if want := map[string]string(nil); c.Name == "c" && !maps.Equal(c.Labels, other) || c.Name == "d" && !maps.Equal(c.Labels, differing) {
+			t.Errorf("child %s has labels %v%v", c.Name, c.Labels, want)
+		}
+	}
+	if !maps.Equal(first.Labels, labels) || !maps.Equal(second.Labels, labels) {
+		t.Errorf("the siblings' labels are %v and %v, want %v", first.Labels, second.Labels, labels)
+	}
+	// Read the map on one goroutine while the transform runs again on
+	// its sibling: the race detector fails the test if the transform
+	// writes to it.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			_ = first.Labels[fsm.LabelOwnerUID]
+		}
+	}()
+	for range 100 {
+		lean(second)
+	}
+	<-done
+}
+
+// Through a real cache: the children of one parent share their labels'
+// map, and each copy a reader gets is its own to change.
+func TestLeanCacheSiblingsReadAsCopies(t *testing.T) {
+	fe := fsmtest.New(t)
+	ns := fe.Namespace
+	opts := manager.Options{}
+	fsm.LeanCache(&opts)
+	c, err := opts.NewCache(fe.Config(), cache.Options{Scheme: fe.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = c.Start(ctx) }()
+	labels := map[string]string{fsm.LabelManagedBy: "kfsm", fsm.LabelMachine: "web", fsm.LabelOwnerUID: "uid-a"}
+	for _, name := range []string{"a", "b"} {
+		fe.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(labels)}})
+	}
+	var a, b corev1.ConfigMap
+	for c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &a) != nil || c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "b"}, &b) != nil {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the ConfigMaps never reached the cache")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	var shared []corev1.ConfigMap
+	for _, name := range []string{"a", "b"} {
+		var list corev1.ConfigMapList
+		if err := c.List(t.Context(), &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range list.Items {
+			if cm.Name == name {
+				shared = append(shared, cm)
+			}
+		}
+	}
+	if len(shared) != 2 || reflect.ValueOf(shared[0].Labels).Pointer() != reflect.ValueOf(shared[1].Labels).Pointer() {
+		t.Fatalf("the cache holds %d siblings, not sharing one map of labels", len(shared))
+	}
+	a.Labels["changed"] = "by a reader"
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "b"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(b.Labels, labels) {
+		t.Errorf("a reader changed its copy of a, and b's labels are %v, want %v", b.Labels, labels)
+	}
 }
 
 // An object the cache holds as unstructured content loses its managed

@@ -2,6 +2,7 @@ package intern
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -33,5 +34,42 @@ func TestShareIsBounded(t *testing.T) {
 	beyond := strings.Clone("beyond the bound")
 	if got := table.Share(beyond); got != beyond {
 		t.Fatalf("a string beyond the bound came back as %q", got)
+	}
+}
+
+func TestCopyTellsWhetherAFieldShouldChange(t *testing.T) {
+	table := New()
+	first := strings.Clone("kfsm.dev/machine")
+	if c, change := table.Copy(first); c != first || change {
+		t.Fatalf("the first copy: %q, %v; want it back, unchanged", c, change)
+	}
+	if _, change := table.Copy(first); change {
+		t.Error("the table's own copy is to be changed")
+	}
+	second := strings.Clone(first)
+	if c, change := table.Copy(second); !change || unsafe.StringData(c) != unsafe.StringData(first) {
+		t.Errorf("an equal string: change %v, want the table's copy", change)
+	}
+}
+
+func TestSiblingsShareAnEqualMapOfOneOwner(t *testing.T) {
+	s := NewSiblings()
+	labels := map[string]string{"owner": "a", "team": "blue"}
+	if got := s.Find("a", labels); got != nil {
+		t.Fatalf("nothing kept yet, and Find returned %v", got)
+	}
+	s.Keep("a", labels)
+	equal := map[string]string{"owner": "a", "team": "blue"}
+	if got := s.Find("a", equal); got == nil || reflect.ValueOf(got).Pointer() != reflect.ValueOf(labels).Pointer() {
+		t.Error("an equal map of the same owner did not find the one kept")
+	}
+	if got := s.Find("b", equal); got != nil {
+		t.Error("another owner's objects found the map kept for a")
+	}
+	if got := s.Find("a", map[string]string{"owner": "a"}); got != nil {
+		t.Error("a map that differs found the one kept")
+	}
+	if got := s.Find("", equal); got != nil {
+		t.Error("an object of no owner found a map")
 	}
 }
