@@ -21,12 +21,17 @@ import (
 	"github.com/kfsm/kfsm/fsm/internal/shard"
 )
 
-// tracked is what the gauges count for one object.
+// tracked is what the gauges count for one object, and its hash slot. It
+// keeps the slot rather than the UID it comes from, which would hold on
+// to a string of a copy of the object that the cache has since replaced.
 type tracked struct {
-	uid                  types.UID
 	state                State
+	slot                 uint8
 	stalled, reconciling bool
 }
+
+// tracked.slot holds every slot: this does not compile if it cannot.
+const _ = uint8(NumSlots - 1)
 
 // track keeps the objects and stalled gauges in step with obj's status,
 // and remembers the children that garbage collection cannot reach, for
@@ -35,7 +40,7 @@ func (r *reconciler[T]) track(obj T) {
 	key := client.ObjectKeyFromObject(obj)
 	st := obj.FSMStatus()
 	now := tracked{
-		uid:         obj.GetUID(),
+		slot:        uint8(SlotOf(obj.GetUID())),
 		state:       st.State,
 		stalled:     meta.IsStatusConditionTrue(st.Conditions, ConditionStalled),
 		reconciling: meta.IsStatusConditionTrue(st.Conditions, ConditionReconciling),
@@ -172,7 +177,7 @@ func (r *reconciler[T]) Released(lost shard.Slots) []<-chan struct{} {
 	var keys []types.NamespacedName
 	r.mu.Lock()
 	for key, t := range r.tracked {
-		if lost.Has(SlotOf(t.uid)) {
+		if lost.Has(int(t.slot)) {
 			keys = append(keys, key)
 		}
 	}
