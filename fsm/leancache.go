@@ -6,14 +6,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm/internal/intern"
 	"github.com/kfsm/kfsm/fsm/internal/restmap"
+	"github.com/kfsm/kfsm/fsm/internal/transform"
 )
 
 // LeanCache makes the cache of the manager that opts will make keep less
@@ -55,7 +54,11 @@ func LeanCache(opts *manager.Options) {
 		newCache = cache.New
 	}
 	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
-		return newCache(cfg, leanOptions(co, interner{intern.New(), intern.NewSiblings()}))
+		if co.Mapper != nil {
+			co.Mapper = restmap.Memo(co.Mapper)
+		}
+		in := interner{intern.New(), intern.NewSiblings()}
+		return newCache(cfg, transform.After(co, in.lean))
 	}
 }
 
@@ -69,63 +72,11 @@ func (r *reconciler[T]) noteFatCache(ctx context.Context, obj T) {
 		"machine", r.m.name, "kind", r.gvk.Kind)
 }
 
-// leanOptions returns co with lean after each transform that it gives,
-// and lean alone where it would give none.
-func leanOptions(co cache.Options, in interner) cache.Options {
-	if co.Mapper != nil {
-		co.Mapper = restmap.Memo(co.Mapper)
-	}
-	co.DefaultTransform = in.after(co.DefaultTransform)
-	co.DefaultNamespaces = leanConfigs(co.DefaultNamespaces, in)
-	if co.ByObject != nil {
-		byObject := make(map[client.Object]cache.ByObject, len(co.ByObject))
-		for obj, b := range co.ByObject {
-			// A nil transform here defaults to one made lean above.
-			if b.Transform != nil {
-				b.Transform = in.after(b.Transform)
-			}
-			b.Namespaces = leanConfigs(b.Namespaces, in)
-			byObject[obj] = b
-		}
-		co.ByObject = byObject
-	}
-	return co
-}
-
-func leanConfigs(configs map[string]cache.Config, in interner) map[string]cache.Config {
-	if configs == nil {
-		return nil
-	}
-	out := make(map[string]cache.Config, len(configs))
-	for ns, c := range configs {
-		if c.Transform != nil {
-			c.Transform = in.after(c.Transform)
-		}
-		out[ns] = c
-	}
-	return out
-}
-
 // interner keeps one copy of each string, and of each children's label
 // map, that a cache shares.
 type interner struct {
 	*intern.Table
 	siblings *intern.Siblings
-}
-
-// after returns a transform that runs t, if any, and then lean.
-func (in interner) after(t toolscache.TransformFunc) toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		if t != nil {
-			out, err := t(obj)
-			if err != nil {
-				return nil, err
-			}
-			obj = out
-		}
-		in.lean(obj)
-		return obj, nil
-	}
 }
 
 // repeats says whether the values of a label repeat from object to
