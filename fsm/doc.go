@@ -81,7 +81,7 @@
 // An apply that would change nothing is not sent, by this rule: for
 // each child, kfsm remembers a digest of the content it last applied and
 // the resourceVersion of the child that the API server answered with
-// (in memory, and in Status.Outputs for the next process). When a
+// (in Status.Outputs, and in memory until the status records it). When a
 // handler applies the same content again and the cache still holds the
 // child at that version, Apply returns the cached child without a
 // request. Any change by anyone else, or a new object of the name, has
