@@ -34,9 +34,12 @@ type tracked struct {
 const _ = uint8(NumSlots - 1)
 
 // track keeps the objects and stalled gauges in step with obj's status,
-// and remembers the children that garbage collection cannot reach, for
-// an object that vanishes before its deletion path is done.
+// remembers the children that garbage collection cannot reach, for an
+// object that vanishes before its deletion path is done, and tells the
+// echo marks which applies the status records; it runs once obj's status
+// is written.
 func (r *reconciler[T]) track(obj T) {
+	r.recorded(obj)
 	key := client.ObjectKeyFromObject(obj)
 	st := obj.FSMStatus()
 	now := tracked{

@@ -221,7 +221,6 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 	}
 	committed = true
 	r.track(obj)
-	r.recorded(obj)
 	return r.result(req, w.out)
 }
 
