@@ -22,6 +22,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
+	"github.com/kfsm/kfsm/fsm/internal/unserved"
 )
 
 // SetupWithManager builds the machine and registers it with the manager as
@@ -104,7 +105,7 @@ func (m *Machine[T]) informers(mgr manager.Manager, r *reconciler[T]) error {
 		}
 		kinds = append(kinds, obj)
 	}
-	if err := guardUnserved(mgr, kinds...); err != nil {
+	if err := unserved.Guard(mgr, kinds...); err != nil {
 		return fmt.Errorf("machine %s: %w", m.name, err)
 	}
 	return nil

@@ -1,4 +1,6 @@
-package fsm
+// Package unserved keeps an informer quiet while the API server does not
+// serve its resource.
+package unserved
 
 import (
 	"context"
@@ -112,13 +114,13 @@ type watchErrorHandlerSetter interface {
 	SetWatchErrorHandlerWithContext(toolscache.WatchErrorHandlerWithContext) error
 }
 
-// guardUnserved gives the informers of the manager's cache for objs an
+// Guard gives the informers of the manager's cache for objs an
 // unservedGuard each, where it can: the informers that a cache of the
 // whole cluster makes before the manager starts. A cache of some
 // namespaces hands out informers that take no handler, a manager that
 // runs already has started them, and a kind whose CRD is not installed
 // yet has none: those keep client-go's handler.
-func guardUnserved(mgr manager.Manager, objs ...client.Object) error {
+func Guard(mgr manager.Manager, objs ...client.Object) error {
 	d, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return err
