@@ -2,22 +2,13 @@ package fsm
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/kfsm/kfsm/fsm/internal/publish"
 	"github.com/kfsm/kfsm/internal/buildinfo"
 )
 
@@ -51,9 +42,6 @@ type PublishedResource struct {
 	Kind     string `json:"kind"`
 	Resource string `json:"resource"`
 }
-
-// crdKind is the kind of the objects that carry published graphs.
-var crdKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
 // PublishGraph turns off (or back on) publishing the machine's graph on
 // the CustomResourceDefinition of its resource. It is on by default; see
@@ -101,109 +89,6 @@ func publishedGraph(machine string, graph []byte, resource PublishedResource) (s
 	return string(doc), err
 }
 
-// publisher checks, once the manager runs, that the CRD of the machine's
-// resource carries the machine's graph, and publishes it there when it
-// does not and the operator may patch the CRD. It is a runnable that
-// needs the leader: during a rolling update it is the new leader's graph
-// that stays.
-type publisher struct {
-	machine string
-	graph   []byte
-	gvk     schema.GroupVersionKind
-	mapper  meta.RESTMapper
-	reader  client.Reader // reads the API server, not a cache
-	writer  client.Client
-	log     logr.Logger
-	retry   time.Duration // the first wait after a failure; it doubles up to maxRetry
-}
-
-const maxPublishRetry = 5 * time.Minute
-
-// Start checks and publishes the graph, retrying failures that may pass.
-// It never stops the manager: a graph that cannot be published leaves the
-// operator working, with the reason logged once.
-func (p *publisher) Start(ctx context.Context) error {
-	wait := p.retry
-	for {
-		wrote, err := p.publish(ctx)
-		var differs *errDiffers
-		switch {
-		case err == nil:
-			p.log.V(1).Info("the machine's graph is published", "machine", p.machine, "wrote", wrote)
-			return nil
-		case errors.As(err, &differs):
-			p.log.Info("the CRD does not carry the machine's graph, and the operator may not patch it: tools show the CRD's graph, or none; install the CRD with the annotation that Machine.GraphAnnotation makes",
-				"machine", p.machine, "crd", differs.crd, "annotation", AnnotationGraphPrefix+p.machine)
-			return nil
-		case apierrors.IsForbidden(err), apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, errBuiltIn):
-			p.log.Info("not publishing the machine's graph", "machine", p.machine, "reason", err.Error())
-			return nil
-		}
-		p.log.Error(err, "publishing the machine's graph; retrying", "machine", p.machine, "after", wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, maxPublishRetry)
-	}
-}
-
-// errBuiltIn says that the machine's resource has no CRD to carry its
-// graph.
-var errBuiltIn = errors.New("a built-in resource has no CustomResourceDefinition to carry the graph")
-
-// errDiffers says that a CRD carries another graph than the machine's, or
-// none, and that the operator may not patch it.
-type errDiffers struct {
-	crd string
-	err error // the refusal of the patch
-}
-
-func (e *errDiffers) Error() string {
-	return fmt.Sprintf("the CustomResourceDefinition %s does not carry the machine's graph: %v", e.crd, e.err)
-}
-
-func (e *errDiffers) Unwrap() error { return e.err }
-
-// publish writes the annotation unless the CRD carries it already.
-func (p *publisher) publish(ctx context.Context) (wrote bool, err error) {
-	mapping, err := p.mapper.RESTMapping(p.gvk.GroupKind(), p.gvk.Version)
-	if err != nil {
-		return false, err
-	}
-	if mapping.Resource.Group == "" {
-		return false, fmt.Errorf("%s: %w", mapping.Resource.Resource, errBuiltIn)
-	}
-	doc, err := publishedGraph(p.machine, p.graph, PublishedResource{
-		Group: p.gvk.Group, Version: p.gvk.Version, Kind: p.gvk.Kind, Resource: mapping.Resource.Resource,
-	})
-	if err != nil {
-		return false, err
-	}
-	name := mapping.Resource.GroupResource().String()
-	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(crdKind)
-	if err := p.reader.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-		return false, err
-	}
-	key := AnnotationGraphPrefix + p.machine
-	if sameGraph(crd.GetAnnotations()[key], doc) {
-		return false, nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: doc}}})
-	if err != nil {
-		return false, err
-	}
-	if err := p.writer.Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		if apierrors.IsForbidden(err) {
-			return false, &errDiffers{crd: name, err: err}
-		}
-		return false, err
-	}
-	return true, nil
-}
-
 // sameGraph says whether two annotations publish the same machine, resource
 // and graph. The version of kfsm may differ: it says which kfsm wrote the
 // annotation, which a binary built in a test, or from a checkout, does
@@ -235,9 +120,12 @@ func (m *Machine[T]) publishWith(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	return mgr.Add(&publisher{
-		machine: m.name, graph: g, gvk: gvk,
-		mapper: mgr.GetRESTMapper(), reader: mgr.GetAPIReader(), writer: mgr.GetClient(),
-		log: mgr.GetLogger().WithName("kfsm"), retry: time.Second,
+	return mgr.Add(&publish.Publisher{
+		Machine: m.name, Key: AnnotationGraphPrefix + m.name, Same: sameGraph,
+		Doc: func(resource string) (string, error) {
+			return publishedGraph(m.name, g, PublishedResource{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Resource: resource})
+		},
+		GVK: gvk, Mapper: mgr.GetRESTMapper(), Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+		Log: mgr.GetLogger().WithName("kfsm"), Retry: time.Second,
 	})
 }
