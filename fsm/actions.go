@@ -2,30 +2,38 @@ package fsm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"sync"
+	"slices"
+	"strconv"
+	"time"
 
-	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfsm/kfsm/fsm/internal/shard"
+	"github.com/kfsm/kfsm/fsm/internal/action"
 )
 
 // ActionState is where an asynchronous action stands.
 type ActionState int
 
 const (
-	// ActionPending: the action is queued or running.
+	// ActionPending: the action's intent is recorded, and it runs or is
+	// about to.
 	ActionPending ActionState = iota + 1
-	// ActionSucceeded: the action returned nil.
+	// ActionSucceeded: the action's work returned nil.
 	ActionSucceeded
-	// ActionFailed: the action returned an error or panicked; see
+	// ActionFailed: the action's work returned an error or panicked; see
 	// Action.Err.
 	ActionFailed
+	// ActionIndeterminate: the action's run was lost before its outcome
+	// was recorded, and it declares neither Observe nor Idempotent. kfsm
+	// does not run it again: unless the handler moves on or stops, the
+	// object is Stalled with reason ActionIndeterminate.
+	ActionIndeterminate
 )
 
 func (s ActionState) String() string {
@@ -36,6 +44,8 @@ func (s ActionState) String() string {
 		return "Succeeded"
 	case ActionFailed:
 		return "Failed"
+	case ActionIndeterminate:
+		return "Indeterminate"
 	}
 	return fmt.Sprintf("ActionState(%d)", int(s))
 }
@@ -45,211 +55,260 @@ type Action struct {
 	State ActionState
 	// Err is the action's error when it failed.
 	Err error
+	// Key names this run of the action, as Status.Actions records it.
+	Key string
+	// Result is what a succeeded action's work set in ActionRun.Result.
+	Result string
+	// Progress is the action's last checkpoint.
+	Progress string
 }
 
-// actionKey names an action: the object and the action's name.
-type actionKey struct {
-	object types.NamespacedName
-	name   string
+// ActionFunc is an action's work.
+type ActionFunc func(ctx context.Context, run *ActionRun) error
+
+// ActionRun is what an action's work, or its Observe function, gets.
+type ActionRun struct {
+	// Key names this run of the action. It stays the same when the run
+	// is resumed after a restart, a failover or a slot handed over: send
+	// it as an idempotency key to the system that the action changes.
+	Key string
+	// Attempt is the handler's attempt that started the action.
+	Attempt int
+	// Progress is the last checkpoint: empty at the first start, and what
+	// Checkpoint saved last when the run resumes.
+	Progress string
+	// Result is what the work hands back when it succeeds, recorded in
+	// the status with the outcome: at most 1024 bytes.
+	Result string
+
+	handle *action.Handle
 }
 
-type actionRun struct {
-	uid      types.UID
-	state    ActionState
-	err      error
-	cancel   context.CancelFunc
-	deleting bool          // started on the deletion path
-	seen     bool          // reported to a handler in the current reconcile
-	done     chan struct{} // closed when the action has returned
-}
-
-// actions runs a machine's asynchronous actions in a bounded pool and wakes
-// the object when one finishes.
-type actions struct {
-	machine string
-	slots   chan struct{} // one per action that may run at once
-	log     logr.Logger
-	redact  func(string) string
-	watch   []func(types.NamespacedName, string, Action) // Machine.OnAction
-
-	mu      sync.Mutex
-	runs    map[actionKey]*actionRun
-	running map[string]int // actions running now, by name, for the gauge
-	base    context.Context
-	stop    context.CancelFunc
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
-}
-
-func newActions(machine string, limit int, log logr.Logger, redact func(string) string, watch []func(types.NamespacedName, string, Action)) *actions {
-	base, stop := context.WithCancel(context.Background())
-	return &actions{
-		machine: machine,
-		slots:   make(chan struct{}, max(limit, 1)),
-		log:     log,
-		redact:  redact,
-		watch:   watch,
-		runs:    map[actionKey]*actionRun{},
-		running: map[string]int{},
-		base:    base,
-		stop:    stop,
+// Checkpoint saves progress, at most 1024 bytes, in the object's status
+// and returns once it is written: a run that resumes the action gets it
+// as Progress. It also counts as a heartbeat.
+func (r *ActionRun) Checkpoint(ctx context.Context, progress string) error {
+	if len(progress) > maxActionText {
+		return fmt.Errorf("a checkpoint of %d bytes is over the bound of %d", len(progress), maxActionText)
 	}
+	return r.handle.Checkpoint(ctx, progress)
 }
 
-// start is the source that SetupWithManager registers: it gives the pool
-// the controller's queue, and cancels every action when the manager stops.
-func (a *actions) start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	a.mu.Lock()
-	a.queue = q
-	a.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		a.stop()
-	}()
-	return nil
+// ActionOption declares how an action may be resumed, and bounds it.
+type ActionOption func(*actionOptions)
+
+type actionOptions struct {
+	idempotent          bool
+	observe             func(context.Context, *ActionRun) (bool, error)
+	deadline, heartbeat time.Duration
 }
 
-// get reports the action of an object, starting it if it is not known.
-// A finished action is reported until a reconcile that saw it completes
-// (see settle); then it is forgotten, and asking again starts it anew.
-func (a *actions) get(obj types.NamespacedName, uid types.UID, name string, deleting bool, run func(context.Context) error) Action {
-	key := actionKey{object: obj, name: name}
-	a.mu.Lock()
-	if r, ok := a.runs[key]; ok {
-		if r.uid == uid {
-			if r.state != ActionPending {
-				r.seen = true
+// Idempotent declares that the action's work may run again under the same
+// key, as when it sends ActionRun.Key as an idempotency key: kfsm resumes
+// an interrupted run by running the work again, with the last checkpoint.
+func Idempotent() ActionOption { return func(o *actionOptions) { o.idempotent = true } }
+
+// Observe declares how to tell whether an interrupted run took effect:
+// observe checks the system the action changes, by ActionRun.Key, and
+// reports done (then the action succeeded, with the Result observe sets)
+// or not done (then the work runs again, with the last checkpoint). An
+// error means it cannot tell yet: kfsm asks again after a backoff, and
+// never runs the work meanwhile.
+func Observe(observe func(ctx context.Context, run *ActionRun) (done bool, err error)) ActionOption {
+	return func(o *actionOptions) { o.observe = observe }
+}
+
+// Deadline bounds the action: its context ends d after its intent was
+// recorded, across restarts. Work that returns an error then fails.
+func Deadline(d time.Duration) ActionOption { return func(o *actionOptions) { o.deadline = d } }
+
+// Heartbeat records a heartbeat in the status about every d while the
+// action runs, so that a reader tells a slow action from a lost one. Each
+// heartbeat is a status write.
+func Heartbeat(d time.Duration) ActionOption { return func(o *actionOptions) { o.heartbeat = d } }
+
+// action is Request.Action.
+func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Action {
+	var o actionOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	k := action.Key{Object: client.ObjectKeyFromObject(w.obj), Name: name}
+	attempt := int32(w.req.Attempt)
+	if i := slices.IndexFunc(w.st.Actions, func(a ActionRecord) bool { return a.Name == name }); i >= 0 {
+		rec := &w.st.Actions[i]
+		known := rec.Outcome == "" && w.take(k, rec)
+		switch {
+		case rec.Outcome != "":
+			// Told once: the handler's answer to it is written with the
+			// record's removal, in one write.
+			a := w.reported(k, rec)
+			w.dropAction(i)
+			return a
+		case known:
+			return Action{State: ActionPending, Key: rec.Key, Progress: rec.Progress}
+		case !w.retrying && rec.State == w.req.State:
+			if !o.idempotent && o.observe == nil {
+				w.indeterminate = rec.Name + " (key " + rec.Key + ")"
+				return Action{State: ActionIndeterminate, Key: rec.Key, Progress: rec.Progress}
 			}
-			a.mu.Unlock()
-			return Action{State: r.state, Err: r.err}
+			w.prepare(k, rec, work, o, true)
+			return Action{State: ActionPending, Key: rec.Key, Progress: rec.Progress}
 		}
-		r.cancel() // an earlier object of the same name
-		delete(a.runs, key)
+		// An indeterminate action that a person asked to run again: a new
+		// intent replaces the record.
+		w.dropAction(i)
 	}
-	ctx, cancel := context.WithCancel(a.base)
-	r := &actionRun{uid: uid, state: ActionPending, cancel: cancel, deleting: deleting, done: make(chan struct{})}
-	a.runs[key] = r
-	a.mu.Unlock()
-	started := Action{State: ActionPending}
-	a.tell(key, started)
-	go a.run(ctx, key, r, run)
-	return started
+	switch {
+	case name == "" || len(name) > maxName:
+		return Action{State: ActionFailed, Err: fmt.Errorf("an action's name must have 1 to %d bytes, not %d", maxName, len(name))}
+	case len(w.st.Actions) >= maxActions:
+		return Action{State: ActionFailed, Err: fmt.Errorf("action %q would be the state's action number %d, over the bound of %d", name, len(w.st.Actions)+1, maxActions)}
+	}
+	w.st.Actions = append(w.st.Actions, ActionRecord{
+		Name: name, Key: recordKey(w.obj.GetUID(), w.req.State, name, attempt, w.obj.GetResourceVersion()),
+		State: w.req.State, Attempt: attempt, Started: metav1.NewMicroTime(w.now),
+	})
+	rec := &w.st.Actions[len(w.st.Actions)-1]
+	w.prepare(k, rec, work, o, false)
+	return Action{State: ActionPending, Key: rec.Key}
 }
 
-// tell reports an action's start or end to the machine's OnAction
-// observers.
-func (a *actions) tell(key actionKey, at Action) {
-	for _, observe := range a.watch {
-		observe(key.object, key.name, at)
-	}
+// recordKey derives a record's key. The resourceVersion of the copy that
+// the intent's walk read tells apart the entries of one state.
+func recordKey(uid types.UID, state State, name string, attempt int32, version string) string {
+	sum := sha256.Sum256([]byte(string(uid) + "\x00" + string(state) + "\x00" + name + "\x00" + strconv.Itoa(int(attempt)) + "\x00" + version))
+	return hex.EncodeToString(sum[:16])
 }
 
-func (a *actions) run(ctx context.Context, key actionKey, r *actionRun, run func(context.Context) error) {
-	defer close(r.done)
-	select {
-	case a.slots <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
-	a.countRunning(key.name, 1)
-	err := safely(ctx, run)
-	a.countRunning(key.name, -1)
-	<-a.slots
-
-	a.mu.Lock()
-	if a.runs[key] != r || ctx.Err() != nil {
-		// Cancelled: the object went, or the manager stopped.
-		a.mu.Unlock()
-		return
-	}
-	r.state, r.err = ActionSucceeded, err
-	if err != nil {
-		r.state = ActionFailed
-		actionsFailed.WithLabelValues(a.machine, key.name).Inc()
-		logged := err
-		if a.redact != nil {
-			logged = errors.New(a.redact(err.Error()))
-		}
-		a.log.Error(logged, "action failed", "machine", a.machine, "object", key.object.String(), "action", key.name)
-	} else {
-		actionsCompleted.WithLabelValues(a.machine, key.name).Inc()
-	}
-	q, ended := a.queue, Action{State: r.state, Err: r.err}
-	a.mu.Unlock()
-	a.tell(key, ended)
-	if q != nil {
-		// At once, not after a requeue timer.
-		q.Add(reconcile.Request{NamespacedName: key.object})
-	}
-}
-
-// countRunning keeps kfsm_actions_running, and removes an action's series
-// when none runs, so that names of finished actions do not pile up.
-func (a *actions) countRunning(name string, delta int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n := a.running[name] + delta
-	if n > 0 {
-		a.running[name] = n
-		actionsRunning.WithLabelValues(a.machine, name).Set(float64(n))
-		return
-	}
-	delete(a.running, name)
-	actionsRunning.DeleteLabelValues(a.machine, name)
-}
-
-func safely(ctx context.Context, run func(context.Context) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("action panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return run(ctx)
-}
-
-// settle ends a reconcile of obj: after a complete one, the finished
-// actions it reported are forgotten; after a failed one they are reported
-// again next time.
-func (a *actions) settle(obj types.NamespacedName, completed bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for key, r := range a.runs {
-		if key.object != obj || !r.seen {
-			continue
-		}
-		if completed {
-			delete(a.runs, key)
-		} else {
-			r.seen = false
+// reported is a record's outcome, with the run's own error while this
+// process still has it.
+func (w *walker[T]) reported(k action.Key, rec *ActionRecord) Action {
+	a := Action{State: ActionSucceeded, Key: rec.Key, Result: rec.Result, Progress: rec.Progress}
+	if rec.Outcome == ActionFailed.String() {
+		a.State, a.Err = ActionFailed, errors.New(rec.Error)
+		if v, ok := w.r.actions.Take(k, rec.Key); ok && v.Err != nil {
+			a.Err = v.Err
 		}
 	}
+	return a
 }
 
-// cancel stops the actions of an object: all of them when it is gone, or
-// those started before its deletion began when it is being deleted.
-func (a *actions) cancel(obj types.NamespacedName, keepDeletion bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for key, r := range a.runs {
-		if key.object == obj && (!keepDeletion || !r.deleting) {
-			r.cancel()
-			delete(a.runs, key)
+// prepare has the pool start the action's run once the walk that records
+// its intent is written. A resumed run observes first, if it may.
+func (w *walker[T]) prepare(k action.Key, rec *ActionRecord, work ActionFunc, o actionOptions, resumed bool) {
+	base := ActionRun{Key: rec.Key, Attempt: int(rec.Attempt), Progress: rec.Progress}
+	runOf := func(h *action.Handle) *ActionRun {
+		run := base
+		run.handle = h
+		return &run
+	}
+	job := action.Job{
+		Work: func(ctx context.Context, h *action.Handle) error {
+			run := runOf(h)
+			err := work(ctx, run)
+			h.Result = run.Result
+			return err
+		},
+		Heartbeat: o.heartbeat,
+	}
+	if resumed && o.observe != nil {
+		job.Observe = func(ctx context.Context, h *action.Handle) (bool, error) {
+			run := runOf(h)
+			done, err := o.observe(ctx, run)
+			h.Result = run.Result
+			return done, err
+		}
+	}
+	if o.deadline > 0 {
+		job.Deadline = time.Now().Add(rec.Started.Add(o.deadline).Sub(w.now))
+	}
+	job.Progress = rec.Progress
+	w.r.actions.Prepare(k, w.obj.GetUID(), rec.Key, w.deleting, job)
+}
+
+// take brings what this process knows of a record's run into the record,
+// and reports whether it knows the run.
+func (w *walker[T]) take(k action.Key, rec *ActionRecord) bool {
+	v, ok := w.r.actions.Take(k, rec.Key)
+	if !ok {
+		return false
+	}
+	// As the status keeps it, to the microsecond: an unchanged beat is no
+	// change to write.
+	if beat := v.Beat.Truncate(time.Microsecond); !beat.IsZero() && (rec.Heartbeat == nil || !rec.Heartbeat.Time.Equal(beat)) {
+		rec.Heartbeat = &metav1.MicroTime{Time: beat}
+	}
+	rec.Progress = v.Progress
+	if !v.Ended {
+		return true
+	}
+	rec.Outcome, rec.Ended = ActionSucceeded.String(), &metav1.MicroTime{Time: w.now}
+	switch {
+	case v.Err != nil:
+		rec.Outcome, rec.Error = ActionFailed.String(), w.r.errorText(v.Err)
+	case len(v.Result) > maxActionText:
+		rec.Outcome, rec.Error = ActionFailed.String(), fmt.Sprintf("the action's result of %d bytes is over the bound of %d", len(v.Result), maxActionText)
+	default:
+		rec.Result = v.Result
+	}
+	return true
+}
+
+// takeActions brings what this process knows of the runs of the
+// object's actions into their records, before any handler runs.
+func (w *walker[T]) takeActions() {
+	for i := range w.st.Actions {
+		if rec := &w.st.Actions[i]; rec.Outcome == "" {
+			w.take(action.Key{Object: client.ObjectKeyFromObject(w.obj), Name: rec.Name}, rec)
 		}
 	}
 }
 
-// cancelSlots stops the actions of the objects in the hash slots, for a
-// replica that gives them up, and returns channels that close once they
-// have returned.
-func (a *actions) cancelSlots(lost shard.Slots) []<-chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var done []<-chan struct{}
-	for key, r := range a.runs {
-		if lost.Has(SlotOf(r.uid)) {
-			r.cancel()
-			delete(a.runs, key)
-			done = append(done, r.done)
+// leaveActions drops the records of the actions of a state that the
+// object leaves; their runs are cancelled once the walk is written.
+func (w *walker[T]) leaveActions(state State) {
+	w.st.Actions = slices.DeleteFunc(w.st.Actions, func(rec ActionRecord) bool {
+		if rec.State != state {
+			return false
+		}
+		w.r.actions.Leave(action.Key{Object: client.ObjectKeyFromObject(w.obj), Name: rec.Name})
+		return true
+	})
+	if len(w.st.Actions) == 0 {
+		w.st.Actions = nil // as the API server returns it
+	}
+}
+
+func (w *walker[T]) dropAction(i int) {
+	w.st.Actions = slices.Delete(w.st.Actions, i, i+1)
+	if len(w.st.Actions) == 0 {
+		w.st.Actions = nil
+	}
+}
+
+// indeterminateStop is the Stop of a handler that left an indeterminate
+// action as it was.
+func indeterminateStop(what string) Result {
+	return Stop(ReasonActionIndeterminate, "action "+what+" was running when its run was lost (a restart, a failover or a slot handed over), and whether it took effect is unknown: kfsm does not run it again blindly. Declare fsm.Observe or fsm.Idempotent for it, or check by hand and annotate "+AnnotationRetry+" to run it again")
+}
+
+// actionChanged tells the machine's OnAction observers of a run's start
+// and end.
+func actionChanged(watch []func(types.NamespacedName, string, Action)) func(action.Key, string, bool, error) {
+	if len(watch) == 0 {
+		return nil
+	}
+	return func(k action.Key, key string, ended bool, err error) {
+		a := Action{State: ActionPending, Key: key}
+		switch {
+		case ended && err != nil:
+			a.State, a.Err = ActionFailed, err
+		case ended:
+			a.State = ActionSucceeded
+		}
+		for _, observe := range watch {
+			observe(k.Object, k.Name, a)
 		}
 	}
-	return done
 }

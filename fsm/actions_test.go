@@ -3,6 +3,9 @@ package fsm_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +29,7 @@ func backupMachine(name string, action func(ctx context.Context, g string) error
 		Initial("Backup").
 		State("Backup", func(_ context.Context, r *request) fsm.Result {
 			gadgetName := r.Object.Name // the action must not keep the request
-			a := r.Action("backup", func(ctx context.Context) error { return action(ctx, gadgetName) })
+			a := r.Action("backup", func(ctx context.Context, _ *fsm.ActionRun) error { return action(ctx, gadgetName) })
 			switch a.State {
 			case fsm.ActionPending:
 				return fsm.Wait(0, "BackingUp") // no timer: only completion wakes it
@@ -171,34 +174,282 @@ func TestDeletionCancelsActions(t *testing.T) {
 	e.fe.Await("the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
 }
 
-func TestActionRunningAtRestartIsStartedAgain(t *testing.T) {
-	e := newEnv(t)
-	var starts atomic.Int32
-	machine := func() *fsm.Machine[*gadget] {
-		return backupMachine("actions-restart", func(ctx context.Context, _ string) error {
-			if starts.Add(1) == 1 {
-				<-ctx.Done() // the first run is cut short by the stop
-				return ctx.Err()
+// durableMachine runs work as the action "upload" in state Upload, with
+// opts, and moves to Finished when it succeeded. The handler writes the
+// key it was told into the status note.
+func durableMachine(name string, work fsm.ActionFunc, opts ...fsm.ActionOption) *fsm.Machine[*gadget] {
+	return fsm.New[*gadget](name, fsm.Lifecycle).
+		Initial("Upload").
+		State("Upload", func(_ context.Context, r *request) fsm.Result {
+			a := r.Action("upload", work, opts...)
+			switch a.State {
+			case fsm.ActionPending:
+				r.Object.Status.Note = a.Key
+				return fsm.Wait(0, "Uploading")
+			case fsm.ActionFailed:
+				return fsm.Fail(a.Err)
+			case fsm.ActionIndeterminate:
+				return fsm.Wait(0, "Unknown") // kfsm stalls it all the same
 			}
-			return nil
-		})
+			r.Object.Status.Note = a.Result
+			return fsm.Next("Finished")
+		}, fsm.To("Finished")).
+		State("Finished", done, fsm.Final())
+}
+
+// blockFirst is an action's work whose first run records its key and
+// blocks until it is cancelled; later runs record their key and succeed.
+type blockFirst struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (b *blockFirst) work(ctx context.Context, run *fsm.ActionRun) error {
+	b.mu.Lock()
+	b.keys = append(b.keys, run.Key)
+	first := len(b.keys) == 1
+	b.mu.Unlock()
+	if first {
+		<-ctx.Done()
+		return ctx.Err()
 	}
+	run.Result = "uploaded"
+	return nil
+}
+
+func (b *blockFirst) runs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.keys)
+}
+
+// restartMidAction starts machine() on gadget g, waits for its action's
+// first run, stops the operator and starts a new one.
+func restartMidAction(e *env, b *blockFirst, machine func() *fsm.Machine[*gadget]) {
+	e.t.Helper()
 	op := fsmtest.Run(e.fe, machine())
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	e.fe.Await("the backup to start", func() bool { return starts.Load() == 1 })
+	e.fe.Await("the action's first run", func() bool { return len(b.runs()) == 1 })
 	op.Stop()
-	if ready(e, "g") {
-		t.Fatal("the gadget finished although its backup was cut short")
+	fsmtest.Run(e.fe, machine())
+}
+
+// The intent is on the API server before the work starts: the work reads
+// the object there and finds its own key.
+func TestAnActionsIntentIsWrittenBeforeItsWorkStarts(t *testing.T) {
+	e := newEnv(t)
+	var found atomic.Value
+	m := durableMachine("actions-intent", func(ctx context.Context, run *fsm.ActionRun) error {
+		g := &gadget{}
+		if err := e.direct.Get(ctx, e.key("g"), g); err != nil {
+			return err
+		}
+		found.Store(g.Status.Actions)
+		if len(g.Status.Actions) != 1 || g.Status.Actions[0].Key != run.Key {
+			return fmt.Errorf("the API server holds records %+v, not the intent of key %s", g.Status.Actions, run.Key)
+		}
+		return nil
+	})
+	fsmtest.Run(e.fe, m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+	recs, _ := found.Load().([]fsm.ActionRecord)
+	if len(recs) != 1 {
+		t.Fatalf("the work found records %+v", recs)
+	}
+	r := recs[0]
+	if r.Name != "upload" || r.State != "Upload" || r.Attempt != 1 || r.Outcome != "" || len(r.Key) != 32 || r.Started.IsZero() {
+		t.Errorf("the intent was %+v, want upload's in state Upload, attempt 1, a 32-digit key, a start time and no outcome", r)
+	}
+	if got := e.get("g").Status.Actions; got != nil {
+		t.Errorf("after the state was left, the status keeps records %+v, want none", got)
+	}
+}
+
+// An action lost in a restart, with neither Observe nor Idempotent, is
+// not run again: the object is Stalled with the action's key, until a
+// person asks for a retry.
+func TestAnActionLostInARestartStallsTheObjectUntilARetry(t *testing.T) {
+	e := newEnv(t)
+	b := &blockFirst{}
+	restartMidAction(e, b, func() *fsm.Machine[*gadget] { return durableMachine("actions-lost", b.work) })
+	e.fe.Await("the gadget to stall", func() bool { return e.stalled("g") })
+	key := b.runs()[0]
+	c := condition(e.get("g"), fsm.ConditionStalled)
+	if c.Reason != fsm.ReasonActionIndeterminate || !strings.Contains(c.Message, key) || !strings.Contains(c.Message, `upload`) {
+		t.Errorf("Stalled = %s: %q, want %s naming the action and its key %s", c.Reason, c.Message, fsm.ReasonActionIndeterminate, key)
+	}
+	time.Sleep(time.Second)
+	if got := b.runs(); len(got) != 1 {
+		t.Fatalf("the lost action ran %d times, want once: kfsm must not run it again blindly", len(got))
 	}
 
+	g := e.get("g")
+	metav1.SetMetaDataAnnotation(&g.ObjectMeta, fsm.AnnotationRetry, "checked-by-hand")
+	if err := e.direct.Update(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	e.fe.Await("the retried gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+	if got := b.runs(); len(got) != 2 || got[1] == key {
+		t.Errorf("after the retry the action ran under keys %v, want a second run under a new key", got)
+	}
+}
+
+// An Idempotent action lost in a restart runs again under the same key.
+func TestAnIdempotentActionResumesUnderItsKey(t *testing.T) {
+	e := newEnv(t)
+	b := &blockFirst{}
+	restartMidAction(e, b, func() *fsm.Machine[*gadget] { return durableMachine("actions-idem", b.work, fsm.Idempotent()) })
+	e.fe.Await("the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+	if got := b.runs(); len(got) != 2 || got[0] != got[1] {
+		t.Errorf("the action ran under keys %v, want twice under one key", got)
+	}
+	if note := e.get("g").Status.Note; note != "uploaded" {
+		t.Errorf("the handler was told result %q, want uploaded", note)
+	}
+}
+
+// An action with Observe lost in a restart is observed under its key: a
+// done effect ends it without running the work again; one not done runs
+// the work again.
+func TestAnObservedActionIsObservedBeforeItRunsAgain(t *testing.T) {
+	for name, tc := range map[string]struct {
+		done     bool
+		wantRuns int
+		wantNote string
+	}{
+		"Done":    {done: true, wantRuns: 1, wantNote: "found"},
+		"NotDone": {done: false, wantRuns: 2, wantNote: "uploaded"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			b := &blockFirst{}
+			var observed []string
+			var mu sync.Mutex
+			observe := fsm.Observe(func(_ context.Context, run *fsm.ActionRun) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				observed = append(observed, run.Key)
+				if len(observed) == 1 {
+					return false, errors.New("the store does not answer yet") // asked again after a backoff
+				}
+				if tc.done {
+					run.Result = "found"
+				}
+				return tc.done, nil
+			})
+			restartMidAction(e, b, func() *fsm.Machine[*gadget] {
+				return durableMachine("actions-observe-"+strings.ToLower(name), b.work, observe)
+			})
+			e.fe.Await("the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+			key := b.runs()[0]
+			mu.Lock()
+			defer mu.Unlock()
+			if len(observed) != 2 || observed[0] != key || observed[1] != key {
+				t.Errorf("observed under keys %v, want twice (an error, then an answer) under %s", observed, key)
+			}
+			if got := b.runs(); len(got) != tc.wantRuns {
+				t.Errorf("the work ran %d times, want %d", len(got), tc.wantRuns)
+			}
+			if note := e.get("g").Status.Note; note != tc.wantNote {
+				t.Errorf("the handler was told result %q, want %q", note, tc.wantNote)
+			}
+		})
+	}
+}
+
+// An action checkpointed half-way resumes from its checkpoint after a
+// restart: the steps before it are not done twice.
+func TestACheckpointedActionResumesFromItsCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	steps := map[int]int{} // step → times done
+	halfway := make(chan struct{})
+	var once sync.Once
+	work := func(ctx context.Context, run *fsm.ActionRun) error {
+		from := 0
+		if run.Progress != "" {
+			var err error
+			if from, err = strconv.Atoi(run.Progress); err != nil {
+				return err
+			}
+		}
+		for step := from + 1; step <= 10; step++ {
+			mu.Lock()
+			steps[step]++
+			mu.Unlock()
+			if step == 5 {
+				if err := run.Checkpoint(ctx, "5"); err != nil {
+					return err
+				}
+				once.Do(func() { close(halfway) })
+				<-ctx.Done() // the first run stops here, cut short by the restart
+				if from == 0 {
+					return ctx.Err()
+				}
+			}
+		}
+		return nil
+	}
+	machine := func() *fsm.Machine[*gadget] { return durableMachine("actions-checkpoint", work, fsm.Idempotent()) }
+	op := fsmtest.Run(e.fe, machine())
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	<-halfway
+	if recs := e.get("g").Status.Actions; len(recs) != 1 || recs[0].Progress != "5" || recs[0].Heartbeat == nil {
+		t.Fatalf("once Checkpoint returned, the status holds %+v, want progress 5 and a heartbeat", recs)
+	}
+	op.Stop()
 	fsmtest.Run(e.fe, machine())
-	e.fe.Await("the backup to run again and the gadget to finish", func() bool { return ready(e, "g") })
-	if starts.Load() != 2 {
-		t.Errorf("the backup started %d times, want 2", starts.Load())
+	e.fe.Await("the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+	mu.Lock()
+	defer mu.Unlock()
+	for step := 1; step <= 10; step++ {
+		if steps[step] != 1 {
+			t.Errorf("step %d was done %d times, want once (all: %v)", step, steps[step], steps)
+		}
 	}
-	if c := condition(e.get("g"), fsm.ConditionReady); c.Status != metav1.ConditionTrue {
-		t.Errorf("Ready = %+v", c)
-	}
+}
+
+// A Heartbeat is recorded in the status while the action runs.
+func TestAnActionsHeartbeatIsRecordedWhileItRuns(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	m := durableMachine("actions-heartbeat", func(ctx context.Context, _ *fsm.ActionRun) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, fsm.Heartbeat(200*time.Millisecond))
+	fsmtest.Run(e.fe, m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	var beats []time.Time
+	e.fe.Await("three heartbeats in the status", func() bool {
+		if recs := e.get("g").Status.Actions; len(recs) == 1 && recs[0].Heartbeat != nil {
+			if at := recs[0].Heartbeat.Time; len(beats) == 0 || at.After(beats[len(beats)-1]) {
+				beats = append(beats, at)
+			}
+		}
+		return len(beats) >= 3
+	})
+	close(release)
+	e.fe.Await("the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+}
+
+// A Deadline ends the action's context, counted from its intent.
+func TestAnActionsDeadlineEndsItsContext(t *testing.T) {
+	e := newEnv(t)
+	m := durableMachine("actions-deadline", func(ctx context.Context, _ *fsm.ActionRun) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, fsm.Deadline(time.Second))
+	fsmtest.Run(e.fe, m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the action to fail at its deadline", func() bool {
+		c := condition(e.get("g"), fsm.ConditionReady)
+		return c != nil && strings.Contains(c.Message, "passed its deadline") && strings.Contains(c.Message, context.DeadlineExceeded.Error())
+	})
 }
 
 // Guarantee 7 with the documented action pattern (Wait while the action
@@ -215,7 +466,7 @@ func TestAnActionThatAlwaysFailsExhaustsItsRetries(t *testing.T) {
 	m := fsm.New[*gadget]("actions-exhaust", fsm.Lifecycle).
 		Initial("Backup").
 		State("Backup", func(_ context.Context, r *request) fsm.Result {
-			a := r.Action("backup", func(context.Context) error {
+			a := r.Action("backup", func(context.Context, *fsm.ActionRun) error {
 				calls.record(&request{Object: &gadget{}})
 				return errors.New("the object store refuses uploads")
 			})

@@ -152,12 +152,31 @@
 // as an action: [Request.Action] starts it in the machine's bounded pool
 // ([Machine.ActionLimit]) outside the reconcile worker and reports it
 // pending, succeeded or failed on later calls; its completion reconciles
-// the object at once. Deleting the object cancels the actions started
-// before the deletion. The metrics kfsm_actions_running,
-// kfsm_actions_completed_total and kfsm_actions_failed_total count them.
-// A handler that itself runs longer than [Machine.SlowHandlerAfter] (5 s
-// by default) holds a reconcile worker, and with one worker every other
-// object: kfsm logs it once per state, pointing to Request.Action.
+// the object at once. Actions are durable: the status records each one's
+// intent (Status.Actions: its name, a key, the state and the attempt)
+// before its work starts, and its outcome and result once it ends, so
+// that what an action did outlives the process that ran it. A long action
+// saves progress with [ActionRun.Checkpoint] and resumes from it;
+// [Heartbeat] tells a slow action from a lost one; [Deadline] bounds it.
+//
+// An action whose run is lost before its outcome is recorded (a restart,
+// a failover, a shard slot handed over) is indeterminate. kfsm does not
+// run it again blindly: with [Observe] it asks the outside system, by the
+// action's key, whether the effect happened; with [Idempotent] it runs
+// the work again under the same key, which the work sends as an
+// idempotency key; with neither it stalls the object with reason
+// ActionIndeterminate, for a person to check and annotate kfsm.dev/retry.
+// Each external effect thus happens once when the action has a key the
+// outside system honours or an Observe, and otherwise at most once, the
+// object stopped rather than the effect repeated.
+//
+// Deleting the object cancels the actions started before the deletion,
+// and leaving a state cancels its actions. The metrics
+// kfsm_actions_running, kfsm_actions_completed_total and
+// kfsm_actions_failed_total count them. A handler that itself runs longer
+// than [Machine.SlowHandlerAfter] (5 s by default) holds a reconcile
+// worker, and with one worker every other object: kfsm logs it once per
+// state, pointing to Request.Action.
 //
 // # Objects a machine reads
 //
@@ -580,8 +599,9 @@
 //   - Only kfsm writes the fields of Status; its status writes do not
 //     check for concurrent writers of the status. Where the machine's
 //     webhooks run, the API server enforces it.
-//   - Actions are idempotent: an action that was running when the manager
-//     stopped is started again when the handler next asks for it.
+//   - An action's work returns soon after its context ends, and its
+//     Observe answers done only when the effect happened and not done only
+//     when it did not: kfsm trusts both.
 //
 // # Caveats
 //
@@ -625,11 +645,19 @@
 //   - A For predicate that drops updates of annotations (such as
 //     GenerationChangedPredicate alone) delays AnnotationRetry and
 //     AnnotationPaused until a change it lets through.
-//   - An action's result lives in memory until a reconcile has seen it; a
-//     Wait without a delay relies on the completion to come back. A
-//     reconciler run without a manager (Machine.Reconciler) has no queue
-//     for it: whoever runs it learns of the end from [Machine.OnAction],
-//     as fsmtest's step driver does.
+//   - An action's outcome is recorded by the first walk after it ends, and
+//     told to the handler once: the handler's answer is written together
+//     with the record's removal. A Wait without a delay relies on the
+//     completion to come back. A reconciler run without a manager
+//     (Machine.Reconciler) has no queue for it: whoever runs it learns of
+//     the end from [Machine.OnAction], as fsmtest's step driver does.
+//   - A checkpoint returns once a walk wrote it, which a paused object
+//     does not do until it is unpaused.
+//   - A process that is frozen rather than dead (a paused VM, a
+//     partition) may still be inside an action's external call while
+//     another process takes the object over: the fence stops its writes
+//     to the API server, not its calls elsewhere. The key or the Observe
+//     is what keeps such an effect single.
 //   - A persisted state that the graph no longer declares (a state was
 //     renamed) is reported as Stalled with reason UnknownState and kept as
 //     it is: kfsm does not guess where the object should be.

@@ -193,7 +193,7 @@ func ExampleRequest_Action() {
 		State("Running", func(context.Context, *fsm.Request[*App]) fsm.Result { return fsm.Next("BackingUp") }, fsm.To("BackingUp")).
 		State("BackingUp", func(_ context.Context, r *fsm.Request[*App]) fsm.Result {
 			to := "backups/" + r.Object.Name // the action must not keep the request
-			a := r.Action("backup", func(ctx context.Context) error { return backup(ctx, to) })
+			a := r.Action("backup", func(ctx context.Context, _ *fsm.ActionRun) error { return backup(ctx, to) })
 			switch a.State {
 			case fsm.ActionPending:
 				return fsm.Wait(0, "BackingUp")

@@ -36,18 +36,6 @@ var (
 		Name: "kfsm_reconciling_objects",
 		Help: "Objects that are Reconciling: walking, waiting or retrying.",
 	}, []string{"machine"})
-	actionsRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_actions_running",
-		Help: "Asynchronous actions running now.",
-	}, []string{"machine", "action"})
-	actionsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_actions_completed_total",
-		Help: "Asynchronous actions that succeeded.",
-	}, []string{"machine", "action"})
-	actionsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_actions_failed_total",
-		Help: "Asynchronous actions that failed or panicked.",
-	}, []string{"machine", "action"})
 	statusWriteErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kfsm_status_write_errors_total",
 		Help: "Status writes that the API server refused for another reason than a conflict.",
@@ -56,7 +44,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(transitionsTotal, stateDuration, objectsGauge, handlerErrorsTotal, stalledGauge,
-		reconcilingGauge, actionsRunning, actionsCompleted, actionsFailed, statusWriteErrorsTotal)
+		reconcilingGauge, statusWriteErrorsTotal)
 }
 
 // machineMetrics holds a machine's series, resolved once at build so that a

@@ -188,7 +188,7 @@ func (r *reconciler[T]) Released(lost shard.Slots) []<-chan struct{} {
 	for _, key := range keys {
 		r.forget(key)
 	}
-	return r.actions.cancelSlots(lost)
+	return r.actions.CancelSlots(func(uid types.UID) bool { return lost.Has(SlotOf(uid)) })
 }
 
 // unreachable returns the children of parent that garbage collection
@@ -214,7 +214,7 @@ func unreachable(parent client.Object, outputs []OutputRef) []OutputRef {
 // that garbage collection cannot reach would stay for ever: kfsm deletes
 // them, as far as this process knew them.
 func (r *reconciler[T]) vanished(ctx context.Context, key types.NamespacedName) error {
-	r.actions.cancel(key, false)
+	r.actions.Cancel(key, false)
 	strays := r.forget(key)
 	if len(strays) == 0 {
 		return nil

@@ -17,7 +17,7 @@ func (r *reconciler[T]) start(ctx context.Context, q workqueue.TypedRateLimiting
 	r.mu.Lock()
 	r.queue = q
 	r.mu.Unlock()
-	return r.actions.start(ctx, q)
+	return r.actions.Start(ctx, q)
 }
 
 // requeue puts an object on the queue at once, when a change by someone

@@ -24,6 +24,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kfsm/kfsm/fsm/internal/action"
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
@@ -47,7 +48,7 @@ type reconciler[T Object] struct {
 	// that it indexes.
 	index   *childindex.Index
 	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
-	actions *actions
+	actions *action.Pool
 	echoes  *echo.Marks
 	limiter *backoffLimiter // set under a manager
 	shards  *shard.Replica  // set when the machine is sharded
@@ -68,7 +69,7 @@ type reconciler[T Object] struct {
 func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reader, rec events.EventRecorder) (*reconciler[T], error) {
 	r := &reconciler[T]{
 		m: m, b: m.built, client: c, reader: reader, recorder: rec,
-		actions: newActions(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.actionWatch),
+		actions: action.New(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.clock, actionChanged(m.actionWatch)),
 		tracked: map[types.NamespacedName]tracked{},
 		strays:  map[types.NamespacedName][]OutputRef{},
 		handed:  map[types.NamespacedName]uint64{},
@@ -174,7 +175,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 
 	deleting := !obj.GetDeletionTimestamp().IsZero()
 	if deleting {
-		r.actions.cancel(req.NamespacedName, true)
+		r.actions.Cancel(req.NamespacedName, true)
 	}
 	hasFinalizer := controllerutil.ContainsFinalizer(obj, r.m.Finalizer())
 	if deleting && !hasFinalizer {
@@ -182,10 +183,10 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	// The results of finished actions that this reconcile reports are
-	// consumed only if its writes go through.
+	// What the walk records of actions holds only if its writes go
+	// through; runs it prepared start only then.
 	committed := false
-	defer func() { r.actions.settle(req.NamespacedName, committed) }()
+	defer func() { r.actions.Settle(req.NamespacedName, committed) }()
 	if !deleting && r.b.onDelete != "" && !hasFinalizer {
 		// Before any handler: whatever a handler creates, the deletion
 		// path gets the chance to clean up.
@@ -216,7 +217,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 		// cache that lags still holds it with the finalizer, and the
 		// deletion path must not run again on that copy.
 		r.untrack(req.NamespacedName)
-		r.actions.cancel(req.NamespacedName, false)
+		r.actions.Cancel(req.NamespacedName, false)
 		return reconcile.Result{}, nil
 	}
 	committed = true

@@ -103,7 +103,7 @@ func TestUnderManagerConditionsAndEventsHoldNoControlCharacter(t *testing.T) {
 			case "stop":
 				return fsm.Stop("Gave"+hostile, "stopped "+hostile)
 			}
-			a := r.Action("backup", func(context.Context) error { return errors.New("backup failed " + hostile) })
+			a := r.Action("backup", func(context.Context, *fsm.ActionRun) error { return errors.New("backup failed " + hostile) })
 			if a.State == fsm.ActionFailed {
 				return fsm.Fail(a.Err)
 			}

@@ -97,20 +97,33 @@ func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
 }
 
 // Action runs a long task outside the reconcile, so that it holds no
-// reconcile worker, and reports where it stands. The first call for a name
-// starts run in the machine's pool (see [Machine.ActionLimit]) and reports
-// ActionPending; while it runs, calls report ActionPending; once it
-// returns, the object is reconciled at once and calls report
-// ActionSucceeded or ActionFailed with the error. After the reconcile that
-// saw the result, the action is forgotten: calling Action again with the
-// name starts it anew, which is how a failed action is retried.
+// reconcile worker, and reports where it stands; the object's status
+// records it in Status.Actions, so that what it did outlives the process.
 //
-// run gets a context that is cancelled when the object is deleted (for
-// actions started before the deletion) or the manager stops. It must not
-// use the Request, which is reused; copy what it needs. An action that was
-// running when the manager stopped is started again by the handler's next
-// call after the restart, so run must be idempotent.
-func (r *Request[T]) Action(name string, run func(ctx context.Context) error) Action {
-	w := r.w
-	return w.r.actions.get(client.ObjectKeyFromObject(w.obj), w.obj.GetUID(), name, w.deleting, run)
+// The first call for a name records the action's intent (its name, key,
+// state and attempt) and reports ActionPending; work starts in the
+// machine's pool (see [Machine.ActionLimit]) once the status holding the
+// intent is written, never before. While it runs, calls report
+// ActionPending. Once it returns, the object is reconciled at once, the
+// outcome is recorded, and calls report ActionSucceeded (with the Result
+// that work set) or ActionFailed with the error, on any replica and after
+// any restart, for as long as the object stays in the state. A failure is
+// reported until the handler's attempt changes, as when it returns Fail:
+// the next attempt's call starts the action anew, so the state's Retries
+// bound a failing action. Leaving the state drops its records and cancels
+// its runs.
+//
+// If the run is lost before its outcome is recorded (the operator
+// restarted, failed over, or gave up the object's shard slot), the action
+// is indeterminate: its effect may have happened or not. kfsm then runs
+// Observe, if given, to find out; runs work again under the same key if
+// it is Idempotent; and otherwise reports ActionIndeterminate and stalls
+// the object, unless the handler moves on or stops: it never guesses.
+//
+// work gets a context that is cancelled when the object is deleted (for
+// actions started before the deletion), when the state is left, when the
+// Deadline passes or when the manager stops. It must not use the Request,
+// which is reused; copy what it needs.
+func (r *Request[T]) Action(name string, work ActionFunc, opts ...ActionOption) Action {
+	return r.w.action(name, work, opts)
 }

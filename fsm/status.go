@@ -99,6 +99,70 @@ type Status struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
+	// actions record the asynchronous actions of the current state: each
+	// one's intent, written before its work starts, and its outcome, once
+	// it ended. An action with an intent and no outcome that no process
+	// runs is indeterminate: whether it took effect is unknown.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Actions []ActionRecord `json:"actions,omitempty"`
+}
+
+// ActionRecord is what the status keeps of one asynchronous action.
+//
+// +kubebuilder:object:generate=true
+type ActionRecord struct {
+	// name is the action's name, as its handler gives it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// key names this run of the action, from the object's UID, the state,
+	// the attempt and the status write that recorded the intent. It stays
+	// the same across restarts: the action's work gets it, to send as an
+	// idempotency key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Key string `json:"key,omitempty"`
+	// state is the state whose handler started the action.
+	// +required
+	State State `json:"state,omitempty"`
+	// attempt is the handler's attempt that started the action.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Attempt int32 `json:"attempt,omitempty"`
+	// started is when the intent was recorded.
+	// +required
+	Started metav1.MicroTime `json:"started"`
+	// heartbeat is the last sign of life of the action's run: a
+	// checkpoint or a heartbeat.
+	// +optional
+	Heartbeat *metav1.MicroTime `json:"heartbeat,omitempty"`
+	// progress is the last checkpoint of the action's run, handed to the
+	// run that resumes it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Progress string `json:"progress,omitempty"`
+	// outcome is Succeeded or Failed once the action ended; absent while
+	// it runs and while it is indeterminate.
+	// +optional
+	// +kubebuilder:validation:Enum=Succeeded;Failed
+	Outcome string `json:"outcome,omitempty"`
+	// ended is when the outcome was recorded.
+	// +optional
+	Ended *metav1.MicroTime `json:"ended,omitempty"`
+	// error is why a failed action failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
+	// result is what a succeeded action's work handed back.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Result string `json:"result,omitempty"`
 }
 
 // OutputRef names a child object that kfsm applied.
@@ -193,6 +257,8 @@ const (
 	maxHistory        = 100 // the largest HistoryLimit
 	maxOutputs        = 256
 	maxRetryMark      = 256 // lastHandledRetry
+	maxActions        = 16
+	maxActionText     = 1024 // an action's progress, error and result
 	maxGroup          = 253
 	maxKind           = 63
 	maxNamespace      = 63
@@ -265,7 +331,11 @@ const (
 	ReasonHandlerFailed     = "HandlerFailed"
 	ReasonIllegalTransition = "IllegalTransition"
 	ReasonUnknownState      = "UnknownState"
-	ReasonProgressing       = "Progressing"
+	// An action's run was lost (a restart, a failover, a slot handed over)
+	// before its outcome was recorded, and the action declares neither
+	// Observe nor Idempotent: whether it took effect is unknown.
+	ReasonActionIndeterminate = "ActionIndeterminate"
+	ReasonProgressing         = "Progressing"
 	// A child could not be applied because another field manager owns
 	// some of its fields; see ConflictError.
 	ReasonApplyConflict = "ApplyConflict"

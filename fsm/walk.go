@@ -49,6 +49,9 @@ func (r *reconciler[T]) walk(ctx context.Context, obj, before T, deleting bool) 
 
 func (w *walker[T]) walk() outcome {
 	st, gen := w.st, w.obj.GetGeneration()
+	if len(st.Actions) > 0 {
+		w.takeActions()
+	}
 	if st.ObservedGeneration != gen {
 		// A new spec deserves fresh attempts.
 		st.Failures, st.RetryAt = 0, nil
@@ -139,6 +142,8 @@ type walker[T Object] struct {
 	committed bool          // the status write went through
 	calls     int32         // handlers run so far: an int32 beside the bools keeps the walker in a 704-byte size class
 	goal      State         // the goal function's answer, if any
+	// indeterminate names an action that a handler found indeterminate.
+	indeterminate string
 	applied   []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
 	outputErr error         // the first failed Apply or Delete of this run
 	snapshot  reflect.Value // the status before the running handler, after the first
@@ -160,6 +165,9 @@ func (w *walker[T]) start() State {
 			return w.st.State
 		}
 		w.took("", b.onDelete, graph.DeleteEntry)
+		if len(w.st.Actions) > 0 {
+			w.leaveActions(w.st.State)
+		}
 		if w.r.m.mode == Lifecycle {
 			w.move(b.onDelete, ReasonDeleted)
 		}
@@ -201,7 +209,11 @@ func (w *walker[T]) run(cur State) outcome {
 		}
 
 		attempt := int(w.st.Failures) + 1
+		w.indeterminate = ""
 		res := w.call(def)
+		if w.indeterminate != "" && res.kind != resultNext && res.kind != resultStop {
+			res = indeterminateStop(w.indeterminate)
+		}
 		if res.kind == resultDone {
 			if err := w.pruneOnDone(def); err != nil {
 				res = Fail(err)
@@ -309,6 +321,9 @@ var edgeKinds = map[string]string{
 // reconcile; the next reconcile, soon, continues there.
 func (w *walker[T]) moveOn(cur, next State, reason string) (bool, outcome) {
 	w.took(cur, next, edgeKinds[reason])
+	if len(w.st.Actions) > 0 {
+		w.leaveActions(cur)
+	}
 	if w.r.m.mode == Lifecycle {
 		w.move(next, reason)
 	}

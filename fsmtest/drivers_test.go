@@ -197,7 +197,7 @@ func TestAnActionFinishesUnderEitherDriver(t *testing.T) {
 			m := fsm.New[*v1alpha1.Gadget]("action", fsm.Lifecycle).
 				Initial(Working).
 				State(Working, func(_ context.Context, r *request) fsm.Result {
-					a := r.Action("upload", func(context.Context) error {
+					a := r.Action("upload", func(context.Context, *fsm.ActionRun) error {
 						<-release
 						return nil
 					})

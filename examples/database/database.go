@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
@@ -175,7 +176,13 @@ func (o *Operator) servicing(ctx context.Context, r *request) fsm.Result {
 	}
 	db, st, name := r.Object, &r.Object.Status, agentName(r.Object)
 	if id := db.Spec.Backup; id != "" && id != st.LastBackup {
-		a := r.Action("backup-"+id, func(ctx context.Context) error { return o.Agent.Backup(ctx, name, id) })
+		a := r.Action("backup-"+id, func(ctx context.Context, _ *fsm.ActionRun) error { return o.Agent.Backup(ctx, name, id) },
+			// A backup taken twice is two backups: after a lost run, the
+			// agent's list of backups tells whether it was taken.
+			fsm.Observe(func(ctx context.Context, _ *fsm.ActionRun) (bool, error) {
+				got, err := o.Agent.Get(ctx, name)
+				return err == nil && slices.Contains(got.Backups, id), err
+			}))
 		switch a.State {
 		case fsm.ActionPending:
 			return fsm.Wait(0, "BackingUp")
@@ -186,7 +193,8 @@ func (o *Operator) servicing(ctx context.Context, r *request) fsm.Result {
 		r.Event("Normal", "BackedUp", fmt.Sprintf("backup %s taken", id))
 	}
 	if config := maps.Clone(db.Spec.Config); !maps.Equal(config, st.AppliedConfig) {
-		a := r.Action("configure", func(ctx context.Context) error { return o.Agent.Configure(ctx, name, config) })
+		a := r.Action("configure", func(ctx context.Context, _ *fsm.ActionRun) error { return o.Agent.Configure(ctx, name, config) },
+			fsm.Idempotent()) // the same configuration, set again
 		switch a.State {
 		case fsm.ActionPending:
 			return fsm.Wait(0, "Configuring")

@@ -183,7 +183,9 @@ func (g *gadgets) ticking(_ context.Context, r *fsm.Request[*v1alpha1.Gadget]) f
 // working keeps the long action running.
 func (g *gadgets) working(_ context.Context, r *fsm.Request[*v1alpha1.Gadget]) fsm.Result {
 	r.Object.Status.Note = g.identity
-	if a := r.Action("long", g.long); a.State == fsm.ActionFailed {
+	// Idempotent: the replica that takes over runs it again, from where the
+	// record says.
+	if a := r.Action("long", g.long, fsm.Idempotent()); a.State == fsm.ActionFailed {
 		return fsm.Fail(a.Err)
 	}
 	return fsm.Wait(0, "Working")
@@ -191,7 +193,7 @@ func (g *gadgets) working(_ context.Context, r *fsm.Request[*v1alpha1.Gadget]) f
 
 // long runs until its context is cancelled, and says when it starts and
 // when it is cancelled.
-func (g *gadgets) long(ctx context.Context) error {
+func (g *gadgets) long(ctx context.Context, _ *fsm.ActionRun) error {
 	g.running.Add(1)
 	defer g.running.Add(-1)
 	g.out.say("action started")

@@ -1,0 +1,481 @@
+// Package action runs a machine's asynchronous actions in a bounded pool,
+// outside the reconcile workers, and keeps what each run did until the
+// object's status records it.
+//
+// A run goes through three phases. It is prepared by the walk that
+// records its intent, and launched only once that walk's status is
+// written: no work starts before its intent is on the API server. It then
+// runs, reporting checkpoints and heartbeats that the next walk records.
+// Once it ends, its outcome waits here until a walk records it in the
+// status; then the pool forgets it. A walk whose status is not written
+// changes nothing here: what it recorded is taken again by the next one.
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+var (
+	running = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kfsm_actions_running",
+		Help: "Asynchronous actions running now.",
+	}, []string{"machine", "action"})
+	completed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kfsm_actions_completed_total",
+		Help: "Asynchronous actions that succeeded.",
+	}, []string{"machine", "action"})
+	failed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kfsm_actions_failed_total",
+		Help: "Asynchronous actions that failed or panicked.",
+	}, []string{"machine", "action"})
+)
+
+func init() { metrics.Registry.MustRegister(running, completed, failed) }
+
+// Key names an action: the object and the action's name.
+type Key struct {
+	Object types.NamespacedName
+	Name   string
+}
+
+// Job is one run of an action, as package fsm wraps the author's
+// functions.
+type Job struct {
+	// Observe, when set, runs first: it asks the world whether an earlier
+	// run under the same record took effect. Done ends the run as
+	// succeeded without Work; not done runs Work; an error asks again
+	// after a backoff, for as long as it takes.
+	Observe func(ctx context.Context, h *Handle) (done bool, err error)
+	Work    func(ctx context.Context, h *Handle) error
+	// Deadline, when set, ends the run's context then.
+	Deadline time.Time
+	// Heartbeat, when positive, is how often the run's heartbeat is
+	// recorded while it runs.
+	Heartbeat time.Duration
+	// Progress is the checkpoint that the run resumes from.
+	Progress string
+}
+
+// Handle is what a run reports through while it runs.
+type Handle struct {
+	// Result is the run's result, set by its work before it returns.
+	Result string
+	pool   *Pool
+	key    Key
+	r      *run
+}
+
+// Checkpoint hands progress to the next walk, which records it in the
+// status, and returns once the status holds it, the run is cancelled or
+// ctx ends.
+func (h *Handle) Checkpoint(ctx context.Context, progress string) error {
+	p := h.pool
+	p.mu.Lock()
+	h.r.progress = progress
+	h.r.checkpoints++
+	want := h.r.checkpoints
+	h.r.beat = p.clock.Now()
+	p.mu.Unlock()
+	p.wake(h.key.Object)
+	for {
+		p.mu.Lock()
+		saved, ch := h.r.saved, h.r.savedCh
+		p.mu.Unlock()
+		if saved >= want {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-h.r.ctx.Done():
+			return h.r.ctx.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// View is where a run stands, for the walk that records it.
+type View struct {
+	Ended    bool
+	Err      error // the failure of an ended run
+	Result   string
+	Progress string
+	Beat     time.Time // the last heartbeat or checkpoint; zero before either
+}
+
+type phase uint8
+
+const (
+	prepared phase = iota
+	started
+	ended
+)
+
+type run struct {
+	uid      types.UID
+	record   string // the key of the record in the status
+	phase    phase
+	job      Job
+	deleting bool // started on the deletion path
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the run has returned
+
+	err                error // set when it ends
+	result             string
+	progress           string
+	checkpoints, saved uint64 // checkpoints made, and recorded by a written walk
+	savedCh            chan struct{}
+	beat               time.Time
+	taken              uint64 // the checkpoint the walk in progress records
+	recorded, left     bool   // the walk in progress records its outcome, or leaves its state
+}
+
+// Pool runs a machine's actions.
+type Pool struct {
+	machine string
+	slots   chan struct{} // one per action that may run at once
+	log     logr.Logger
+	redact  func(string) string
+	clock   clock.PassiveClock
+	// Changed is told when a run starts (ended false) and ends.
+	changed func(k Key, record string, ended bool, err error)
+
+	mu      sync.Mutex
+	runs    map[types.NamespacedName]map[string]*run
+	running map[string]int // runs by name, for the gauge
+	base    context.Context
+	stop    context.CancelFunc
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// New makes a pool in which limit actions run at once.
+func New(machine string, limit int, log logr.Logger, redact func(string) string, clk clock.PassiveClock, changed func(Key, string, bool, error)) *Pool {
+	base, stop := context.WithCancel(context.Background())
+	return &Pool{
+		machine: machine, slots: make(chan struct{}, max(limit, 1)), log: log, redact: redact, clock: clk, changed: changed,
+		runs: map[types.NamespacedName]map[string]*run{}, running: map[string]int{}, base: base, stop: stop,
+	}
+}
+
+// Start is the source that the controller registers: it gives the pool
+// the controller's queue, and cancels every run when the manager stops.
+func (p *Pool) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	p.mu.Lock()
+	p.queue = q
+	p.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		p.stop()
+	}()
+	return nil
+}
+
+func (p *Pool) get(k Key) *run { return p.runs[k.Object][k.Name] }
+
+// Take reports the run of k under the record's key, if this process has
+// one, and notes that the walk in progress records what it reports.
+func (p *Pool) Take(k Key, record string) (View, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.get(k)
+	if r == nil || r.record != record {
+		return View{}, false
+	}
+	v := View{Progress: r.progress, Beat: r.beat}
+	r.taken = r.checkpoints
+	if r.phase == ended {
+		r.recorded = true
+		v.Ended = true
+		v.Err, v.Result = r.err, r.result
+	}
+	return v, true
+}
+
+// Prepare registers a run of k under the record's key, to be launched
+// when the walk in progress is written. A run of k already known is
+// cancelled: the walk replaced its record. Should the walk not be
+// written, the old record stays without a run, as after a restart.
+func (p *Pool) Prepare(k Key, uid types.UID, record string, deleting bool, job Job) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	byName := p.runs[k.Object]
+	if byName == nil {
+		byName = map[string]*run{}
+		p.runs[k.Object] = byName
+	}
+	if old := byName[k.Name]; old != nil {
+		old.cancel()
+	}
+	ctx, cancel := context.WithCancel(p.base)
+	if !job.Deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(p.base, job.Deadline)
+	}
+	byName[k.Name] = &run{uid: uid, record: record, job: job, deleting: deleting, ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), progress: job.Progress, savedCh: make(chan struct{})}
+}
+
+// Leave notes that the walk in progress drops k's record, its state left:
+// once the walk is written, the run is cancelled and forgotten.
+func (p *Pool) Leave(k Key) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.get(k); r != nil {
+		r.left = true
+	}
+}
+
+// Settle ends a walk of obj. After a written walk, prepared runs start,
+// runs whose outcome it recorded are forgotten, the checkpoints it
+// recorded are acknowledged and the runs of states it left are cancelled.
+// After a walk that was not written, what it noted is undone.
+func (p *Pool) Settle(obj types.NamespacedName, written bool) {
+	var launched []Key
+	var runs []*run
+	p.mu.Lock()
+	byName := p.runs[obj]
+	for name, r := range byName {
+		k := Key{Object: obj, Name: name}
+		switch {
+		case !written:
+			if r.phase == prepared {
+				delete(byName, name)
+				continue
+			}
+			r.recorded, r.left, r.taken = false, false, r.saved
+		case r.left:
+			r.cancel()
+			delete(byName, name)
+		case r.phase == prepared:
+			r.phase = started
+			launched = append(launched, k)
+			runs = append(runs, r)
+		case r.recorded:
+			delete(byName, name)
+		case r.taken > r.saved:
+			r.saved = r.taken
+			close(r.savedCh)
+			r.savedCh = make(chan struct{})
+		}
+	}
+	if len(byName) == 0 {
+		delete(p.runs, obj)
+	}
+	p.mu.Unlock()
+	for i, k := range launched {
+		if p.changed != nil {
+			p.changed(k, runs[i].record, false, nil) // before the run can report its end
+		}
+		go p.run(k, runs[i])
+	}
+}
+
+// Cancel stops the runs of an object: all of them when it is gone, or
+// those started before its deletion began when it is being deleted.
+func (p *Pool) Cancel(obj types.NamespacedName, keepDeletion bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, r := range p.runs[obj] {
+		if !keepDeletion || !r.deleting {
+			r.cancel()
+			delete(p.runs[obj], name)
+		}
+	}
+	if len(p.runs[obj]) == 0 {
+		delete(p.runs, obj)
+	}
+}
+
+// CancelSlots stops the runs of the objects that lost reports, for a
+// replica that gives up their slots, and returns channels that close once
+// they have returned. What they did stays unrecorded: the replica that
+// takes the slots finds their records without an outcome.
+func (p *Pool) CancelSlots(lost func(types.UID) bool) []<-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var done []<-chan struct{}
+	for obj, byName := range p.runs {
+		for name, r := range byName {
+			if lost(r.uid) {
+				r.cancel()
+				delete(byName, name)
+				if r.phase != prepared {
+					done = append(done, r.done)
+				}
+			}
+		}
+		if len(byName) == 0 {
+			delete(p.runs, obj)
+		}
+	}
+	return done
+}
+
+func (p *Pool) run(k Key, r *run) {
+	defer close(r.done)
+	ctx := r.ctx
+	h := &Handle{pool: p, key: k, r: r}
+	if !p.acquire(ctx) {
+		return
+	}
+	p.count(k.Name, 1)
+	stopBeat := p.heartbeat(k, r)
+	err := p.work(ctx, h)
+	stopBeat()
+	p.count(k.Name, -1)
+	<-p.slots
+
+	p.mu.Lock()
+	if p.get(k) != r || (ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		// Cancelled: the object went, its state was left, its slot was
+		// given up or the manager stopped.
+		p.mu.Unlock()
+		return
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil {
+		err = fmt.Errorf("the action passed its deadline: %w", err)
+	}
+	r.phase, r.err, r.result = ended, err, h.Result
+	q := p.queue
+	p.mu.Unlock()
+	if err != nil {
+		failed.WithLabelValues(p.machine, k.Name).Inc()
+		logged := err
+		if p.redact != nil {
+			logged = errors.New(p.redact(err.Error()))
+		}
+		p.log.Error(logged, "action failed", "machine", p.machine, "object", k.Object.String(), "action", k.Name, "key", r.record)
+	} else {
+		completed.WithLabelValues(p.machine, k.Name).Inc()
+	}
+	if p.changed != nil {
+		p.changed(k, r.record, true, err)
+	}
+	if q != nil {
+		// At once, not after a requeue timer.
+		q.Add(reconcile.Request{NamespacedName: k.Object})
+	}
+}
+
+// work observes, if the job asks, and then works.
+func (p *Pool) work(ctx context.Context, h *Handle) error {
+	job := h.r.job
+	if job.Observe != nil {
+		for delay := time.Second; ; delay = min(2*delay, 5*time.Minute) {
+			done, err := safely(func() (bool, error) { return job.Observe(ctx, h) })
+			if err == nil && done {
+				return nil
+			}
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			p.log.Info("could not tell whether an interrupted action took effect; asking again", "machine", p.machine,
+				"object", h.key.Object.String(), "action", h.key.Name, "key", h.r.record, "after", delay, "error", p.text(err))
+			<-p.slots // another action may run meanwhile
+			select {
+			case <-ctx.Done():
+				p.slots <- struct{}{}
+				return ctx.Err()
+			case <-time.After(delay):
+			}
+			if !p.acquire(ctx) {
+				p.slots <- struct{}{} // the caller gives one back
+				return ctx.Err()
+			}
+		}
+	}
+	_, err := safely(func() (bool, error) { return false, job.Work(ctx, h) })
+	return err
+}
+
+func (p *Pool) text(err error) string {
+	if p.redact == nil {
+		return err.Error()
+	}
+	return p.redact(err.Error())
+}
+
+func (p *Pool) acquire(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// heartbeat records a beat every Heartbeat while the run works, and wakes
+// the object so that a walk records it.
+func (p *Pool) heartbeat(k Key, r *run) (stop func()) {
+	if r.job.Heartbeat <= 0 {
+		return func() {}
+	}
+	t := time.NewTicker(r.job.Heartbeat)
+	quit := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			p.mu.Lock()
+			r.beat = p.clock.Now()
+			p.mu.Unlock()
+			p.wake(k.Object)
+		}
+	}()
+	return func() { t.Stop(); close(quit) }
+}
+
+func (p *Pool) wake(obj types.NamespacedName) {
+	p.mu.Lock()
+	q := p.queue
+	p.mu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: obj})
+	}
+}
+
+// count keeps kfsm_actions_running, and removes an action's series when
+// none runs, so that names of finished actions do not pile up.
+func (p *Pool) count(name string, delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.running[name] + delta
+	if n > 0 {
+		p.running[name] = n
+		running.WithLabelValues(p.machine, name).Set(float64(n))
+		return
+	}
+	delete(p.running, name)
+	running.DeleteLabelValues(p.machine, name)
+}
+
+func safely(f func() (bool, error)) (done bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("action panicked: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return f()
+}
