@@ -137,16 +137,16 @@ type walker[T Object] struct {
 	req     Request[T] // one per walk, filled anew for each handler
 	out     outcome
 
-	deleting  bool          // the object is being deleted: the deletion path runs
-	retrying  bool          // AnnotationRetry asked for a run now
-	committed bool          // the status write went through
-	calls     int32         // handlers run so far: an int32 beside the bools keeps the walker in a 704-byte size class
-	goal      State         // the goal function's answer, if any
+	deleting  bool  // the object is being deleted: the deletion path runs
+	retrying  bool  // AnnotationRetry asked for a run now
+	committed bool  // the status write went through
+	calls     int32 // handlers run so far: an int32 beside the bools keeps the walker in a 704-byte size class
+	goal      State // the goal function's answer, if any
 	// indeterminate names an action that a handler found indeterminate.
 	indeterminate string
-	applied   []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
-	outputErr error         // the first failed Apply or Delete of this run
-	snapshot  reflect.Value // the status before the running handler, after the first
+	applied       []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
+	outputErr     error         // the first failed Apply or Delete of this run
+	snapshot      reflect.Value // the status before the running handler, after the first
 
 	steps []Step          // for OnWalk observers
 	edges []graph.EdgeKey // for OnWalk observers
