@@ -149,7 +149,8 @@ func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Ac
 			return Action{State: ActionPending, Key: rec.Key, Progress: rec.Progress}
 		case !w.retrying && rec.State == w.req.State:
 			if !o.idempotent && o.observe == nil {
-				w.indeterminate = rec.Name + " (key " + rec.Key + ")"
+				lost := *rec
+				w.indeterminate = &lost
 				return Action{State: ActionIndeterminate, Key: rec.Key, Progress: rec.Progress}
 			}
 			w.prepare(k, rec, work, o, true)
@@ -289,8 +290,8 @@ func (w *walker[T]) dropAction(i int) {
 
 // indeterminateStop is the Stop of a handler that left an indeterminate
 // action as it was.
-func indeterminateStop(what string) Result {
-	return Stop(ReasonActionIndeterminate, "action "+what+" was running when its run was lost (a restart, a failover or a slot handed over), and whether it took effect is unknown: kfsm does not run it again blindly. Declare fsm.Observe or fsm.Idempotent for it, or check by hand and annotate "+AnnotationRetry+" to run it again")
+func indeterminateStop(rec *ActionRecord) Result {
+	return Stop(ReasonActionIndeterminate, "action "+rec.Name+" (key "+rec.Key+") was running when its run was lost (a restart, a failover or a slot handed over), and whether it took effect is unknown: kfsm does not run it again blindly. Declare fsm.Observe or fsm.Idempotent for it, or check by hand and annotate "+AnnotationRetry+" to run it again")
 }
 
 // actionChanged tells the machine's OnAction observers of a run's start

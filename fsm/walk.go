@@ -142,8 +142,9 @@ type walker[T Object] struct {
 	committed bool  // the status write went through
 	calls     int32 // handlers run so far: an int32 beside the bools keeps the walker in a 704-byte size class
 	goal      State // the goal function's answer, if any
-	// indeterminate names an action that a handler found indeterminate.
-	indeterminate string
+	// indeterminate is an action that the running handler found
+	// indeterminate: a pointer, which keeps the walker in a 704-byte size class.
+	indeterminate *ActionRecord
 	applied       []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
 	outputErr     error         // the first failed Apply or Delete of this run
 	snapshot      reflect.Value // the status before the running handler, after the first
@@ -209,9 +210,9 @@ func (w *walker[T]) run(cur State) outcome {
 		}
 
 		attempt := int(w.st.Failures) + 1
-		w.indeterminate = ""
+		w.indeterminate = nil
 		res := w.call(def)
-		if w.indeterminate != "" && res.kind != resultNext && res.kind != resultStop {
+		if w.indeterminate != nil && res.kind != resultNext && res.kind != resultStop {
 			res = indeterminateStop(w.indeterminate)
 		}
 		if res.kind == resultDone {
