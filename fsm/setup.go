@@ -65,6 +65,9 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 			return err
 		}
 	}
+	if err := mgr.Add(manager.RunnableFunc(r.actions.Drain)); err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
+	}
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers
 	}

@@ -154,12 +154,13 @@ type Pool struct {
 	// Changed is told when a run starts (ended false) and ends.
 	changed func(k Key, record string, ended bool, err error)
 
-	mu      sync.Mutex
-	runs    map[types.NamespacedName]map[string]*run
-	running map[string]int // runs by name, for the gauge
-	base    context.Context
-	stop    context.CancelFunc
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	mu       sync.Mutex
+	runs     map[types.NamespacedName]map[string]*run
+	running  map[string]int // runs by name, for the gauge
+	base     context.Context
+	stop     context.CancelFunc
+	queue    workqueue.TypedRateLimitingInterface[reconcile.Request]
+	returned sync.WaitGroup // the runs launched and not returned
 }
 
 // New makes a pool in which limit actions run at once.
@@ -181,6 +182,18 @@ func (p *Pool) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface
 		<-ctx.Done()
 		p.stop()
 	}()
+	return nil
+}
+
+// Drain is a runnable of the manager: when the manager stops, it cancels
+// every run and waits until they have returned, so that no action's work
+// goes on once the process's manager has stopped.
+func (p *Pool) Drain(ctx context.Context) error {
+	<-ctx.Done()
+	p.mu.Lock()
+	p.stop()
+	p.mu.Unlock()
+	p.returned.Wait()
 	return nil
 }
 
@@ -246,11 +259,13 @@ func (p *Pool) Settle(obj types.NamespacedName, written bool) {
 	var launched []Key
 	var runs []*run
 	p.mu.Lock()
+	// Once the manager stops, nothing starts: Drain waits for what did.
+	stopping := p.base.Err() != nil
 	byName := p.runs[obj]
 	for name, r := range byName {
 		k := Key{Object: obj, Name: name}
 		switch {
-		case !written:
+		case !written || stopping && r.phase == prepared:
 			if r.phase == prepared {
 				delete(byName, name)
 				continue
@@ -274,6 +289,7 @@ func (p *Pool) Settle(obj types.NamespacedName, written bool) {
 	if len(byName) == 0 {
 		delete(p.runs, obj)
 	}
+	p.returned.Add(len(runs))
 	p.mu.Unlock()
 	for i, k := range launched {
 		if p.changed != nil {
@@ -325,6 +341,7 @@ func (p *Pool) CancelSlots(lost func(types.UID) bool) []<-chan struct{} {
 }
 
 func (p *Pool) run(k Key, r *run) {
+	defer p.returned.Done()
 	defer close(r.done)
 	ctx := r.ctx
 	h := &Handle{pool: p, key: k, r: r}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,5 +258,40 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestDrainCancelsEveryRunAndWaitsForIt(t *testing.T) {
+	p := newPool(t, nil)
+	k := Key{Object: obj, Name: "backup"}
+	var returned atomic.Bool
+	working := make(chan struct{})
+	p.Prepare(k, "uid", "r", false, Job{Work: func(ctx context.Context, _ *Handle) error {
+		close(working)
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // a moment to clean up
+		returned.Store(true)
+		return ctx.Err()
+	}})
+	p.Settle(obj, true)
+	<-working
+	late := Key{Object: obj, Name: "late"}
+	ctx, stop := context.WithCancel(context.Background())
+	drained := make(chan error)
+	go func() { drained <- p.Drain(ctx) }()
+	stop()
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if !returned.Load() {
+		t.Error("Drain returned before the run did")
+	}
+	p.Prepare(late, "uid", "r2", false, Job{Work: func(context.Context, *Handle) error {
+		t.Error("a run started after the manager stopped")
+		return nil
+	}})
+	p.Settle(obj, true)
+	if _, ok := p.Take(late, "r2"); ok {
+		t.Error("a run prepared after the manager stopped is still known")
 	}
 }
