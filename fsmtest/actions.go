@@ -18,6 +18,8 @@ type actionLog struct {
 	running map[types.NamespacedName]int
 	ended   map[types.NamespacedName]bool
 	change  chan struct{} // closed and replaced when an action ends
+	starts  int           // actions started, in all the operator's processes
+	life    *life         // the operator process that runs now
 }
 
 func newActionLog() *actionLog {
@@ -27,17 +29,39 @@ func newActionLog() *actionLog {
 // observe is the machine's OnAction observer.
 func (l *actionLog) observe(obj types.NamespacedName, _ string, a fsm.Action) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	life := l.life
 	if a.State == fsm.ActionPending {
 		l.running[obj]++
-		return
+		l.starts++
+	} else {
+		if l.running[obj]--; l.running[obj] <= 0 {
+			delete(l.running, obj)
+		}
+		l.ended[obj] = true
+		close(l.change)
+		l.change = make(chan struct{})
 	}
-	if l.running[obj]--; l.running[obj] <= 0 {
-		delete(l.running, obj)
+	l.mu.Unlock()
+	if life != nil {
+		life.action(a)
 	}
-	l.ended[obj] = true
-	close(l.change)
-	l.change = make(chan struct{})
+}
+
+// begin notes a new operator process, in which no action runs yet: those
+// of the process before were cancelled, and a cancelled action reports
+// no end.
+func (l *actionLog) begin(life *life) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.life = life
+	clear(l.running)
+}
+
+// started is how many actions started so far.
+func (l *actionLog) started() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.starts
 }
 
 // take reports whether an action of obj ended since the last take.

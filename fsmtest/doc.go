@@ -108,6 +108,13 @@
 //   - Bursts: the changes are made while the operator is stopped, so it
 //     never observes the states in between. It finds handlers that count
 //     on seeing every change.
+//   - CrashInAction: the process dies inside each action, as its work
+//     starts and as it returns, before its outcome is written; with
+//     Crash's points before and after the intent's write, that is every
+//     point of an action's life. It finds an action declared Idempotent
+//     that is not, or an Observe that misses an effect: count the
+//     effects where the action makes them and show the count in the
+//     status, and a second effect is a divergence.
 //
 // Each faulty run is compared with the clean run at every Await: the
 // objects' status (without times, UIDs and versions), finalizers and

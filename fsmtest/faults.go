@@ -46,10 +46,19 @@ const (
 	// so that it sees only the last of them: intermediate states it never
 	// observes.
 	Bursts Fault = "bursts"
+	// CrashInAction kills the operator inside each action of the clean
+	// run, twice: as the action's work starts, after its intent was
+	// written (the work may get to its effect or not, as when a process
+	// dies during an external call), and as the work returns, after its
+	// effect and before its outcome is written. The crashes before and
+	// after the intent's write are Crash's. It finds actions that run
+	// twice, or whose effect is lost, when their run is; count the
+	// effects in the scenario, where the service the action calls can.
+	CrashInAction Fault = "crash-in-action"
 )
 
 // AllFaults are the classes Faults injects unless told otherwise.
-var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts}
+var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts, CrashInAction}
 
 // FaultOption changes what Faults does.
 type FaultOption func(*faultOptions)
@@ -158,11 +167,12 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 
 	var clean *snapshots
 	var writes []Write
+	var actions int
 	if !t.Run("clean", func(t *testing.T) {
 		clean = &snapshots{holdUntil: -1}
 		e := run(t, nil, clean)
-		writes = e.api.all()
-		t.Logf("the clean run made %d writes and %d snapshots", len(writes), len(clean.taken))
+		writes, actions = e.api.all(), e.actions.started()
+		t.Logf("the clean run made %d writes, started %d actions and took %d snapshots", len(writes), actions, len(clean.taken))
 	}) {
 		return
 	}
@@ -196,6 +206,15 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 				for k := 1; k <= min(3, len(writes)); k++ {
 					one(fmt.Sprintf("from-write-%d", k), fmt.Sprintf("every third write from write %d answered 409 Conflict", k),
 						&faults{conflictEvery: 3, conflictFrom: k}, &snapshots{holdUntil: -1})
+				}
+			case CrashInAction:
+				if actions == 0 {
+					t.Logf("the clean run started no action")
+				}
+				for k := 1; k <= actions; k++ {
+					one(fmt.Sprintf("start-%d", k), fmt.Sprintf("crash as the work of action %d starts", k), &faults{inAction: k}, &snapshots{holdUntil: -1})
+					one(fmt.Sprintf("end-%d", k), fmt.Sprintf("crash as the work of action %d returns, before its outcome is written", k),
+						&faults{inAction: k, atActionEnd: true}, &snapshots{holdUntil: -1})
 				}
 			case Bursts:
 				last := clean.lastChange()

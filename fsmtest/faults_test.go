@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,9 @@ var sloppy = map[string]struct {
 	"ConflictStops": {class: fsmtest.Conflicts, machine: stopping, scenario: createAndDelete, caught: `every third write from write \d answered 409 Conflict`},
 	// Counting spec changes one by one: a burst of changes is seen once.
 	"CountsChanges": {class: fsmtest.Bursts, machine: counting, scenario: threeTargets, caught: `the operator stopped until after update Gadget/g`},
+	// An action declared Idempotent whose effect is not: a crash inside
+	// it charges twice.
+	"ChargesTwice": {class: fsmtest.CrashInAction, machine: charging, scenario: createAndDelete, caught: `crash as the work of action 1 (starts|returns)`},
 }
 
 func createAndDelete(e *fsmtest.Env) {
@@ -322,5 +326,46 @@ func counting(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 			State(Ready, nil, fsm.Final()).
 			OnDelete(Cleanup).
 			State(Cleanup, nil, fsm.Final())
+	}
+}
+
+// charges is the outside system that charging's action changes: the
+// charges made for each gadget, by namespace and name.
+var charges = struct {
+	sync.Mutex
+	made map[string]int
+}{made: map[string]int{}}
+
+// charging charges once for a gadget, in an action, and shows in its
+// status how many charges the gadget has. Broken, it declares its action
+// Idempotent, which a charge is not; right, it observes the charges.
+func charging(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return simple("charging", func(_ context.Context, r *request) fsm.Result {
+			who := r.Object.Namespace + "/" + r.Object.Name
+			made := func() int {
+				charges.Lock()
+				defer charges.Unlock()
+				return charges.made[who]
+			}
+			resume := fsm.Observe(func(context.Context, *fsm.ActionRun) (bool, error) { return made() > 0, nil })
+			if broken {
+				resume = fsm.Idempotent()
+			}
+			a := r.Action("charge", func(context.Context, *fsm.ActionRun) error {
+				charges.Lock()
+				defer charges.Unlock()
+				charges.made[who]++
+				return nil
+			}, resume)
+			switch a.State {
+			case fsm.ActionPending:
+				return fsm.Wait(0, "Charging")
+			case fsm.ActionFailed:
+				return fsm.Fail(a.Err)
+			}
+			r.Object.Status.Count = int32(made())
+			return fsm.Next(Ready)
+		})
 	}
 }

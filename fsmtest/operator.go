@@ -118,6 +118,7 @@ func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *fa
 func (o *Operator) start() error {
 	o.mu.Lock()
 	l := &life{faults: o.faults, onCrash: o.crashed}
+	o.e.actions.begin(l)
 	first := !o.started
 	o.started = true
 	o.mu.Unlock()

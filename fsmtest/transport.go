@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kfsm/kfsm/fsm"
 )
 
 type httpRoundTripper = http.RoundTripper
@@ -112,6 +114,27 @@ type life struct {
 	onCrash func()
 }
 
+// crash ends the process: it reaches the API server no more, and a new
+// one takes over.
+func (l *life) crash() {
+	if l.crashed.CompareAndSwap(false, true) {
+		go l.onCrash()
+	}
+}
+
+// action crashes the process at the action start or end that its faults
+// name. It runs before the work starts, or once it returned and before
+// the object is queued to record the outcome.
+func (l *life) action(a fsm.Action) {
+	f := l.faults
+	if f == nil || f.inAction == 0 || (a.State != fsm.ActionPending) != f.atActionEnd {
+		return
+	}
+	if int(f.actions.Add(1)) == f.inAction {
+		l.crash()
+	}
+}
+
 // faults is what fsmtest does to the operator's requests in a
 // fault-injection run; writes are numbered from 1 across the run's
 // processes.
@@ -121,6 +144,9 @@ type faults struct {
 	conflictEvery int // every n-th write from write conflictFrom is answered 409 Conflict
 	conflictFrom  int
 	watchLag      time.Duration // watch events reach the operator this late
+	inAction      int           // the process dies at the start of action k (or at its end)
+	atActionEnd   bool
+	actions       atomic.Int64 // action starts (or ends) so far
 
 	n atomic.Int64 // writes so far
 
@@ -206,8 +232,11 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 		t.api.done(nil)
 	}
 	if f != nil && k == f.crashAfter && err == nil {
-		t.life.crashed.Store(true)
-		go t.life.onCrash()
+		// The write reached the server; the process that made it never
+		// learns so, and does nothing after it.
+		_ = resp.Body.Close()
+		t.life.crash()
+		return nil, errCrashed
 	}
 	return resp, err
 }
