@@ -175,16 +175,36 @@ func (o *Operator) update(ctx context.Context, r *request) fsm.Result {
 		return fsm.Stop("NoTarget", "updating without a target release")
 	}
 	name := instanceName(r.Object.Name, rel.Version)
-	in, err := o.Host.Ensure(ctx, name, host.Spec{Version: rel.Version, ConfigYAML: rel.ConfigYAML, StartupMillis: rel.StartupMillis, Broken: ptr.Deref(rel.Broken, false)})
-	if err != nil {
-		return fsm.Fail(err)
+	address := ""
+	if i := slices.IndexFunc(st.Instances, func(in v1alpha1.Instance) bool { return in.Name == name }); i >= 0 {
+		address = st.Instances[i].Address
+	}
+	if address == "" {
+		// Starting the instance is the upgrade's effect on the world, and
+		// can take a while: an action, so that an operator that dies in
+		// the middle of it resumes it rather than guesses. Ensure finds
+		// an instance of the name that runs already, so running it again
+		// under the same key starts nothing twice.
+		spec := host.Spec{Version: rel.Version, ConfigYAML: rel.ConfigYAML, StartupMillis: rel.StartupMillis, Broken: ptr.Deref(rel.Broken, false)}
+		a := r.Action("start-"+rel.Version, func(ctx context.Context, run *fsm.ActionRun) error {
+			in, err := o.Host.Ensure(ctx, name, spec)
+			run.Result = in.Address
+			return err
+		}, fsm.Idempotent())
+		switch a.State {
+		case fsm.ActionPending:
+			return fsm.Wait(0, "Starting")
+		case fsm.ActionFailed:
+			return fsm.Fail(a.Err)
+		}
+		address = a.Result
 	}
 	for i := range st.Instances {
 		st.Instances[i].State = v1alpha1.InstanceUpdating
 	}
-	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: in.Address, State: v1alpha1.InstanceUpdating})
+	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: address, State: v1alpha1.InstanceUpdating})
 
-	health, err := o.Host.Check(ctx, in.Address, o.HealthTimeout)
+	health, err := o.Host.Check(ctx, address, o.HealthTimeout)
 	switch health {
 	case host.Starting:
 		return fsm.Wait(o.HealthEvery, "Starting")
@@ -201,7 +221,7 @@ func (o *Operator) update(ctx context.Context, r *request) fsm.Result {
 	for i := range st.Instances {
 		st.Instances[i].State = v1alpha1.InstanceCondemned
 	}
-	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: in.Address, State: v1alpha1.InstanceProcessed})
+	setInstance(st, v1alpha1.Instance{Name: name, Version: rel.Version, Address: address, State: v1alpha1.InstanceProcessed})
 	if len(st.Instances) > 1 {
 		return fsm.Next(Condemned)
 	}
