@@ -175,31 +175,44 @@ func ExampleRequest_Apply() {
 
 // A long task runs as an asynchronous action: the handler starts it,
 // waits while it is pending, and moves on or fails once it is done. Its
-// completion reconciles the object at once.
+// completion reconciles the object at once. The status records its intent
+// before it starts and its outcome after, and the backup store tells
+// whether a backup under the action's key exists: after a crash in the
+// middle of it, kfsm asks that rather than take a second backup.
 func ExampleRequest_Action() {
-	backup := func(ctx context.Context, to string) error {
+	store := map[string]string{} // stands for a backup store, by idempotency key
+	backup := func(ctx context.Context, key, to string) error {
 		if to == "" {
 			return errors.New("no backup destination")
 		}
 		select { // stands for minutes of work
 		case <-time.After(time.Minute):
+			store[key] = to
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+	taken := fsm.Observe(func(_ context.Context, run *fsm.ActionRun) (bool, error) {
+		run.Result = store[run.Key]
+		return run.Result != "", nil
+	})
 	m := fsm.New[*App]("db", fsm.Lifecycle).
 		Initial("Running").
 		State("Running", func(context.Context, *fsm.Request[*App]) fsm.Result { return fsm.Next("BackingUp") }, fsm.To("BackingUp")).
 		State("BackingUp", func(_ context.Context, r *fsm.Request[*App]) fsm.Result {
 			to := "backups/" + r.Object.Name // the action must not keep the request
-			a := r.Action("backup", func(ctx context.Context, _ *fsm.ActionRun) error { return backup(ctx, to) })
+			a := r.Action("backup", func(ctx context.Context, run *fsm.ActionRun) error {
+				run.Result = to
+				return backup(ctx, run.Key, to)
+			}, taken, fsm.Deadline(time.Hour))
 			switch a.State {
 			case fsm.ActionPending:
 				return fsm.Wait(0, "BackingUp")
 			case fsm.ActionFailed:
-				return fsm.Fail(a.Err) // retried with backoff: the action starts anew
+				return fsm.Fail(a.Err) // retried with backoff: the next attempt starts anew
 			}
+			r.Event("Normal", "BackedUp", "backup taken to "+a.Result)
 			return fsm.Next("Running")
 		}, fsm.To("Running")).
 		ActionLimit(2)
