@@ -174,6 +174,31 @@ func TestDeletionCancelsActions(t *testing.T) {
 	e.fe.Await("the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
 }
 
+// The deletion path finds the record of an action that the deletion
+// cancelled, without an outcome, to clean up after it by its key.
+func TestTheDeletionPathFindsTheActionsItCancelled(t *testing.T) {
+	e := newEnv(t)
+	b := &blockFirst{}
+	var seen atomic.Value
+	m := durableMachine("actions-deleted", b.work).
+		OnDelete("Cleanup").
+		State("Cleanup", func(_ context.Context, r *request) fsm.Result {
+			seen.Store(slices.Clone(r.Object.Status.Actions))
+			return fsm.Done()
+		}, fsm.Final())
+	fsmtest.Run(e.fe, m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the action's run", func() bool { return len(b.runs()) == 1 })
+	if err := e.direct.Delete(t.Context(), e.get("g")); err != nil {
+		t.Fatal(err)
+	}
+	e.fe.Await("the gadget to be gone", func() bool { return !e.exists(&gadget{}, "g") })
+	recs, _ := seen.Load().([]fsm.ActionRecord)
+	if len(recs) != 1 || recs[0].Key != b.runs()[0] || recs[0].Outcome != "" || recs[0].State != "Upload" {
+		t.Errorf("the deletion path saw records %+v, want the cancelled upload's, key %s, without an outcome", recs, b.runs()[0])
+	}
+}
+
 // durableMachine runs work as the action "upload" in state Upload, with
 // opts, and moves to Finished when it succeeded. The handler writes the
 // key it was told into the status note.

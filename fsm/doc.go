@@ -171,7 +171,8 @@
 // object stopped rather than the effect repeated.
 //
 // Deleting the object cancels the actions started before the deletion,
-// and leaving a state cancels its actions. The metrics
+// whose records stay for the deletion path to clean up after, and leaving
+// a state cancels its actions. The metrics
 // kfsm_actions_running, kfsm_actions_completed_total and
 // kfsm_actions_failed_total count them. A handler that itself runs longer
 // than [Machine.SlowHandlerAfter] (5 s by default) holds a reconcile

@@ -111,7 +111,9 @@ func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
 // reported until the handler's attempt changes, as when it returns Fail:
 // the next attempt's call starts the action anew, so the state's Retries
 // bound a failing action. Leaving the state drops its records and cancels
-// its runs.
+// its runs. Deleting the object cancels the actions started before the
+// deletion, whose records stay in Status.Actions without an outcome: the
+// deletion path finds there, by key, what to clean up after.
 //
 // If the run is lost before its outcome is recorded (the operator
 // restarted, failed over, or gave up the object's shard slot), the action

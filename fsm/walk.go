@@ -165,10 +165,9 @@ func (w *walker[T]) start() State {
 		if w.r.m.mode == Lifecycle && b.deletion[w.st.State] {
 			return w.st.State
 		}
+		// The records of the actions that the deletion cancelled stay, for
+		// the deletion path to clean up after them.
 		w.took("", b.onDelete, graph.DeleteEntry)
-		if len(w.st.Actions) > 0 {
-			w.leaveActions(w.st.State)
-		}
 		if w.r.m.mode == Lifecycle {
 			w.move(b.onDelete, ReasonDeleted)
 		}
