@@ -350,10 +350,12 @@ func (p *Pool) run(k Key, r *run) {
 	}
 	p.count(k.Name, 1)
 	stopBeat := p.heartbeat(k, r)
-	err := p.work(ctx, h)
+	held, err := p.work(ctx, h)
 	stopBeat()
 	p.count(k.Name, -1)
-	<-p.slots
+	if held {
+		<-p.slots
+	}
 
 	p.mu.Lock()
 	if p.get(k) != r || (ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded)) {
@@ -387,38 +389,37 @@ func (p *Pool) run(k Key, r *run) {
 	}
 }
 
-// work observes, if the job asks, and then works.
-func (p *Pool) work(ctx context.Context, h *Handle) error {
+// work observes, if the job asks, and then works, in a slot of the pool;
+// held says whether it still holds one when it returns.
+func (p *Pool) work(ctx context.Context, h *Handle) (held bool, err error) {
 	job := h.r.job
 	if job.Observe != nil {
 		for delay := time.Second; ; delay = min(2*delay, 5*time.Minute) {
 			done, err := safely(func() (bool, error) { return job.Observe(ctx, h) })
 			if err == nil && done {
-				return nil
+				return true, nil
 			}
 			if err == nil {
 				break
 			}
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return true, ctx.Err()
 			}
 			p.log.Info("could not tell whether an interrupted action took effect; asking again", "machine", p.machine,
 				"object", h.key.Object.String(), "action", h.key.Name, "key", h.r.record, "after", delay, "error", p.text(err))
 			<-p.slots // another action may run meanwhile
 			select {
 			case <-ctx.Done():
-				p.slots <- struct{}{}
-				return ctx.Err()
+				return false, ctx.Err()
 			case <-time.After(delay):
 			}
 			if !p.acquire(ctx) {
-				p.slots <- struct{}{} // the caller gives one back
-				return ctx.Err()
+				return false, ctx.Err()
 			}
 		}
 	}
-	_, err := safely(func() (bool, error) { return false, job.Work(ctx, h) })
-	return err
+	_, err = safely(func() (bool, error) { return false, job.Work(ctx, h) })
+	return true, err
 }
 
 func (p *Pool) text(err error) string {
