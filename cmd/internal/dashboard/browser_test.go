@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -164,3 +165,131 @@ func TestDashboardInABrowser(t *testing.T) {
 func door(name string) *v1alpha1.Door {
 	return &v1alpha1.Door{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
+
+// markup is what the cluster may hold that a page would obey if it were
+// written as HTML rather than as text.
+const markup = `<img src=x onerror="window.kfsmPwned=1"><b>bold</b> & "quoted"`
+
+// An object's panel shows its actions: each one's status word, key, age,
+// heartbeat, progress and result or error; a lost run is marked by a
+// class and in words; and what the cluster wrote is shown as text, never
+// as markup.
+func TestDashboardShowsAnObjectsActions(t *testing.T) {
+	p := browser.Open(t)
+	e := fsmtest.New(t)
+	publishGadgets(t, e)
+	now := time.Now()
+	ago := func(d time.Duration) metav1.MicroTime { return metav1.NewMicroTime(now.Add(-d)) }
+	const runningKey, lostKey = "5f0c3a9e1b7d4c2a8e6f0b1d3c5a7e9f", "9d4e1c7b2a3f50681e2d3c4b5a697887"
+	long := strings.Repeat("copied a block; ", 30)
+	gadget(t, e, "copier", fsm.Status{
+		State: "Copying",
+		Actions: []fsm.ActionRecord{
+			// The ages are whole hours, which read the same for a minute.
+			{Name: "copy", Key: runningKey, State: "Copying", Attempt: 1, Started: ago(3 * time.Hour), Heartbeat: ptr(ago(time.Hour)), Progress: long},
+			{Name: "notify", Key: "a1b2c3d4e5f60718293a4b5c6d7e8f90", State: "Copying", Attempt: 1, Started: ago(3 * time.Hour), Outcome: "Succeeded", Ended: ptr(ago(2 * time.Hour)), Result: "sent"},
+			{Name: "weigh " + markup, Key: "0e1d2c3b4a5968778695a4b3c2d1e0f1", State: "Copying", Attempt: 1, Started: ago(3 * time.Hour), Outcome: "Failed", Error: markup, Progress: markup},
+		},
+	})
+	msg := "action call-vet (key " + lostKey + ") was running when its run was lost"
+	gadget(t, e, "stuck", fsm.Status{
+		State: "Copying",
+		Conditions: []metav1.Condition{
+			{Type: fsm.ConditionReady, Status: metav1.ConditionFalse, Reason: fsm.ReasonActionIndeterminate, Message: msg, LastTransitionTime: metav1.NewTime(now)},
+			{Type: fsm.ConditionStalled, Status: metav1.ConditionTrue, Reason: fsm.ReasonActionIndeterminate, Message: msg, LastTransitionTime: metav1.NewTime(now)},
+		},
+		Actions: []fsm.ActionRecord{{Name: "call-vet", Key: lostKey, State: "Copying", Attempt: 1, Started: ago(2 * time.Hour), Heartbeat: ptr(ago(time.Hour)), Progress: "dialled the vet"}},
+	})
+	s := serve(t, e)
+
+	// The panel asks for the machine's objects once the page drew it: a
+	// machine that the dashboard has not found yet is a 404.
+	p.Do("opening the page", chromedp.Navigate(s.url))
+	p.Await("the gadgets' machine", `document.querySelector('svg.graph a.state[data-machine="gadget-actions"]') !== null`, panelText, 30*time.Second)
+	open := func(name string) {
+		t.Helper()
+		p.Do("opening "+name, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, "#object/gadget-actions/"+e.Namespace+"/"+name)))
+		p.Await(name+"'s actions", fmt.Sprintf(`document.querySelector("#panel h2") !== null && document.querySelector("#panel h2").innerText.startsWith(%q) && document.querySelector("#panel ul.actions") !== null`, name), panelText, 30*time.Second)
+	}
+	row := func(class string) string {
+		return browser.Eval[string](p, fmt.Sprintf(`[...document.querySelectorAll("#panel li.action-%s")].map(li => li.innerText).join("\n---\n")`, class))
+	}
+	says := func(what, got string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s does not say %q:\n%s", what, w, got)
+			}
+		}
+	}
+
+	open("copier")
+	says("the running action", row("running"), "copy", "Running", "key "+runningKey, "started 3h ago", "heartbeat 1h ago", "progress: "+long[:clipAt-1]+"…")
+	if got := browser.Eval[string](p, `document.querySelector("#panel li.action-running .progress").title`); got != long {
+		t.Errorf("the clipped progress's tooltip is %q, want the whole of it", got)
+	}
+	says("the succeeded action", row("succeeded"), "notify", "Succeeded", "result: sent")
+	says("the failed action", row("failed"), "weigh "+markup, "Failed", "progress: "+markup, "error: "+markup)
+	if got := row("indeterminate"); got != "" {
+		t.Errorf("an object that no lost run stalled shows an indeterminate action:\n%s", got)
+	}
+	if !browser.Eval[bool](p, `document.querySelector("#panel img, #panel b") === null && window.kfsmPwned === undefined`) {
+		t.Errorf("what an action says became markup in the panel:\n%s", browser.Eval[string](p, `document.getElementById("panel").innerHTML`))
+	}
+	p.Screenshot("actions")
+
+	open("stuck")
+	says("the indeterminate action", row("indeterminate"), "call-vet", "Indeterminate", "key "+lostKey, "started 2h ago", "heartbeat 1h ago", "progress: dialled the vet",
+		"whether it took effect is unknown", "kubectl fsm retry")
+	if got := row("running"); got != "" {
+		t.Errorf("the action that stalled the object shows as running:\n%s", got)
+	}
+	p.Screenshot("actions-indeterminate")
+
+	p.CheckQuiet()
+	s.checkReadOnly(t)
+}
+
+// publishGadgets publishes a machine's graph on the gadgets' CRD, as its
+// operator would, until the test ends. No operator runs: the test writes
+// the gadgets' status itself.
+func publishGadgets(t *testing.T, e *fsmtest.Env) {
+	t.Helper()
+	m := fsm.New[*v1alpha1.Gadget]("gadget-actions", fsm.Lifecycle).
+		Initial("Copying").
+		State("Copying", func(context.Context, *fsm.Request[*v1alpha1.Gadget]) fsm.Result { return fsm.Next("Copied") }, fsm.To("Copied")).
+		State("Copied", nil, fsm.Final())
+	key, value, err := m.GraphAnnotation(fsm.PublishedResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Gadget", Resource: "gadgets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(value any) {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		crd.SetName("gadgets.testing.kfsm.dev")
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Client.Patch(context.Background(), crd, client.RawPatch(types.MergePatchType, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(value)
+	// TestDashboardInABrowser starts with no machine published.
+	t.Cleanup(func() { patch(nil) })
+}
+
+// gadget creates a gadget with status st.
+func gadget(t *testing.T, e *fsmtest.Env, name string, st fsm.Status) {
+	t.Helper()
+	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	e.Create(g)
+	st.ObservedGeneration = g.Generation
+	g.Status.Status = st
+	if err := e.Client.Status().Update(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

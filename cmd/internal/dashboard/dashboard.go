@@ -1,7 +1,7 @@
 // Package dashboard serves a read-only live web view of the kfsm machines
 // in a cluster: each machine's graph with the number of objects in each
 // state and the recent transitions on each edge, the objects in a state,
-// and one object's timeline, conditions and children.
+// and one object's timeline, conditions, actions and children.
 //
 // It finds machines by the graphs they publish on their resources'
 // CustomResourceDefinitions (package inspect), watches each machine's

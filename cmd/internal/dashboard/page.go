@@ -235,14 +235,15 @@ func notes(o inspect.Object) []string {
 	return out
 }
 
-// objectView is one object: where it is, how it got there, and what it
-// made.
+// objectView is one object: where it is, how it got there, what it is
+// doing and what it made.
 type objectView struct {
 	Machine, Kind, Namespace, Name string
 	Found                          bool
 	State, StateHref, Since        string
 	Notes                          []string
 	Conditions                     []conditionRow
+	Actions                        []actionRow
 	Transitions                    []transitionRow
 	Events                         []eventRow
 	EventsError                    string
@@ -291,6 +292,7 @@ func (d *Dashboard) serveObject(w http.ResponseWriter, r *http.Request) {
 	for _, c := range o.Status.Conditions {
 		v.Conditions = append(v.Conditions, conditionRow{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, Age: shortDuration(now.Sub(c.LastTransitionTime.Time))})
 	}
+	v.Actions = actionRows(o, now)
 	for i, t := range o.Status.History {
 		row := transitionRow{Time: clock(t.Time.Time), Stamp: t.Time.UTC().Format(time.RFC3339), From: string(t.From), To: string(t.To), Reason: t.Reason}
 		if i+1 < len(o.Status.History) {

@@ -183,6 +183,15 @@ func (o Object) Condition(t string) *metav1.Condition {
 	return meta.FindStatusCondition(o.Status.Conditions, t)
 }
 
+// Indeterminate tells whether the object is Stalled on the action of rec:
+// the status marks no record indeterminate, but the Stalled condition's
+// message holds the key of the action that stalled it.
+func (o Object) Indeterminate(rec fsm.ActionRecord) bool {
+	c := o.Condition(fsm.ConditionStalled)
+	return rec.Outcome == "" && rec.Key != "" && c != nil && c.Status == metav1.ConditionTrue &&
+		c.Reason == fsm.ReasonActionIndeterminate && strings.Contains(c.Message, rec.Key)
+}
+
 // Objects lists the machine's objects in namespace ("" for all).
 func (c Cluster) Objects(ctx context.Context, m *Machine, namespace string) ([]Object, error) {
 	var ri dynamic.ResourceInterface = c.Dynamic.Resource(m.GVR)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ type child struct {
 }
 
 func newDescribeCommand(opts *Options) *cobra.Command {
-	return newObjectCommand(opts, "describe", "Show an object on its machine's graph, its history, conditions, children and events", writeDescribe)
+	return newObjectCommand(opts, "describe", "Show an object on its machine's graph, its history, conditions, actions, children and events", writeDescribe)
 }
 
 func newWhyCommand(opts *Options) *cobra.Command {
@@ -172,6 +173,12 @@ func writeDescribe(w io.Writer, m *inspect.Machine, o inspect.Object, d details,
 	}
 	table(w, conds)
 
+	fmt.Fprintln(w, "\nActions:")
+	if len(o.Status.Actions) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	table(w, actionRows(o, now))
+
 	fmt.Fprintln(w, "\nChildren:")
 	if len(d.children) == 0 {
 		fmt.Fprintln(w, "  (none)")
@@ -212,7 +219,10 @@ func writeWhy(w io.Writer, m *inspect.Machine, o inspect.Object, d details, now 
 		return
 	case isTrue(o, fsm.ConditionStalled):
 		c := o.Condition(fsm.ConditionStalled)
-		printf(w, "%s is Stalled in state %s: %s: %s\nkfsm will not try again until the spec changes or you ask: kubectl fsm retry %s\n", name, o.Status.State, c.Reason, c.Message, name)
+		printf(w, "%s is Stalled in state %s: %s: %s\n", name, o.Status.State, c.Reason, c.Message)
+		if !whyIndeterminate(w, name, o, now) {
+			printf(w, "kfsm will not try again until the spec changes or you ask: kubectl fsm retry %s\n", name)
+		}
 		return
 	case ready != nil && ready.Status == metav1.ConditionTrue:
 		printf(w, "%s is Ready, in state %s (%s).\n", name, o.Status.State, ready.Reason)
@@ -225,6 +235,9 @@ func writeWhy(w io.Writer, m *inspect.Machine, o inspect.Object, d details, now 
 	}
 	if o.Status.Failures > 0 {
 		printf(w, "  the handler failed %d times in a row%s\n", o.Status.Failures, retryAt(o, now))
+	}
+	for _, rec := range running(o) {
+		printf(w, "  action %s is running (key %s): %s\n", rec.Name, rec.Key, life(rec, now))
 	}
 	for _, ch := range d.children {
 		if ch.status != status.CurrentStatus.String() {
@@ -239,6 +252,21 @@ func writeWhy(w io.Writer, m *inspect.Machine, o inspect.Object, d details, now 
 			printf(w, "  its timeout to %s was due %s ago: is the operator running?\n", spec.Timeout.To, shortDuration(now.Sub(at)))
 		}
 	}
+}
+
+// whyIndeterminate says, of an object that an action's lost run stalled,
+// where the action was and what a person does about it; it reports
+// whether the status holds that action.
+func whyIndeterminate(w io.Writer, name string, o inspect.Object, now time.Time) bool {
+	i := slices.IndexFunc(o.Status.Actions, o.Indeterminate)
+	if i < 0 {
+		return false
+	}
+	rec := o.Status.Actions[i]
+	printf(w, "  action %s (key %s): %s\n", rec.Name, rec.Key, life(rec, now))
+	printf(w, "kfsm will not run %s again by itself: whether it took effect is unknown.\n", rec.Name)
+	printf(w, "Check the system it acts on for key %s; if it did not take effect there, run it again, under a new key, with: kubectl fsm retry %s\n", rec.Key, name)
+	return true
 }
 
 func retryAt(o inspect.Object, now time.Time) string {

@@ -63,6 +63,27 @@ func TestNothingFromTheClusterCommandsTheTerminal(t *testing.T) {
 			{Group: v1alpha1.GroupVersion.Group, Kind: "Moose", Namespace: e.Namespace, Name: "moose-evil"},
 			{Kind: "ConfigMap", Namespace: e.Namespace, Name: "tag" + hostile},
 		},
+		Actions: []fsm.ActionRecord{
+			{Name: "collar" + hostile, Key: "5f0c3a9e1b7d4c2a8e6f0b1d3c5a7e9f", State: fsm.State(roaming), Attempt: 1,
+				Started: metav1.MicroTime(at(5 * time.Minute)), Heartbeat: ptr(metav1.MicroTime(at(6 * time.Minute))), Progress: "fitting " + hostile},
+			{Name: "weigh", Key: "0e1d2c3b4a5968778695a4b3c2d1e0f1", State: fsm.State(roaming), Attempt: 1,
+				Started: metav1.MicroTime(at(5 * time.Minute)), Outcome: "Failed", Error: hostile},
+			{Name: "count", Key: "a1b2c3d4e5f60718293a4b5c6d7e8f90", State: fsm.State(roaming), Attempt: 1,
+				Started: metav1.MicroTime(at(5 * time.Minute)), Outcome: "Succeeded", Result: hostile},
+		},
+	})
+	// An action's lost run stalled this one; the condition's message
+	// quotes the action's name as kfsm writes it.
+	const lostKey = "9d4e1c7b2a3f50681e2d3c4b5a697887"
+	lostMsg := "action call" + hostile + " (key " + lostKey + ") was running when its run was lost"
+	h.moose(t, "moose-lost", nil, fsm.Status{
+		State: gone, StateSince: ptr(at(0)), History: []fsm.Transition{{To: gone, Reason: "Created", Time: at(0)}},
+		Conditions: []metav1.Condition{
+			{Type: fsm.ConditionReady, Status: metav1.ConditionFalse, Reason: fsm.ReasonActionIndeterminate, Message: lostMsg, LastTransitionTime: at(0), ObservedGeneration: 1},
+			{Type: fsm.ConditionStalled, Status: metav1.ConditionTrue, Reason: fsm.ReasonActionIndeterminate, Message: lostMsg, LastTransitionTime: at(0), ObservedGeneration: 1},
+		},
+		Actions: []fsm.ActionRecord{{Name: "call" + hostile, Key: lostKey, State: gone, Attempt: 1,
+			Started: metav1.MicroTime(at(0)), Heartbeat: ptr(metav1.MicroTime(at(time.Minute))), Progress: "dialled " + hostile}},
 	})
 	h.moose(t, "moose-stalled", nil, fsm.Status{
 		State: gone, StateSince: ptr(at(0)), History: []fsm.Transition{{To: gone, Reason: "Created", Time: at(0)}},
@@ -84,6 +105,8 @@ func TestNothingFromTheClusterCommandsTheTerminal(t *testing.T) {
 		{"describe", "moose:evil/moose-evil"},
 		{"why", "moose:evil/moose-evil"},
 		{"why", "moose:evil/moose-stalled"},
+		{"describe", "moose:evil/moose-lost"},
+		{"why", "moose:evil/moose-lost"},
 		{"pause", "moose:evil/moose-evil"},
 		{"retry", "moose:evil/moose-evil"},
 	} {
@@ -92,6 +115,30 @@ func TestNothingFromTheClusterCommandsTheTerminal(t *testing.T) {
 			t.Errorf("kubectl fsm %s: %v", strings.Join(args, " "), err)
 		}
 		assertPrintable(t, "kubectl fsm "+strings.Join(args, " "), out)
+	}
+
+	// The actions are there, escaped: their names, their progress and
+	// their ends, whole or clipped.
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"describe", "moose:evil/moose-evil"}, []string{
+			`collar\x1b]0;pwned\a \x1b[2J`, `Running`, `heartbeat 4m ago`, `progress: fitting \x1b]0;pwned\a`,
+			`Failed`, `error: \x1b]0;pwned\a \x1b[2J`, `Succeeded`, `result: \x1b]0;pwned\a \x1b[2J`,
+		}},
+		{[]string{"describe", "moose:evil/moose-lost"}, []string{`call\x1b]0;pwned\a`, `Indeterminate`, `progress: dialled \x1b]0;pwned\a`}},
+		{[]string{"why", "moose:evil/moose-lost"}, []string{
+			`  action call\x1b]0;pwned\a`, `(key ` + lostKey + `): started 10m ago, last heartbeat 9m ago, last checkpoint: dialled \x1b]0;pwned\a`,
+			`kfsm will not run call\x1b]0;pwned\a`, `kubectl fsm retry moose/moose-lost`,
+		}},
+	} {
+		out, err := h.run(t, c.args...)
+		for _, want := range c.want {
+			if err != nil || !strings.Contains(out, want) {
+				t.Errorf("kubectl fsm %s: %v; it does not say %q:\n%s", strings.Join(c.args, " "), err, want, out)
+			}
+		}
 	}
 
 	// JSON stays JSON, and says what the cluster holds: the text, with
@@ -108,7 +155,7 @@ func TestNothingFromTheClusterCommandsTheTerminal(t *testing.T) {
 	var list struct {
 		Items []v1alpha1.Moose `json:"items"`
 	}
-	if jerr := json.Unmarshal([]byte(out), &list); err != nil || jerr != nil || len(list.Items) != 2 || list.Items[0].Status.Conditions[0].Message != stored("grazing "+hostile) {
+	if jerr := json.Unmarshal([]byte(out), &list); err != nil || jerr != nil || len(list.Items) != 3 || list.Items[0].Status.Conditions[0].Message != stored("grazing "+hostile) {
 		t.Errorf("kubectl fsm get -o json: %v, %v: it does not read back as the moose:\n%s", err, jerr, out)
 	}
 

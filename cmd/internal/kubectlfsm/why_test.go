@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -54,5 +55,85 @@ func TestWhyTellsTheTimeoutAndTheChildren(t *testing.T) {
 		if out.String() != c.want {
 			t.Errorf("at %s:\n%s\nwant\n%s", c.at, out.String(), c.want)
 		}
+	}
+}
+
+// why lists the running actions of a waiting object, with their key, age,
+// heartbeat and checkpoint; of an object that an action's lost run
+// stalled, it names the action, its key and its last signs of life, and
+// says what to do instead of the generic advice.
+func TestWhyTellsTheActions(t *testing.T) {
+	g := &graph.Graph{Name: "backup", Mode: graph.Lifecycle, States: []graph.StateSpec{
+		{Name: "Copying", Initial: true, Exits: []graph.State{"Done"}},
+		{Name: "Done", Final: true},
+	}}
+	m := &inspect.Machine{Graph: g, GVR: schema.GroupVersionResource{Resource: "backups"}}
+	start := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) metav1.MicroTime { return metav1.MicroTime{Time: start.Add(d)} }
+	const key, other = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	copying := fsm.ActionRecord{Name: "copy", Key: key, State: "Copying", Attempt: 1, Started: at(0), Heartbeat: ptr(at(4 * time.Minute)), Progress: "copied 3 of 5 volumes"}
+	notified := fsm.ActionRecord{Name: "notify", Key: other, State: "Copying", Attempt: 1, Started: at(0), Outcome: "Succeeded", Ended: ptr(at(time.Second)), Result: "sent"}
+	stalled := func(msg string) []metav1.Condition {
+		return []metav1.Condition{
+			{Type: fsm.ConditionReady, Status: metav1.ConditionFalse, Reason: fsm.ReasonActionIndeterminate, Message: msg},
+			{Type: fsm.ConditionStalled, Status: metav1.ConditionTrue, Reason: fsm.ReasonActionIndeterminate, Message: msg},
+		}
+	}
+	lost := "action copy (key " + key + ") was running when its run was lost"
+	cases := map[string]struct {
+		reason     string
+		conditions []metav1.Condition
+		actions    []fsm.ActionRecord
+		want       string
+	}{
+		"WaitingOnARunningAction": {
+			reason: "a running action is listed with its key, age, heartbeat and checkpoint; one that ended is not",
+			conditions: []metav1.Condition{
+				{Type: fsm.ConditionReady, Status: metav1.ConditionFalse, Reason: "Waiting", Message: "copying"},
+			},
+			actions: []fsm.ActionRecord{copying, notified},
+			want: `backups/b is not Ready: it has been in state Copying for 5m.
+  Waiting: copying
+  action copy is running (key ` + key + `): started 5m ago, last heartbeat 1m ago, last checkpoint: copied 3 of 5 volumes
+`,
+		},
+		"RunningWithoutHeartbeat": {
+			reason:  "a run that has not beaten yet says so",
+			actions: []fsm.ActionRecord{{Name: "copy", Key: key, Started: at(0)}},
+			want: `backups/b is not Ready: it has been in state Copying for 5m.
+  action copy is running (key ` + key + `): started 5m ago, no heartbeat
+`,
+		},
+		"Indeterminate": {
+			reason:     "the action that the condition names, its signs of life, and what to do",
+			conditions: stalled(lost),
+			actions:    []fsm.ActionRecord{notified, copying},
+			want: `backups/b is Stalled in state Copying: ActionIndeterminate: ` + lost + `
+  action copy (key ` + key + `): started 5m ago, last heartbeat 1m ago, last checkpoint: copied 3 of 5 volumes
+kfsm will not run copy again by itself: whether it took effect is unknown.
+Check the system it acts on for key ` + key + `; if it did not take effect there, run it again, under a new key, with: kubectl fsm retry backups/b
+`,
+		},
+		"IndeterminateActionGone": {
+			reason:     "without the record that the condition names, the generic advice",
+			conditions: stalled("action copy (key " + other + ") was running when its run was lost"),
+			actions:    []fsm.ActionRecord{copying},
+			want: `backups/b is Stalled in state Copying: ActionIndeterminate: action copy (key ` + other + `) was running when its run was lost
+kfsm will not try again until the spec changes or you ask: kubectl fsm retry backups/b
+`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := inspect.Object{Name: "b", Generation: 1, Status: fsm.Status{
+				ObservedGeneration: 1, State: "Copying", StateSince: &metav1.Time{Time: start},
+				Conditions: tc.conditions, Actions: tc.actions,
+			}}
+			var out bytes.Buffer
+			writeWhy(&out, m, o, details{}, start.Add(5*time.Minute))
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("%s\nwriteWhy (-want +got):\n%s", tc.reason, diff)
+			}
+		})
 	}
 }
