@@ -176,7 +176,7 @@ func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 
 // Released forgets the objects of the slots this replica gives up, and
 // cancels their actions.
-func (r *reconciler[T]) Released(lost shard.Slots) []<-chan struct{} {
+func (r *reconciler[T]) Released(lost shard.Slots) map[int][]<-chan struct{} {
 	var keys []types.NamespacedName
 	r.mu.Lock()
 	for key, t := range r.tracked {
@@ -188,7 +188,10 @@ func (r *reconciler[T]) Released(lost shard.Slots) []<-chan struct{} {
 	for _, key := range keys {
 		r.forget(key)
 	}
-	return r.actions.CancelSlots(func(uid types.UID) bool { return lost.Has(SlotOf(uid)) })
+	return r.actions.CancelSlots(func(uid types.UID) (int, bool) {
+		slot := SlotOf(uid)
+		return slot, lost.Has(slot)
+	})
 }
 
 // unreachable returns the children of parent that garbage collection

@@ -315,21 +315,21 @@ func (p *Pool) Cancel(obj types.NamespacedName, keepDeletion bool) {
 	}
 }
 
-// CancelSlots stops the runs of the objects that lost reports, for a
-// replica that gives up their slots, and returns channels that close once
-// they have returned. What they did stays unrecorded: the replica that
-// takes the slots finds their records without an outcome.
-func (p *Pool) CancelSlots(lost func(types.UID) bool) []<-chan struct{} {
+// CancelSlots stops the runs of the objects whose slot lost reports as
+// given up, and returns, by slot, channels that close once they have
+// returned. What they did stays unrecorded: the replica that takes the
+// slots finds their records without an outcome.
+func (p *Pool) CancelSlots(lost func(types.UID) (slot int, gone bool)) map[int][]<-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var done []<-chan struct{}
+	done := map[int][]<-chan struct{}{}
 	for obj, byName := range p.runs {
 		for name, r := range byName {
-			if lost(r.uid) {
+			if slot, gone := lost(r.uid); gone {
 				r.cancel()
 				delete(byName, name)
 				if r.phase != prepared {
-					done = append(done, r.done)
+					done[slot] = append(done[slot], r.done)
 				}
 			}
 		}

@@ -204,12 +204,17 @@ func TestGivingUpSlotsCancelsTheirRunsAndWaitsForThem(t *testing.T) {
 	p.Settle(theirs.Object, true)
 	<-running
 	<-running
-	done := p.CancelSlots(func(uid types.UID) bool { return uid == "lost" })
-	if len(done) != 1 {
-		t.Fatalf("CancelSlots returned %d channels, want 1", len(done))
+	done := p.CancelSlots(func(uid types.UID) (int, bool) {
+		if uid == "lost" {
+			return 7, true
+		}
+		return 8, false
+	})
+	if len(done) != 1 || len(done[7]) != 1 {
+		t.Fatalf("CancelSlots returned %v, want one channel for slot 7", done)
 	}
 	select {
-	case <-done[0]:
+	case <-done[7][0]:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run of the lost slot did not return")
 	}

@@ -308,10 +308,10 @@ func (s *Replica) stop(lost Slots) {
 		s.waiting = map[int][]<-chan struct{}{}
 	}
 	for _, m := range machines {
-		for _, done := range m.Released(lost) {
-			for i := range lost.each() {
-				s.waiting[i] = append(s.waiting[i], done)
-			}
+		// Each slot waits for its own objects' actions only: one that is
+		// slow to return holds back no other slot.
+		for i, done := range m.Released(lost) {
+			s.waiting[i] = append(s.waiting[i], done...)
 		}
 	}
 }

@@ -144,8 +144,8 @@ type Machine interface {
 	// cache holds them.
 	Gained(ctx context.Context, s Slots)
 	// Released forgets the objects of the slots and cancels their
-	// actions; the channels close once the actions have ended.
-	Released(s Slots) []<-chan struct{}
+	// actions; the channels, by slot, close once the actions have ended.
+	Released(s Slots) map[int][]<-chan struct{}
 }
 
 // NewReplica is fsm.NewShards: it prepares cfg and opts, before
