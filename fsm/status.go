@@ -145,6 +145,7 @@ type ActionRecord struct {
 	// progress is the last checkpoint of the action's run, handed to the
 	// run that resumes it.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Progress string `json:"progress,omitempty"`
 	// outcome is Succeeded or Failed once the action ended; absent while
@@ -157,10 +158,12 @@ type ActionRecord struct {
 	Ended *metav1.MicroTime `json:"ended,omitempty"`
 	// error is why a failed action failed.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Error string `json:"error,omitempty"`
 	// result is what a succeeded action's work handed back.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Result string `json:"result,omitempty"`
 }
