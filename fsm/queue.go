@@ -2,8 +2,6 @@ package fsm
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -50,36 +48,4 @@ func (m *Machine[T]) scheduler() clock.WithDelayedExecution {
 		return c
 	}
 	return nil
-}
-
-// backoffLimiter is the rate limiter of a machine's controller. An object
-// whose handler failed is requeued when kfsm's backoff says; every other
-// requeue is the controller's own rate limiter's to time.
-type backoffLimiter struct {
-	workqueue.TypedRateLimiter[reconcile.Request]
-
-	mu  sync.Mutex
-	due map[reconcile.Request]time.Duration
-}
-
-func newBackoffLimiter(inner workqueue.TypedRateLimiter[reconcile.Request]) *backoffLimiter {
-	return &backoffLimiter{TypedRateLimiter: inner, due: map[reconcile.Request]time.Duration{}}
-}
-
-// retryIn sets the delay of the next rate-limited requeue of req.
-func (l *backoffLimiter) retryIn(req reconcile.Request, after time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.due[req] = after
-}
-
-func (l *backoffLimiter) When(req reconcile.Request) time.Duration {
-	l.mu.Lock()
-	after, ok := l.due[req]
-	delete(l.due, req)
-	l.mu.Unlock()
-	if ok {
-		return after
-	}
-	return l.TypedRateLimiter.When(req)
 }

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/action"
+	"github.com/kfsm/kfsm/fsm/internal/backoff"
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
@@ -50,8 +51,8 @@ type reconciler[T Object] struct {
 	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
 	actions *action.Pool
 	echoes  *echo.Marks
-	limiter *backoffLimiter // set under a manager
-	shards  *shard.Replica  // set when the machine is sharded
+	limiter *backoff.Limiter // set under a manager
+	shards  *shard.Replica   // set when the machine is sharded
 	// slowLogged holds the states whose handler was logged as slow.
 	slowLogged sync.Map
 	// fatCache is set once the cache was seen to keep managed fields.
@@ -242,7 +243,7 @@ func (r *reconciler[T]) result(req reconcile.Request, out outcome) (reconcile.Re
 		if r.m.scheduler() != nil {
 			after = clockOnly // Reconcile has the machine's clock time it
 		}
-		r.limiter.retryIn(req, after)
+		r.limiter.RetryIn(req, after)
 	}
 	return reconcile.Result{}, f
 }

@@ -15,13 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kfsm/kfsm/fsm/internal/backoff"
 	"github.com/kfsm/kfsm/graph"
 )
 
 const (
-	// Failed attempts back off exponentially between these bounds.
-	backoffBase = time.Second
-	backoffMax  = 5 * time.Minute
 	// soon is the requeue delay when work remains that this reconcile did
 	// not do: a state entered twice, a stale cache, a write conflict.
 	soon = 100 * time.Millisecond
@@ -358,19 +356,11 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times: %s", cur, w.st.Failures, msg))
 		return true, outcome{failure: f}, ""
 	}
-	after := backoff(w.st.Failures)
+	after := backoff.After(w.st.Failures)
 	w.st.RetryAt = &metav1.MicroTime{Time: w.now.Add(after)}
 	w.settle(cur, metav1.ConditionFalse, reason, fmt.Sprintf("state %s failed: %s", cur, msg), true, nil)
 	f.RetryAfter = w.withTimeout(def, after)
 	return true, outcome{failure: f}, ""
-}
-
-func backoff(failures int32) time.Duration {
-	d := backoffBase
-	for i := int32(1); i < failures && d < backoffMax; i++ {
-		d *= 2
-	}
-	return min(d, backoffMax)
 }
 
 // withTimeout shortens a requeue so that the state's timeout fires on time.
