@@ -2,24 +2,19 @@ package fsm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
-	"time"
 
-	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kfsm/kfsm/fsm/internal/identity"
 )
 
 // Admission is what a machine's admission webhooks do beyond kfsm's own
@@ -68,11 +63,9 @@ func (m *Machine[T]) SetupWebhookWithManager(mgr manager.Manager) error {
 	if err := m.Build(); err != nil {
 		return err
 	}
-	v := &validator[T]{m: m, operators: m.admission.Operators, client: mgr.GetClient(), log: mgr.GetLogger().WithName("kfsm")}
-	if len(v.operators) == 0 {
-		// Every replica serves the webhooks, the leader or not, so the
-		// identity is learnt whether this one leads or not.
-		if err := mgr.Add(identityLearner(v.learn)); err != nil {
+	v := &validator[T]{m: m, operators: identity.New(m.name, m.admission.Operators, mgr.GetClient(), mgr.GetLogger().WithName("kfsm"))}
+	if len(m.admission.Operators) == 0 {
+		if err := mgr.Add(v.operators); err != nil {
 			return err
 		}
 	}
@@ -152,14 +145,8 @@ func (d defaulter[T]) Default(ctx context.Context, obj T) error { return d(ctx, 
 
 // validator is the machine's validating webhook.
 type validator[T Object] struct {
-	m      *Machine[T]
-	client client.Client
-	log    logr.Logger
-
-	mu        sync.Mutex
-	operators []string  // given, or learnt from the API server
-	failed    time.Time // when learning them last failed
-	err       error     // why
+	m         *Machine[T]
+	operators *identity.Operators
 }
 
 func (v *validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
@@ -219,94 +206,17 @@ func (v *validator[T]) checkGoal(obj T) error {
 // operator's own writes.
 func (v *validator[T]) checkStatusWriter(ctx context.Context, user string, old, obj T) (admission.Warnings, error) {
 	// Every status write of the operator comes here: the cheap test first.
-	operators, unknown := v.operatorNames(ctx)
+	operators, unknown := v.operators.Names(ctx)
 	if unknown != "" {
 		return admission.Warnings{unknown + "; until it is known, status writes are not checked"}, nil
 	}
 	if slices.Contains(operators, user) {
 		return nil, nil
 	}
-	changed := changedFields(old.FSMStatus(), obj.FSMStatus())
+	changed := identity.ChangedFields(old.FSMStatus(), obj.FSMStatus())
 	if len(changed) == 0 {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("status.%s of a %s is written by the operator of machine %s only (%s), not by %s",
 		strings.Join(changed, ", status."), reflect.TypeFor[T]().Elem().Name(), v.m.name, strings.Join(operators, ", "), user)
-}
-
-// relearnAfter is how long a failure to learn the operator's identity
-// stands before an admission request tries again.
-const relearnAfter = 5 * time.Second
-
-// operatorNames returns the users that may write Status: those given,
-// or the manager's own identity; or, while that is unknown, why.
-func (v *validator[T]) operatorNames(ctx context.Context) (names []string, unknown string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.operators) > 0 {
-		return v.operators, ""
-	}
-	if v.err != nil && time.Since(v.failed) < relearnAfter {
-		return nil, v.err.Error()
-	}
-	review := &authenticationv1.SelfSubjectReview{}
-	err := v.client.Create(ctx, review)
-	switch {
-	case err != nil:
-		err = fmt.Errorf("machine %s: the operator's own user name is unknown: the SelfSubjectReview failed: %w", v.m.name, err)
-	case review.Status.UserInfo.Username == "":
-		err = fmt.Errorf("machine %s: the operator's own user name is unknown: the API server's SelfSubjectReview named nobody", v.m.name)
-	}
-	if err != nil {
-		v.failed, v.err = time.Now(), err
-		v.log.Error(err, "the status guard lets every status write through until it knows the operator; set Admission.Operators to name it", "machine", v.m.name)
-		return nil, err.Error()
-	}
-	v.operators, v.err = []string{review.Status.UserInfo.Username}, nil
-	v.log.Info("the status guard knows the operator", "machine", v.m.name, "user", v.operators[0])
-	return v.operators, ""
-}
-
-// learn learns the operator's identity, trying again after each failure,
-// until it knows it or ctx ends.
-func (v *validator[T]) learn(ctx context.Context) error {
-	for {
-		if _, unknown := v.operatorNames(ctx); unknown == "" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(relearnAfter):
-		}
-	}
-}
-
-// identityLearner runs on every replica, whether it leads or not.
-type identityLearner func(context.Context) error
-
-func (l identityLearner) Start(ctx context.Context) error { return l(ctx) }
-
-func (identityLearner) NeedLeaderElection() bool { return false }
-
-// changedFields names the JSON fields of Status that differ.
-func changedFields(old, cur *Status) []string {
-	var a, b map[string]json.RawMessage
-	oldJSON, _ := json.Marshal(old)
-	curJSON, _ := json.Marshal(cur)
-	_ = json.Unmarshal(oldJSON, &a)
-	_ = json.Unmarshal(curJSON, &b)
-	var changed []string
-	for k, v := range a {
-		if string(b[k]) != string(v) {
-			changed = append(changed, k)
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			changed = append(changed, k)
-		}
-	}
-	sort.Strings(changed)
-	return changed
 }
