@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kfsm/kfsm/fsm/internal/migrate"
 	"github.com/kfsm/kfsm/fsm/internal/text"
 	"github.com/kfsm/kfsm/graph"
 	"github.com/kfsm/kfsm/internal/refusal"
@@ -39,6 +40,10 @@ const (
 	// LongStateName is a state name longer than Status.State holds: 316
 	// bytes, the bound of a condition type.
 	LongStateName graph.ProblemCode = "LongStateName"
+	// BadMigration is a migration of Machine.Version that names no state,
+	// migrates a state twice, or leads to a state the machine does not
+	// declare.
+	BadMigration graph.ProblemCode = "BadMigration"
 	// TooManyStates is a pipeline with more states than Status.Conditions
 	// holds conditions besides kfsm's own: at most 60.
 	TooManyStates graph.ProblemCode = "TooManyStates"
@@ -61,6 +66,10 @@ type built[T Object] struct {
 	// controller-gen, when it has one of its own (see statusCopier).
 	copyStatus reflect.Value
 	kfsmsOnly  bool // T's status is kfsm's Status alone: a discard has nothing of the author's to restore
+	// plan maps the states of objects of older graph versions; picks are
+	// its splits' functions.
+	plan  *migrate.Plan
+	picks []func(Object) State
 }
 
 // Graph returns the machine's graph, for drawing and inspection.
@@ -131,6 +140,9 @@ func (m *Machine[T]) problems() []graph.Problem {
 			Detail: fmt.Sprintf("machine name %q is not a DNS label: %s", m.name, strings.Join(validation.IsDNS1123Label(m.name), "; "))})
 	}
 	problems = append(problems, m.badOptions()...)
+	if _, _, bad := m.plan(); len(bad) > 0 {
+		problems = append(problems, bad...)
+	}
 	if m.goal != nil && m.mode == Pipeline {
 		problems = append(problems, graph.Problem{Code: GoalInPipeline, Detail: "a pipeline starts from its initial state on every reconcile; declare a goal on a lifecycle machine"})
 	}
@@ -165,6 +177,7 @@ func (m *Machine[T]) stateProblems(s *stateDef[T]) []graph.Problem {
 // a goal machine's next hops, the copier of the status and the metrics.
 func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
 	b := &built[T]{states: map[State]*stateDef[T]{}, deletion: map[State]bool{}, notes: map[[2]State]string{}}
+	b.plan, b.picks, _ = m.plan()
 	b.initial = State(g.Initial())
 	b.onDelete = State(g.OnDelete())
 	for i, s := range m.states {
@@ -329,6 +342,8 @@ func (b *built[T]) note(t Transition) string {
 		return note + ": the state's retries ran out"
 	case ReasonDeleted:
 		return note + ": the object is being deleted"
+	case ReasonMigrated:
+		return note + ": a new version of the graph migrated it"
 	}
 	return note
 }

@@ -291,6 +291,16 @@
 // a child span per handler. The graph can be drawn: see [Machine.Graph]
 // and package graph.
 //
+// # Changing the graph
+//
+// A graph changes between releases while objects sit in its states.
+// [Machine.Version] numbers the graph and declares what each version
+// changed: [Rename], [Split], [Merge] and [Remove] a state. kfsm migrates
+// an object of an older version when it next reads it, in one status
+// write, children and history kept; an operator of an older version,
+// still running during a rolling update, leaves an object of a newer one
+// alone and says so (reason NewerVersion).
+//
 // # The graph in the cluster
 //
 // A machine's graph is published where tools find it without the
@@ -659,9 +669,10 @@
 //     another process takes the object over: the fence stops its writes
 //     to the API server, not its calls elsewhere. The key or the Observe
 //     is what keeps such an effect single.
-//   - A persisted state that the graph no longer declares (a state was
-//     renamed) is reported as Stalled with reason UnknownState and kept as
-//     it is: kfsm does not guess where the object should be.
+//   - A persisted state that the graph no longer declares, with no
+//     migration of [Machine.Version] to say where it went, is reported as
+//     Stalled with reason UnknownState and kept as it is: kfsm does not
+//     guess where the object should be.
 //   - Leader election (controller-runtime's, client-go's) does not fence:
 //     a leader that was frozen past its lease (a paused VM, a long GC, a
 //     partition) writes until its next renewal fails, up to RenewDeadline

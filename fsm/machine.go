@@ -68,6 +68,7 @@ type Machine[T Object] struct {
 	noPublish     bool
 	admission     Admission[T]
 	shards        *Shards
+	versions      map[int][]Migration
 
 	built *built[T]
 }

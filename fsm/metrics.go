@@ -40,11 +40,15 @@ var (
 		Name: "kfsm_status_write_errors_total",
 		Help: "Status writes that the API server refused for another reason than a conflict.",
 	}, []string{"machine"})
+	newerTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kfsm_newer_objects_left_total",
+		Help: "Objects that a newer version of the machine's graph wrote, which this process left alone.",
+	}, []string{"machine"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(transitionsTotal, stateDuration, objectsGauge, handlerErrorsTotal, stalledGauge,
-		reconcilingGauge, statusWriteErrorsTotal)
+		reconcilingGauge, statusWriteErrorsTotal, newerTotal)
 }
 
 // machineMetrics holds a machine's series, resolved once at build so that a
@@ -58,6 +62,7 @@ type machineMetrics struct {
 	stalled           prometheus.Gauge
 	reconciling       prometheus.Gauge
 	statusWriteErrors prometheus.Counter
+	leftNewer         prometheus.Counter
 }
 
 // move is a transition as the metrics count it.
@@ -76,6 +81,7 @@ func newMachineMetrics(name string, g *graph.Graph) *machineMetrics {
 		stalled:           stalledGauge.WithLabelValues(name),
 		reconciling:       reconcilingGauge.WithLabelValues(name),
 		statusWriteErrors: statusWriteErrorsTotal.WithLabelValues(name),
+		leftNewer:         newerTotal.WithLabelValues(name),
 	}
 	for _, s := range g.States {
 		st := State(s.Name)

@@ -94,6 +94,7 @@ func (r *reconciler[T]) untrack(key types.NamespacedName) []OutputRef {
 	strays := r.strays[key]
 	delete(r.strays, key)
 	delete(r.handed, key)
+	delete(r.newerTold, key)
 	was, known := r.tracked[key]
 	if !known {
 		return strays

@@ -65,15 +65,19 @@ type reconciler[T Object] struct {
 	// handed is, for a sharded machine, the epoch of the object's slot
 	// when this replica last checked its cache against the API server.
 	handed map[types.NamespacedName]uint64
+	// newerTold is, of each object a newer graph version wrote, the
+	// generation this process said it leaves alone.
+	newerTold map[types.NamespacedName]int64
 }
 
 func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reader, rec events.EventRecorder) (*reconciler[T], error) {
 	r := &reconciler[T]{
 		m: m, b: m.built, client: c, reader: reader, recorder: rec,
-		actions: action.New(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.clock, actionChanged(m.actionWatch)),
-		tracked: map[types.NamespacedName]tracked{},
-		strays:  map[types.NamespacedName][]OutputRef{},
-		handed:  map[types.NamespacedName]uint64{},
+		actions:   action.New(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.clock, actionChanged(m.actionWatch)),
+		tracked:   map[types.NamespacedName]tracked{},
+		strays:    map[types.NamespacedName][]OutputRef{},
+		handed:    map[types.NamespacedName]uint64{},
+		newerTold: map[types.NamespacedName]int64{},
 	}
 	if c == nil {
 		r.echoes = echo.NewMarks(schema.GroupKind{})
@@ -146,7 +150,6 @@ type reconcileResult struct {
 
 // reconcile is Reconcile's work; it sets walked to the walk, if one ran.
 func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, walked **walker[T]) (reconcile.Result, error) {
-
 	obj := newObject[T]()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -165,10 +168,8 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 			return reconcile.Result{}, err
 		}
 	}
-	if r.echoes.Stale(echo.Key{GroupKind: r.gk, NamespacedName: req.NamespacedName}, obj) {
-		// The cache has not seen kfsm's own last write yet; acting on it
-		// would act on the past.
-		return reconcile.Result{RequeueAfter: soon}, nil
+	if leave, after := r.notOurs(ctx, obj); leave {
+		return reconcile.Result{RequeueAfter: after}, nil
 	}
 	if obj.GetAnnotations()[AnnotationPaused] == "true" {
 		return r.pause(ctx, obj)
@@ -224,6 +225,16 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 	committed = true
 	r.track(obj)
 	return r.result(req, w.out)
+}
+
+// notOurs reports whether to leave obj, and when to look again: soon on a
+// cache without kfsm's last write (acting on it would act on the past),
+// never when a newer version of the graph wrote it.
+func (r *reconciler[T]) notOurs(ctx context.Context, obj T) (bool, time.Duration) {
+	if r.echoes.Stale(echo.KeyOf(r.gk, obj), obj) {
+		return true, soon
+	}
+	return r.newer(ctx, obj), 0
 }
 
 // result turns a walk's outcome into what controller-runtime expects. A

@@ -109,6 +109,12 @@ type Status struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Actions []ActionRecord `json:"actions,omitempty"`
+	// graphVersion is the version of the machine's graph that last wrote
+	// the status; absent until the machine declares a version. A process
+	// of an older version leaves the object alone.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	GraphVersion int32 `json:"graphVersion,omitempty"`
 }
 
 // ActionRecord is what the status keeps of one asynchronous action.
@@ -334,6 +340,11 @@ const (
 	ReasonHandlerFailed     = "HandlerFailed"
 	ReasonIllegalTransition = "IllegalTransition"
 	ReasonUnknownState      = "UnknownState"
+	// A new version of the graph moved the object (Machine.Version).
+	ReasonMigrated = "Migrated"
+	// A newer version of the graph wrote the object, which this process
+	// leaves alone.
+	ReasonNewerVersion = "NewerVersion"
 	// An action's run was lost (a restart, a failover, a slot handed over)
 	// before its outcome was recorded, and the action declares neither
 	// Observe nor Idempotent: whether it took effect is unknown.

@@ -40,8 +40,14 @@ type outcome struct {
 func (r *reconciler[T]) walk(ctx context.Context, obj, before T, deleting bool) *walker[T] {
 	w := &walker[T]{r: r, ctx: ctx, obj: obj, before: before, st: obj.FSMStatus(), now: r.m.clock.Now(), log: logf.FromContext(ctx), deleting: deleting}
 	w.notices = w.noticeBuf[:0]
+	if r.b.plan != nil {
+		w.migrate()
+	}
 	w.out = w.walk()
 	w.st.ObservedGeneration = obj.GetGeneration()
+	if r.b.plan != nil {
+		w.st.GraphVersion = int32(r.b.plan.Current)
+	}
 	return w
 }
 

@@ -1,0 +1,184 @@
+package fsm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/graph"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// The states of version 1 of the versions machine, by spec.target.
+var versionOneStates = map[int32]fsm.State{1: "Old", 2: "Both", 3: "Gone", 4: "Kept"}
+
+// sorting moves a gadget to the state its target names.
+func sorting(states map[int32]fsm.State) fsm.Handler[*gadget] {
+	return func(_ context.Context, r *request) fsm.Result { return fsm.Next(states[r.Object.Spec.Target]) }
+}
+
+// resting applies the gadget's ledger ConfigMap, the same in both
+// versions, and rests.
+func resting(ctx context.Context, r *request) fsm.Result {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name + "-ledger"}, Data: map[string]string{"owner": r.Object.Name}}
+	if err := r.Apply(ctx, cm); err != nil {
+		return fsm.Fail(err)
+	}
+	return fsm.Wait(0, "Resting")
+}
+
+func versionOne() *fsm.Machine[*gadget] {
+	return fsm.New[*gadget]("versions", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", sorting(versionOneStates), fsm.To("Old", "Both", "Gone", "Kept")).
+		State("Old", resting, fsm.Final()).State("Both", resting, fsm.Final()).State("Gone", resting, fsm.Final()).State("Kept", resting, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+}
+
+// versionTwo renames Old to New, splits Both into Left and Right by the
+// gadget's name, removes Gone into Kept and adds Added.
+func versionTwo() *fsm.Machine[*gadget] {
+	return fsm.New[*gadget]("versions", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", sorting(map[int32]fsm.State{1: "New", 2: "Left", 3: "Kept", 4: "Kept", 5: "Added"}), fsm.To("New", "Left", "Right", "Kept", "Added")).
+		State("New", resting, fsm.Final()).State("Left", resting, fsm.Final()).State("Right", resting, fsm.Final()).
+		State("Kept", resting, fsm.Final()).State("Added", resting, fsm.Final()).
+		Owns(&corev1.ConfigMap{}).
+		Version(2,
+			fsm.Rename("Old", "New"),
+			fsm.Split("Both", func(g *gadget) fsm.State {
+				if g.Name[len(g.Name)-1]%2 == 0 {
+					return "Left"
+				}
+				return "Right"
+			}),
+			fsm.Remove("Gone", "Kept"))
+}
+
+// Objects in every state of version 1, then version 2: each is where
+// version 2 says, with its history and its children kept, and none is
+// UnknownState.
+func TestUnderManagerANewGraphVersionMigratesObjectsInFlight(t *testing.T) {
+	e := newEnv(t)
+	op := fsmtest.Run(e.fe, versionOne())
+	const n = 20
+	for i := range n {
+		e.gadget(fmt.Sprintf("g-%02d", i), v1alpha1.GadgetSpec{Target: int32(i%4) + 1})
+	}
+	children := map[string]string{} // gadget → its ledger's UID
+	e.fe.Await("every gadget at rest in version 1", func() bool {
+		for i := range n {
+			g := e.get(fmt.Sprintf("g-%02d", i))
+			if len(g.Status.Outputs) != 1 || g.Status.State != versionOneStates[g.Spec.Target] {
+				return false
+			}
+			children[g.Name] = string(g.Status.Outputs[0].UID)
+		}
+		return true
+	})
+	op.Stop()
+
+	fsmtest.Run(e.fe, versionTwo())
+	want := func(g *gadget) fsm.State {
+		switch versionOneStates[g.Spec.Target] {
+		case "Old":
+			return "New"
+		case "Both":
+			if g.Name[len(g.Name)-1]%2 == 0 {
+				return "Left"
+			}
+			return "Right"
+		case "Gone":
+			return "Kept"
+		}
+		return "Kept"
+	}
+	e.fe.Await("every gadget migrated", func() bool {
+		for i := range n {
+			if g := e.get(fmt.Sprintf("g-%02d", i)); g.Status.GraphVersion != 2 || g.Status.State != want(g) {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range n {
+		g := e.get(fmt.Sprintf("g-%02d", i))
+		if c := condition(g, fsm.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("%s is Stalled: %s: %s", g.Name, c.Reason, c.Message)
+		}
+		h := g.Status.History
+		before := versionOneStates[g.Spec.Target]
+		if len(h) < 2 || h[0].To != "Start" || h[1].To != before {
+			t.Errorf("%s: history %+v lost version 1's moves", g.Name, h)
+		}
+		if before != want(g) && (h[len(h)-1].From != before || h[len(h)-1].To != want(g) || h[len(h)-1].Reason != fsm.ReasonMigrated) {
+			t.Errorf("%s: history %+v, want the move %s→%s marked %s last", g.Name, h, before, want(g), fsm.ReasonMigrated)
+		}
+		out := g.Status.Outputs
+		if len(out) != 1 || string(out[0].UID) != children[g.Name] || out[0].State != want(g) {
+			t.Errorf("%s: outputs %+v, want its ledger (UID %s) kept, recorded under %s", g.Name, out, children[g.Name], want(g))
+		}
+		var cm corev1.ConfigMap
+		if err := e.direct.Get(t.Context(), e.key(g.Name+"-ledger"), &cm); err != nil || string(cm.UID) != children[g.Name] {
+			t.Errorf("%s: its ledger is %s (%v), want the one of version 1, %s: not re-created", g.Name, cm.UID, err, children[g.Name])
+		}
+	}
+}
+
+// An operator of an older version leaves an object that a newer one
+// wrote: no handler, no write, and it says so once.
+func TestUnderManagerAnOlderVersionLeavesANewerObjectAlone(t *testing.T) {
+	e := newEnv(t)
+	op := fsmtest.Run(e.fe, versionTwo())
+	e.gadget("g", v1alpha1.GadgetSpec{Target: 1})
+	e.fe.Await("version 2 at rest", func() bool { return e.get("g").Status.State == "New" })
+	op.Stop()
+
+	var runs atomic.Int32
+	old := versionOne()
+	old.OnWalk(func(context.Context, fsm.Walk) { runs.Add(1) })
+	fsmtest.Run(e.fe, old)
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "touched" }) // a new generation, which version 1 would walk
+	e.fe.Await("the warning", func() bool { return occurrences(e.apiEvents(), fsm.ReasonNewerVersion) == 1 })
+	time.Sleep(time.Second)
+	g := e.get("g")
+	if g.Status.State != "New" || g.Status.GraphVersion != 2 || g.Status.ObservedGeneration == g.Generation {
+		t.Errorf("version 1 touched the object: state %s, graph version %d, observed generation %d of %d",
+			g.Status.State, g.Status.GraphVersion, g.Status.ObservedGeneration, g.Generation)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Errorf("version 1 walked the object %d times, want never", n)
+	}
+}
+
+func TestBuildRefusesAMigrationThatStrandsObjects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		m    *fsm.Machine[*gadget]
+		want string
+	}{
+		"StillDeclared": {versionOne().Version(2, fsm.Rename("Old", "Kept")), "state Old is still declared"},
+		"Undeclared":    {versionTwo().Version(2, fsm.Rename("Older", "Nowhere")), "leads to state Nowhere"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var verr *graph.ValidationError
+			err := tc.m.Build()
+			if !errors.As(err, &verr) || !verr.Has(fsm.BadMigration) || !containsDetail(verr, tc.want) {
+				t.Errorf("Build() = %v, want %s saying %q", err, fsm.BadMigration, tc.want)
+			}
+		})
+	}
+}
+
+func containsDetail(verr *graph.ValidationError, want string) bool {
+	return slices.ContainsFunc(verr.Problems, func(p graph.Problem) bool { return strings.Contains(p.Detail, want) })
+}
