@@ -3,9 +3,11 @@ package fsm_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,10 @@ import (
 	"github.com/kfsm/kfsm/graph"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
+
+// versionObjects is how many gadgets the migration under a manager
+// moves; -versions.objects=1000 makes it a fleet.
+var versionObjects = flag.Int("versions.objects", 20, "gadgets that TestUnderManagerANewGraphVersionMigratesObjectsInFlight migrates")
 
 // The states of version 1 of the versions machine, by spec.target.
 var versionOneStates = map[int32]fsm.State{1: "Old", 2: "Both", 3: "Gone", 4: "Kept"}
@@ -42,6 +48,7 @@ func versionOne() *fsm.Machine[*gadget] {
 		Initial("Start").
 		State("Start", sorting(versionOneStates), fsm.To("Old", "Both", "Gone", "Kept")).
 		State("Old", resting, fsm.Final()).State("Both", resting, fsm.Final()).State("Gone", resting, fsm.Final()).State("Kept", resting, fsm.Final()).
+		OnDelete("Cleanup").State("Cleanup", nil, fsm.Final()). // prunes the ledger before the gadget goes
 		Owns(&corev1.ConfigMap{})
 }
 
@@ -53,6 +60,7 @@ func versionTwo() *fsm.Machine[*gadget] {
 		State("Start", sorting(map[int32]fsm.State{1: "New", 2: "Left", 3: "Kept", 4: "Kept", 5: "Added"}), fsm.To("New", "Left", "Right", "Kept", "Added")).
 		State("New", resting, fsm.Final()).State("Left", resting, fsm.Final()).State("Right", resting, fsm.Final()).
 		State("Kept", resting, fsm.Final()).State("Added", resting, fsm.Final()).
+		OnDelete("Cleanup").State("Cleanup", nil, fsm.Final()).
 		Owns(&corev1.ConfigMap{}).
 		Version(2,
 			fsm.Rename("Old", "New"),
@@ -71,14 +79,14 @@ func versionTwo() *fsm.Machine[*gadget] {
 func TestUnderManagerANewGraphVersionMigratesObjectsInFlight(t *testing.T) {
 	e := newEnv(t)
 	op := fsmtest.Run(e.fe, versionOne())
-	const n = 20
+	n := *versionObjects
 	for i := range n {
-		e.gadget(fmt.Sprintf("g-%02d", i), v1alpha1.GadgetSpec{Target: int32(i%4) + 1})
+		e.gadget(fmt.Sprintf("g-%04d", i), v1alpha1.GadgetSpec{Target: int32(i%4) + 1})
 	}
 	children := map[string]string{} // gadget → its ledger's UID
 	e.fe.Await("every gadget at rest in version 1", func() bool {
 		for i := range n {
-			g := e.get(fmt.Sprintf("g-%02d", i))
+			g := e.get(fmt.Sprintf("g-%04d", i))
 			if len(g.Status.Outputs) != 1 || g.Status.State != versionOneStates[g.Spec.Target] {
 				return false
 			}
@@ -105,14 +113,14 @@ func TestUnderManagerANewGraphVersionMigratesObjectsInFlight(t *testing.T) {
 	}
 	e.fe.Await("every gadget migrated", func() bool {
 		for i := range n {
-			if g := e.get(fmt.Sprintf("g-%02d", i)); g.Status.GraphVersion != 2 || g.Status.State != want(g) {
+			if g := e.get(fmt.Sprintf("g-%04d", i)); g.Status.GraphVersion != 2 || g.Status.State != want(g) {
 				return false
 			}
 		}
 		return true
 	})
 	for i := range n {
-		g := e.get(fmt.Sprintf("g-%02d", i))
+		g := e.get(fmt.Sprintf("g-%04d", i))
 		if c := condition(g, fsm.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 			t.Errorf("%s is Stalled: %s: %s", g.Name, c.Reason, c.Message)
 		}
@@ -181,4 +189,52 @@ func TestBuildRefusesAMigrationThatStrandsObjects(t *testing.T) {
 
 func containsDetail(verr *graph.ValidationError, want string) bool {
 	return slices.ContainsFunc(verr.Problems, func(p graph.Problem) bool { return strings.Contains(p.Detail, want) })
+}
+
+// upgraded holds the namespaces of the tests whose operator runs version
+// 2 of the versions machine.
+var upgraded sync.Map
+
+// A migration under faults: the operator crashes after every write, those
+// of the migration included, or each write fails; every run ends where
+// the clean one does.
+func TestAMigrationSurvivesFaults(t *testing.T) {
+	machine := func(e *fsmtest.Env) *fsm.Machine[*gadget] {
+		if _, ok := upgraded.Load(e.Namespace); ok {
+			return versionTwo()
+		}
+		return versionOne()
+	}
+	fsmtest.Faults(t, machine, func(e *fsmtest.Env) {
+		var gs []*gadget
+		for i, name := range []string{"old", "both-a", "both-b", "gone", "kept"} {
+			g := &gadget{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.GadgetSpec{Target: int32(min(i, 3)) + 1}}
+			if name == "both-b" {
+				g.Spec.Target = 2
+			}
+			e.Create(g)
+			gs = append(gs, g)
+		}
+		// One Await for all: the order in which the gadgets move differs
+		// between runs, where they end may not.
+		at := func(what string, want func(*gadget) fsm.State) {
+			e.Await(what, func() bool {
+				for _, g := range gs {
+					if !e.Get(g) || g.Status.State != want(g) {
+						return false
+					}
+				}
+				return true
+			})
+		}
+		at("every gadget at rest in version 1", func(g *gadget) fsm.State { return versionOneStates[g.Spec.Target] })
+		upgraded.Store(e.Namespace, true)
+		e.RestartOperator()
+		v2 := map[string]fsm.State{"old": "New", "both-a": "Right", "both-b": "Left", "gone": "Kept", "kept": "Kept"}
+		at("every gadget migrated", func(g *gadget) fsm.State { return v2[g.Name] })
+		for _, g := range gs {
+			e.Delete(g)
+			e.AwaitGone(g)
+		}
+	}, fsmtest.Only(fsmtest.Crash))
 }

@@ -36,6 +36,9 @@ type Operator struct {
 	started bool
 	closed  bool
 	faults  *faults
+	// replacing serializes the replacements of the process: a restart
+	// the test asks for, and one after a crash.
+	replacing sync.Mutex
 }
 
 // RunOption changes how Run runs an operator.
@@ -228,6 +231,8 @@ func (o *Operator) stopCurrent() {
 // the operator would start: nothing kfsm kept in memory survives.
 func (o *Operator) Restart() {
 	o.e.T.Helper()
+	o.replacing.Lock()
+	defer o.replacing.Unlock()
 	o.stopCurrent()
 	if err := o.start(); err != nil {
 		o.e.T.Fatal(err)
@@ -242,9 +247,30 @@ func (o *Operator) crashed() {
 	if closed {
 		return
 	}
+	o.replacing.Lock()
+	defer o.replacing.Unlock()
 	o.stopCurrent()
 	if err := o.start(); err != nil {
 		o.e.T.Errorf("fsmtest: restarting after the crash: %v", err)
+	}
+}
+
+// RestartOperator stops the operator that Run, RunFunc or Faults started
+// and starts a new process of it, as a rolling update does: the machine
+// function runs anew, so that a scenario can move on to a new version of
+// its machine (one that a flag of the test's own chooses). An operator
+// that has not started yet, in a Bursts run, starts later made anew.
+func (e *Env) RestartOperator() {
+	e.T.Helper()
+	o, ok := e.driver.(*Operator)
+	if !ok {
+		e.T.Fatal("fsmtest: RestartOperator needs an operator that Run, RunFunc or Faults started")
+	}
+	o.mu.Lock()
+	started := o.started
+	o.mu.Unlock()
+	if started {
+		o.Restart()
 	}
 }
 
