@@ -29,6 +29,7 @@ import (
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
+	"github.com/kfsm/kfsm/fsm/internal/statusfield"
 )
 
 // clockOnly is the rate limiter's delay for a retry that a fake clock
@@ -200,7 +201,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 	before := obj.DeepCopyObject().(T)
 	w := r.walk(ctx, obj, before, deleting)
 	*walked = w
-	if !sameStatus(before, obj) {
+	if !statusfield.Same(before, obj) {
 		if err := r.writeStatus(ctx, obj, before); err != nil {
 			if quiet(err) {
 				return r.writeFailed(ctx, err)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/mergepatch"
+	"github.com/kfsm/kfsm/fsm/internal/statusfield"
 )
 
 // write runs one of kfsm's writes of obj, so that its watch event is known
@@ -57,14 +56,14 @@ func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
 // all, cost several times as much. Both are encoded by encoding/json
 // from the same type, as mergepatch.Diff needs them.
 func statusPatch(before, obj runtime.Object) (client.Patch, error) {
-	if !statusField(obj).IsValid() {
+	if !statusfield.Field(obj).IsValid() {
 		return client.MergeFrom(before.(client.Object)), nil
 	}
-	from, err := json.Marshal(map[string]any{"status": statusOf(before)})
+	from, err := json.Marshal(map[string]any{"status": statusfield.Of(before)})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status: %w", err)
 	}
-	to, err := json.Marshal(map[string]any{"status": statusOf(obj)})
+	to, err := json.Marshal(map[string]any{"status": statusfield.Of(obj)})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status: %w", err)
 	}
@@ -115,46 +114,10 @@ func (r *reconciler[T]) unwritable(ctx context.Context, before T, err error) (re
 		c.Reason, c.Message, c.ObservedGeneration = ReasonStatusWriteFailed, message, gen
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	if !sameStatus(before, small) {
+	if !statusfield.Same(before, small) {
 		if werr := r.writeStatus(ctx, small, before); werr != nil {
 			logf.FromContext(ctx).V(1).Info("the smaller status could not be written either", "error", r.errorText(werr))
 		}
 	}
 	return reconcile.Result{}, fmt.Errorf("writing the status of %s: %s", client.ObjectKeyFromObject(before), msg)
-}
-
-// sameStatus reports whether a and b hold the same status, as the API
-// server would store it. Identical values, what a converged object's walk
-// leaves, are recognised quickly; otherwise semantic equality decides, for
-// which a time in another location at the same instant is no change.
-func sameStatus(a, b runtime.Object) bool {
-	x, y := statusPtr(a), statusPtr(b)
-	return reflect.DeepEqual(x, y) || equality.Semantic.DeepEqual(x, y)
-}
-
-// statusOf returns the Status field of a Kubernetes object, the part kfsm
-// writes, or the whole object for a type without one. Comparing only the
-// status keeps a handler that touches the spec by mistake from costing a
-// write on every reconcile.
-func statusOf(obj runtime.Object) any {
-	if f := statusField(obj); f.IsValid() {
-		return f.Interface()
-	}
-	return obj
-}
-
-// statusPtr is statusOf without a copy: a pointer to the Status field.
-func statusPtr(obj runtime.Object) any {
-	if f := statusField(obj); f.IsValid() && f.CanAddr() {
-		return f.Addr().Interface()
-	}
-	return obj
-}
-
-func statusField(obj runtime.Object) reflect.Value {
-	v := reflect.ValueOf(obj)
-	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
-		return v.Elem().FieldByName("Status")
-	}
-	return reflect.Value{}
 }
