@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -76,6 +77,9 @@ type built[T Object] struct {
 // Graph returns the machine's graph, for drawing and inspection.
 func (m *Machine[T]) Graph() *graph.Graph {
 	g := &graph.Graph{Name: m.name, Mode: m.mode}
+	if len(m.versions) > 0 {
+		g.Version = max(slices.Max(slices.Collect(maps.Keys(m.versions))), 1)
+	}
 	for _, s := range m.states {
 		g.States = append(g.States, graph.StateSpec{
 			Name:     graph.State(s.name),

@@ -65,7 +65,7 @@ func (m *Machine[T]) GraphAnnotation(resource PublishedResource) (key, value str
 	if err != nil {
 		return "", "", err
 	}
-	value, err = publishedGraph(m.name, g, resource)
+	value, err = m.published(g, resource)
 	return AnnotationGraphPrefix + m.name, value, err
 }
 
@@ -83,9 +83,9 @@ func (m *Machine[T]) compactGraph() ([]byte, error) {
 	return compact.Bytes(), nil
 }
 
-// publishedGraph is the value of a machine's annotation.
-func publishedGraph(machine string, graph []byte, resource PublishedResource) (string, error) {
-	doc, err := json.Marshal(PublishedGraph{Machine: machine, Resource: resource, KfsmVersion: Version(), Graph: graph})
+// published is the value of the machine's annotation.
+func (m *Machine[T]) published(graph []byte, resource PublishedResource) (string, error) {
+	doc, err := json.Marshal(PublishedGraph{Machine: m.name, Resource: resource, KfsmVersion: Version(), Graph: graph})
 	return string(doc), err
 }
 
@@ -123,7 +123,7 @@ func (m *Machine[T]) publishWith(mgr manager.Manager) error {
 	return mgr.Add(&publish.Publisher{
 		Machine: m.name, Key: AnnotationGraphPrefix + m.name, Same: sameGraph,
 		Doc: func(resource string) (string, error) {
-			return publishedGraph(m.name, g, PublishedResource{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Resource: resource})
+			return m.published(g, PublishedResource{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Resource: resource})
 		},
 		GVK: gvk, Mapper: mgr.GetRESTMapper(), Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 		Log: mgr.GetLogger().WithName("kfsm"), Retry: time.Second,

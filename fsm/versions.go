@@ -89,15 +89,33 @@ func (m *Machine[T]) plan() (*migrate.Plan, []func(Object) State, []graph.Proble
 			steps[v] = append(steps[v], mg.step)
 		}
 	}
-	declared := func(s string) bool {
-		return slices.ContainsFunc(m.states, func(d *stateDef[T]) bool { return d.name == State(s) })
-	}
-	p, details := migrate.New(steps, declared)
+	p, details := migrate.New(steps, func(s string) bool { return m.declares(State(s)) })
 	var problems []graph.Problem
 	for _, d := range details {
 		problems = append(problems, graph.Problem{Code: BadMigration, Detail: d})
 	}
 	return p, picks, problems
+}
+
+// Stranded returns the states of an earlier graph of the machine, at its
+// Version, whose objects the machine could not place: states it no
+// longer declares that no migration since moves. A project's code
+// generation compares the graphs it released (see graph.Lock) with the
+// code's, so that such a change is refused before it strands objects in
+// a cluster as UnknownState.
+func (m *Machine[T]) Stranded(earlier *graph.Graph) []graph.State {
+	p, _, _ := m.plan()
+	var stranded []graph.State
+	for _, s := range earlier.States {
+		if !m.declares(State(s.Name)) && (p == nil || !p.Moves(max(earlier.Version, 1), string(s.Name))) {
+			stranded = append(stranded, s.Name)
+		}
+	}
+	return stranded
+}
+
+func (m *Machine[T]) declares(s State) bool {
+	return slices.ContainsFunc(m.states, func(d *stateDef[T]) bool { return d.name == s })
 }
 
 // migrate brings an object of an older version of the graph to the

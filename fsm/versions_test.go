@@ -10,7 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,13 +58,7 @@ func versionOne() *fsm.Machine[*gadget] {
 // versionTwo renames Old to New, splits Both into Left and Right by the
 // gadget's name, removes Gone into Kept and adds Added.
 func versionTwo() *fsm.Machine[*gadget] {
-	return fsm.New[*gadget]("versions", fsm.Lifecycle).
-		Initial("Start").
-		State("Start", sorting(map[int32]fsm.State{1: "New", 2: "Left", 3: "Kept", 4: "Kept", 5: "Added"}), fsm.To("New", "Left", "Right", "Kept", "Added")).
-		State("New", resting, fsm.Final()).State("Left", resting, fsm.Final()).State("Right", resting, fsm.Final()).
-		State("Kept", resting, fsm.Final()).State("Added", resting, fsm.Final()).
-		OnDelete("Cleanup").State("Cleanup", nil, fsm.Final()).
-		Owns(&corev1.ConfigMap{}).
+	return versionTwoGraph().
 		Version(2,
 			fsm.Rename("Old", "New"),
 			fsm.Split("Both", func(g *gadget) fsm.State {
@@ -71,6 +68,17 @@ func versionTwo() *fsm.Machine[*gadget] {
 				return "Right"
 			}),
 			fsm.Remove("Gone", "Kept"))
+}
+
+// versionTwoGraph is version 2's graph, without its migrations.
+func versionTwoGraph() *fsm.Machine[*gadget] {
+	return fsm.New[*gadget]("versions", fsm.Lifecycle).
+		Initial("Start").
+		State("Start", sorting(map[int32]fsm.State{1: "New", 2: "Left", 3: "Kept", 4: "Kept", 5: "Added"}), fsm.To("New", "Left", "Right", "Kept", "Added")).
+		State("New", resting, fsm.Final()).State("Left", resting, fsm.Final()).State("Right", resting, fsm.Final()).
+		State("Kept", resting, fsm.Final()).State("Added", resting, fsm.Final()).
+		OnDelete("Cleanup").State("Cleanup", nil, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
 }
 
 // Objects in every state of version 1, then version 2: each is where
@@ -237,4 +245,31 @@ func TestAMigrationSurvivesFaults(t *testing.T) {
 			e.AwaitGone(g)
 		}
 	}, fsmtest.Only(fsmtest.Crash))
+}
+
+// A new graph that drops states of the released one strands their
+// objects unless a migration moves them.
+func TestStrandedNamesTheStatesNoMigrationMoves(t *testing.T) {
+	released := versionOne().Graph()
+	current := versionTwo().Graph() // version 2, with Old, Both and Gone gone
+	for name, tc := range map[string]struct {
+		m       *fsm.Machine[*gadget]
+		earlier *graph.Graph
+		want    []graph.State
+	}{
+		"NoMigration":    {versionTwoGraph(), released, []graph.State{"Old", "Both", "Gone"}},
+		"Migrated":       {versionTwo(), released, nil},
+		"Partly":         {versionTwoGraph().Version(2, fsm.Rename("Old", "New")), released, []graph.State{"Both", "Gone"}},
+		"SameVersion":    {versionTwo(), current, nil},
+		"NoVersionAgain": {versionOne(), current, []graph.State{"New", "Left", "Right", "Added"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.m.Stranded(tc.earlier)); diff != "" {
+				t.Errorf("stranded (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if current.Version != 2 || released.Version != 0 {
+		t.Errorf("graph versions %d and %d, want 2 for version 2 and 0 (the first) for version 1", current.Version, released.Version)
+	}
 }

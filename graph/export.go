@@ -162,11 +162,15 @@ func (g *Graph) JSON() ([]byte, error) {
 		Limit    int    `json:"limit,omitempty"`
 	}
 	out := struct {
-		Name   string      `json:"name"`
-		Mode   string      `json:"mode"`
-		States []jsonState `json:"states"`
-		Edges  []jsonEdge  `json:"edges"`
+		Name    string      `json:"name"`
+		Mode    string      `json:"mode"`
+		Version int         `json:"version,omitempty"`
+		States  []jsonState `json:"states"`
+		Edges   []jsonEdge  `json:"edges"`
 	}{Name: g.Name, Mode: g.Mode.String(), States: []jsonState{}, Edges: []jsonEdge{}}
+	if g.Version > 1 {
+		out.Version = g.Version
+	}
 	deletion := g.deletionSet()
 	for _, s := range g.States {
 		out.States = append(out.States, jsonState{Name: s.Name, Initial: s.Initial, Final: s.Final, OnDelete: s.OnDelete, Deletion: deletion[s.Name]})

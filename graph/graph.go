@@ -36,9 +36,12 @@ func (m Mode) String() string {
 // order, and their exits. It is data; Validate checks it.
 type Graph struct {
 	// Name is the machine's name, used in exports and messages.
-	Name   string
-	Mode   Mode
-	States []StateSpec
+	Name string
+	Mode Mode
+	// Version is the graph's version, which migrations between versions
+	// name (fsm's Machine.Version); 0 stands for 1, the first.
+	Version int
+	States  []StateSpec
 }
 
 // StateSpec declares one state.

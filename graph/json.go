@@ -18,9 +18,10 @@ import (
 // to either declaration.
 func ParseJSON(data []byte) (*Graph, error) {
 	var in struct {
-		Name   string `json:"name"`
-		Mode   string `json:"mode"`
-		States []struct {
+		Name    string `json:"name"`
+		Mode    string `json:"mode"`
+		Version int    `json:"version"`
+		States  []struct {
 			Name     State `json:"name"`
 			Initial  bool  `json:"initial"`
 			Final    bool  `json:"final"`
@@ -38,7 +39,7 @@ func ParseJSON(data []byte) (*Graph, error) {
 	if err := json.Unmarshal(data, &in); err != nil {
 		return nil, fmt.Errorf("graph JSON: %w", err)
 	}
-	g := &Graph{Name: in.Name}
+	g := &Graph{Name: in.Name, Version: in.Version}
 	switch in.Mode {
 	case Lifecycle.String():
 		g.Mode = Lifecycle

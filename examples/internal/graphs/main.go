@@ -1,7 +1,10 @@
 // Command graphs writes each example machine's graph into its CRD's
 // manifest, in the annotation that fsm's Machine.GraphAnnotation makes,
 // so that a CRD carries its graph as installed and the examples'
-// operators need no write on CRDs. kfsm's make generate runs it after
+// operators need no write on CRDs. It keeps the graphs of each machine's
+// versions in the example's graph.lock.json, and refuses a graph that
+// would strand the objects of a locked one: a state gone with no
+// migration to move them. kfsm's make generate runs it after
 // controller-gen has written the CRDs:
 //
 //	go run ./examples/internal/graphs examples
@@ -25,6 +28,7 @@ import (
 	"github.com/kfsm/kfsm/examples/webapp"
 	webappv1alpha1 "github.com/kfsm/kfsm/examples/webapp/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/graph"
 )
 
 // crd is one example's CRD manifest and the machine that drives its kind,
@@ -33,6 +37,13 @@ type crd struct {
 	file       string // under the examples directory
 	version    schema.GroupVersion
 	annotation func(fsm.PublishedResource) (key, value string, err error)
+	graph      *graph.Graph
+	stranded   func(*graph.Graph) []graph.State
+}
+
+// crdOf is the CRD of file, driven by m at version.
+func crdOf[T fsm.Object](file string, version schema.GroupVersion, m *fsm.Machine[T]) crd {
+	return crd{file: file, version: version, annotation: m.GraphAnnotation, graph: m.Graph(), stranded: m.Stranded}
 }
 
 func main() {
@@ -41,17 +52,43 @@ func main() {
 		os.Exit(2)
 	}
 	crds := []crd{
-		{"moose/crd/examples.kfsm.dev_moose.yaml", moosev1alpha1.GroupVersion, moose.NewHerd(1).Machine().GraphAnnotation},
-		{"webapp/crd/examples.kfsm.dev_webapps.yaml", webappv1alpha1.GroupVersion, (&webapp.Operator{}).Machine().GraphAnnotation},
-		{"autoupdate/crd/examples.kfsm.dev_managedclients.yaml", autoupdatev1alpha1.GroupVersion, (&autoupdate.Operator{}).Machine().GraphAnnotation},
-		{"database/crd/examples.kfsm.dev_databases.yaml", databasev1alpha1.GroupVersion, (&database.Operator{}).Machine().GraphAnnotation},
+		crdOf("moose/crd/examples.kfsm.dev_moose.yaml", moosev1alpha1.GroupVersion, moose.NewHerd(1).Machine()),
+		crdOf("webapp/crd/examples.kfsm.dev_webapps.yaml", webappv1alpha1.GroupVersion, (&webapp.Operator{}).Machine()),
+		crdOf("autoupdate/crd/examples.kfsm.dev_managedclients.yaml", autoupdatev1alpha1.GroupVersion, (&autoupdate.Operator{}).Machine()),
+		crdOf("database/crd/examples.kfsm.dev_databases.yaml", databasev1alpha1.GroupVersion, (&database.Operator{}).Machine()),
 	}
 	for _, c := range crds {
-		if err := annotate(filepath.Join(os.Args[1], filepath.FromSlash(c.file)), c); err != nil {
+		file := filepath.Join(os.Args[1], filepath.FromSlash(c.file))
+		if err := lock(filepath.Join(filepath.Dir(filepath.Dir(file)), "graph.lock.json"), c); err != nil {
+			fmt.Fprintln(os.Stderr, "graphs:", err)
+			os.Exit(1)
+		}
+		if err := annotate(file, c); err != nil {
 			fmt.Fprintln(os.Stderr, "graphs:", err)
 			os.Exit(1)
 		}
 	}
+}
+
+// lock checks the machine's graph against the graphs its lock file keeps
+// and writes the file with it.
+func lock(file string, c crd) error {
+	data, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	l, err := graph.ParseLock(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if err := l.Update(c.graph, c.stranded); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	out, err := l.JSON()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, out, 0o644)
 }
 
 // annotate writes the machine's annotation into the CRD of file, which

@@ -111,6 +111,17 @@ func (p *Plan) step(v int, state string) (Step, bool) {
 	return Step{}, false
 }
 
+// Moves reports whether a step after version from moves the objects of
+// state; New has checked that it leads to a declared state.
+func (p *Plan) Moves(from int, state string) bool {
+	for v := from + 1; v <= p.Current; v++ {
+		if _, ok := p.step(v, state); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Map gives the state, at the current version, of an object recorded in
 // state at version from; pick runs a split's function for the object.
 func (p *Plan) Map(from int, state string, pick func(i int) string) string {

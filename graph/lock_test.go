@@ -1,0 +1,85 @@
+package graph
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func doorGraph(version int, states ...State) *Graph {
+	g := &Graph{Name: "door", Mode: Lifecycle, Version: version}
+	for i, s := range states {
+		spec := StateSpec{Name: s, Initial: i == 0, Final: i == len(states)-1}
+		if i+1 < len(states) {
+			spec.Exits = []State{states[i+1]}
+		}
+		g.States = append(g.States, spec)
+	}
+	return g
+}
+
+// gone strands the states of an earlier graph that g lacks, except those
+// that moved names.
+func gone(g *Graph, moved ...State) func(*Graph) []State {
+	return func(earlier *Graph) []State {
+		var out []State
+		for _, s := range earlier.States {
+			if _, ok := g.Lookup(s.Name); !ok && !slices.Contains(moved, s.Name) {
+				out = append(out, s.Name)
+			}
+		}
+		return out
+	}
+}
+
+func TestALockRefusesAGraphThatStrandsAReleasedState(t *testing.T) {
+	l, err := ParseLock(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := doorGraph(0, "Closed", "Open")
+	if err := l.Update(v1, gone(v1)); err != nil {
+		t.Fatalf("the first graph: %v", err)
+	}
+
+	renamed := doorGraph(0, "Shut", "Open")
+	err = l.Update(renamed, gone(renamed))
+	var serr *StrandingError
+	if !errors.As(err, &serr) || !strings.Contains(err.Error(), "state Closed of version 1") || serr.Next != 2 ||
+		!strings.Contains(err.Error(), `Machine.Version(2, fsm.Rename("Closed", ...))`) {
+		t.Fatalf("Update(renamed without a migration) = %v, want the stranded Closed and the migration into version 2 to declare", err)
+	}
+	if l.Graphs[1] != v1 {
+		t.Error("a refused update changed the lock")
+	}
+
+	v2 := doorGraph(2, "Shut", "Open")
+	if err := l.Update(v2, gone(v2, "Closed")); err != nil {
+		t.Fatalf("version 2 with its migration: %v", err)
+	}
+	data, err := l.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseLock(data)
+	if err != nil {
+		t.Fatalf("reading back %s: %v", data, err)
+	}
+	if back.Machine != "door" || len(back.Graphs) != 2 || back.Graphs[2].Version != 2 || back.Graphs[1].States[0].Name != "Closed" {
+		t.Errorf("read back %+v from\n%s", back, data)
+	}
+	again, _ := back.JSON()
+	if diff := cmp.Diff(string(data), string(again)); diff != "" {
+		t.Errorf("the lock does not write back as it was read (-first +second):\n%s", diff)
+	}
+	// The migration dropped later: version 1's Closed is stranded again.
+	if err := back.Update(v2, gone(v2)); !errors.As(err, &serr) {
+		t.Errorf("Update after the migration was dropped = %v, want a StrandingError", err)
+	}
+	if err := back.Update(v1, gone(v1)); err == nil || !strings.Contains(err.Error(), "version 2 was released") {
+		t.Errorf("going back to version 1 = %v, want a refusal", err)
+	}
+}
