@@ -669,6 +669,10 @@
 //     another process takes the object over: the fence stops its writes
 //     to the API server, not its calls elsewhere. The key or the Observe
 //     is what keeps such an effect single.
+//   - A process that becomes leader acts on its cache as it is: one whose
+//     watch lags behind a newer graph version's writes may move an object
+//     that the newer version already migrated. Sharded replicas read the
+//     objects of a slot they take from the API server first, and do not.
 //   - A persisted state that the graph no longer declares, with no
 //     migration of [Machine.Version] to say where it went, is reported as
 //     Stalled with reason UnknownState and kept as it is: kfsm does not
