@@ -293,13 +293,13 @@
 //
 // # Changing the graph
 //
-// A graph changes between releases while objects sit in its states.
 // [Machine.Version] numbers the graph and declares what each version
-// changed: [Rename], [Split], [Merge] and [Remove] a state. kfsm migrates
+// changed: [Rename], [Split], [Merge] or [Remove] a state. kfsm migrates
 // an object of an older version when it next reads it, in one status
-// write, children and history kept; an operator of an older version,
-// still running during a rolling update, leaves an object of a newer one
-// alone and says so (reason NewerVersion).
+// write, children and history kept; an operator of an older version, as
+// in a rolling update, leaves an object of a newer one alone and says so
+// (reason NewerVersion). [graph.Lock] refuses a change that would strand
+// objects.
 //
 // # The graph in the cluster
 //
@@ -562,8 +562,8 @@
 //  4. status.observedGeneration and the Ready, Reconciling and Stalled
 //     conditions follow the kstatus conventions.
 //  5. After kfsm writes an object at resourceVersion R, it runs no handler
-//     on any copy older than R, whenever it is read; it waits for the
-//     cache instead.
+//     on any copy older than R; nor, once it leads or takes a slot, on one
+//     older than the API server's then. It waits for the cache instead.
 //  6. Once an object is being deleted, the deletion path runs from the
 //     OnDelete state, whatever state the object was in. The finalizer is
 //     added before any handler runs and removed only when a final state of
@@ -669,10 +669,6 @@
 //     another process takes the object over: the fence stops its writes
 //     to the API server, not its calls elsewhere. The key or the Observe
 //     is what keeps such an effect single.
-//   - A process that becomes leader acts on its cache as it is: one whose
-//     watch lags behind a newer graph version's writes may move an object
-//     that the newer version already migrated. Sharded replicas read the
-//     objects of a slot they take from the API server first, and do not.
 //   - A persisted state that the graph no longer declares, with no
 //     migration of [Machine.Version] to say where it went, is reported as
 //     Stalled with reason UnknownState and kept as it is: kfsm does not

@@ -153,6 +153,28 @@ func (r *reconciler[T]) handedOver(ctx context.Context, obj T, epoch uint64) err
 	return nil
 }
 
+// catchUp runs once this process leads: each object whose cached copy is
+// older than the API server's, as the leader before may have left it,
+// waits in the stale-cache guard until the cache has caught up.
+func (r *reconciler[T]) catchUp(ctx context.Context) error {
+	defer close(r.caughtUp)
+	list := r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List")
+	behind, err := r.echoes.CatchUp(ctx, r.reader, r.gk, list, func(key types.NamespacedName) (uint64, bool) {
+		obj := newObject[T]()
+		if r.client.Get(ctx, key, obj) != nil {
+			return 0, false
+		}
+		return echo.ResourceVersion(obj)
+	})
+	log := logf.FromContext(ctx).WithValues("machine", r.m.name)
+	if err != nil {
+		log.Error(err, "listing the objects from the API server on becoming leader failed; reconciling from the cache as it is")
+	} else if behind > 0 {
+		log.Info("the cache is behind the API server; those objects wait until it catches up", "objects", behind)
+	}
+	return nil
+}
+
 // Gained queues the cached objects in the slots that this replica took.
 func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 	obj, err := r.client.Scheme().New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))

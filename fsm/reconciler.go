@@ -65,7 +65,8 @@ type reconciler[T Object] struct {
 	strays  map[types.NamespacedName][]OutputRef // children that garbage collection cannot reach
 	// handed is, for a sharded machine, the epoch of the object's slot
 	// when this replica last checked its cache against the API server.
-	handed map[types.NamespacedName]uint64
+	handed   map[types.NamespacedName]uint64
+	caughtUp chan struct{} // closed once catchUp has run
 	// newerTold is, of each object a newer graph version wrote, the
 	// generation this process said it leaves alone.
 	newerTold map[types.NamespacedName]int64
@@ -79,7 +80,9 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 		strays:    map[types.NamespacedName][]OutputRef{},
 		handed:    map[types.NamespacedName]uint64{},
 		newerTold: map[types.NamespacedName]int64{},
+		caughtUp:  make(chan struct{}),
 	}
+	close(r.caughtUp) // until SetupWithManager says otherwise
 	if c == nil {
 		r.echoes = echo.NewMarks(schema.GroupKind{})
 		return r, nil // benchmarks of the walk alone
@@ -232,6 +235,11 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 // cache without kfsm's last write (acting on it would act on the past),
 // never when a newer version of the graph wrote it.
 func (r *reconciler[T]) notOurs(ctx context.Context, obj T) (bool, time.Duration) {
+	select {
+	case <-r.caughtUp:
+	default:
+		return true, soon
+	}
 	if r.echoes.Stale(echo.KeyOf(r.gk, obj), obj) {
 		return true, soon
 	}

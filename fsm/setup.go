@@ -69,6 +69,14 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(r.actions.Drain)); err != nil {
 		return fmt.Errorf("machine %s: %w", m.name, err)
 	}
+	if m.shards == nil {
+		// A replica checks the objects of each slot it takes; a leader
+		// checks them all when it begins to lead.
+		r.caughtUp = make(chan struct{})
+		if err := mgr.Add(manager.RunnableFunc(r.catchUp)); err != nil {
+			return fmt.Errorf("machine %s: %w", m.name, err)
+		}
+	}
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers
 	}

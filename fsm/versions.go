@@ -27,7 +27,11 @@ func Rename(from, to State) Migration {
 
 // Merge says that the states from are now the one state into.
 func Merge(into State, from ...State) Migration {
-	return Migration{step: migrate.Step{Kind: migrate.Merge, From: names(from), To: string(into)}}
+	step := migrate.Step{Kind: migrate.Merge, To: string(into)}
+	for _, s := range from {
+		step.From = append(step.From, string(s))
+	}
+	return Migration{step: step}
 }
 
 // Remove says that state is gone, and that its objects move to to.
@@ -41,14 +45,6 @@ func Remove(state, to State) Migration {
 func Split[T Object](from State, pick func(T) State) Migration {
 	return Migration{step: migrate.Step{Kind: migrate.Split, From: []string{string(from)}},
 		pick: func(o Object) State { return pick(o.(T)) }}
-}
-
-func names(states []State) []string {
-	out := make([]string, len(states))
-	for i, s := range states {
-		out[i] = string(s)
-	}
-	return out
 }
 
 // Version declares that the machine's graph is at version n, at least 2,
@@ -72,8 +68,7 @@ func (m *Machine[T]) Version(n int, migrations ...Migration) *Machine[T] {
 	return m
 }
 
-// plan is the machine's versions as migrate keeps them, and its splits'
-// pick functions, by index.
+// plan is the machine's versions, and its splits' picks by index.
 func (m *Machine[T]) plan() (*migrate.Plan, []func(Object) State, []graph.Problem) {
 	if m.versions == nil {
 		return nil, nil, nil
@@ -98,11 +93,8 @@ func (m *Machine[T]) plan() (*migrate.Plan, []func(Object) State, []graph.Proble
 }
 
 // Stranded returns the states of an earlier graph of the machine, at its
-// Version, whose objects the machine could not place: states it no
-// longer declares that no migration since moves. A project's code
-// generation compares the graphs it released (see graph.Lock) with the
-// code's, so that such a change is refused before it strands objects in
-// a cluster as UnknownState.
+// Version, that it no longer declares and that no migration since moves:
+// their objects would stall as UnknownState. graph.Lock asks it.
 func (m *Machine[T]) Stranded(earlier *graph.Graph) []graph.State {
 	p, _, _ := m.plan()
 	var stranded []graph.State

@@ -1,0 +1,42 @@
+package echo
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// listPage bounds each page of CatchUp's list.
+const listPage = 500
+
+// CatchUp lists the objects of a kind from the API server, by their
+// metadata, and has the stale-cache guard wait, for each of those whose
+// cached copy (cached gives its version) is older, until the cache holds
+// the API server's version. A process that becomes leader runs it before
+// it acts: its cache may lag behind the writes of the leader before it,
+// which the marks of its own writes know nothing of. It makes one list
+// request per page, and none of any single object.
+func (e *Marks) CatchUp(ctx context.Context, server client.Reader, gk schema.GroupKind, list schema.GroupVersionKind, cached func(types.NamespacedName) (uint64, bool)) (behind int, err error) {
+	items := &metav1.PartialObjectMetadataList{}
+	items.SetGroupVersionKind(list)
+	for {
+		if err := server.List(ctx, items, client.Limit(listPage), client.Continue(items.Continue)); err != nil {
+			return behind, err
+		}
+		for i := range items.Items {
+			item := &items.Items[i]
+			rv, ok := ResourceVersion(item)
+			key := types.NamespacedName{Namespace: item.Namespace, Name: item.Name}
+			if have, known := cached(key); ok && (!known || have < rv) {
+				e.AtLeast(Key{GroupKind: gk, NamespacedName: key}, rv)
+				behind++
+			}
+		}
+		if items.Continue == "" {
+			return behind, nil
+		}
+	}
+}
