@@ -28,7 +28,7 @@ func TestALaggingNewLeaderDoesNotActOnItsStaleCache(t *testing.T) {
 	bin := proctest.Build(t, "./internal/operator")
 	s := newScenario(t, bin, "leader", false)
 	b := s.start("b", 2)
-	s.rec.acquired("b", lease, time.Time{}, within)
+	s.rec.acquired("b", time.Time{})
 
 	kc := laggingKubeconfig(t, s.rec.kubeconfig("a", 1), lag)
 	a := s.run.startWith(t, "a", 1, kc)
@@ -37,7 +37,7 @@ func TestALaggingNewLeaderDoesNotActOnItsStaleCache(t *testing.T) {
 	s.env.Create(&v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g-new"}, Spec: v1alpha1.GadgetSpec{Target: 1}})
 	s.await("b to move g-new", func(g *v1alpha1.Gadget) bool { return g.Status.GraphVersion == 2 && g.Status.State == "New" })
 	termB := b.stop()
-	s.rec.acquired("a", lease, termB, within)
+	s.rec.acquired("a", termB)
 	time.Sleep(lag + 2*time.Second) // past the lag: a's cache has caught up
 	if g := s.gadgets()["g-new"]; g.Status.State != "New" || g.Status.GraphVersion != 2 {
 		t.Errorf("with a (version 1) leading, g-new is in %s at graph version %d, history %s; want New at 2, left alone",

@@ -317,9 +317,9 @@ func (r *recorder) told(process, reason string, since time.Time) map[string]int 
 	return out
 }
 
-// acquired is the first write with which process took the Lease named
-// lease, at or after since.
-func (r *recorder) acquired(process, lease string, since time.Time, within time.Duration) call {
+// acquired is the first write with which process took the machine's Lease,
+// at or after since.
+func (r *recorder) acquired(process string, since time.Time) call {
 	r.t.Helper()
 	var found []call
 	eventually(r.t, within, process+" to take the Lease "+lease, func() (bool, string) {

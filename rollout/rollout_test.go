@@ -376,7 +376,7 @@ func testLeader(t *testing.T, bin string, unchecked bool) {
 	const gadgets = 16
 	s := newScenario(t, bin, "leader", unchecked)
 	a := s.start("a", 1)
-	s.rec.acquired("a", lease, time.Time{}, within)
+	s.rec.acquired("a", time.Time{})
 	s.create(gadgets)
 	s.restInVersionOne()
 
@@ -384,7 +384,7 @@ func testLeader(t *testing.T, bin string, unchecked bool) {
 	b := s.start("b", 2)
 	s.rec.readLease("b", lease, time.Time{}, within)
 	termA := a.stop()
-	s.rec.acquired("b", lease, termA, within)
+	s.rec.acquired("b", termA)
 	gs := s.inVersionTwo()
 	s.checkMigrated(gs)
 	names := slices.Sorted(maps.Keys(gs))
@@ -394,7 +394,7 @@ func testLeader(t *testing.T, bin string, unchecked bool) {
 	a = s.start("a", 1)
 	s.rec.readLease("a", lease, back, within)
 	termB := b.stop()
-	took := s.rec.acquired("a", lease, termB, within)
+	took := s.rec.acquired("a", termB)
 	before := s.gadgets()
 	if unchecked {
 		eventually(t, within, "the unchecked a to write a gadget", func() (bool, string) {
