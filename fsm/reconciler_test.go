@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -286,12 +287,15 @@ func TestUnderManagerNoHandlerRunsOnAnOldCopy(t *testing.T) {
 	// Every other read of the gadget returns the first copy ever read.
 	var first *gadget
 	var reads atomic.Int32
+	var firstMu sync.Mutex // reads come from the workers and the catch-up of a new leader
 	l.mu.Lock()
 	l.stale = func(key client.ObjectKey, obj client.Object) {
 		g, ok := obj.(*gadget)
 		if !ok || key.Name != "g" {
 			return
 		}
+		firstMu.Lock()
+		defer firstMu.Unlock()
 		switch {
 		case first == nil:
 			first = g.DeepCopy()

@@ -57,6 +57,14 @@ func (l *actionLog) begin(life *life) {
 	clear(l.running)
 }
 
+// dead reports whether the operator process that runs now has crashed:
+// what it still does until it is stopped is no process's.
+func (l *actionLog) dead() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.life != nil && l.life.crashed.Load()
+}
+
 // started is how many actions started so far.
 func (l *actionLog) started() int {
 	l.mu.Lock()

@@ -323,12 +323,19 @@ func observe[T fsm.Object](m *fsm.Machine[T]) {
 	m.OnWalk(func(_ context.Context, w fsm.Walk) {
 		pkg.mu.Lock()
 		e := pkg.envs[w.Object.Namespace]
+		pkg.mu.Unlock()
+		if e != nil && e.actions.dead() {
+			// A crashed process, on its way out, reconciles on: in a
+			// real crash it would run nothing more.
+			return
+		}
 		if w.Committed {
+			pkg.mu.Lock()
 			for _, edge := range w.Edges {
 				pkg.profile.Take(name, edge)
 			}
+			pkg.mu.Unlock()
 		}
-		pkg.mu.Unlock()
 		if e != nil {
 			e.observed(m.Name(), w)
 		}
