@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -202,6 +203,54 @@ func TestBuildRefusesAMigrationThatStrandsObjects(t *testing.T) {
 
 func containsDetail(verr *graph.ValidationError, want string) bool {
 	return slices.ContainsFunc(verr.Problems, func(p graph.Problem) bool { return strings.Contains(p.Detail, want) })
+}
+
+// upgraded holds the namespaces of the tests whose operator runs version
+// 2 of the versions machine.
+var upgraded sync.Map
+
+// A migration under faults: the operator crashes after every write, those
+// of the migration included, or each write fails; every run ends where
+// the clean one does.
+func TestAMigrationSurvivesFaults(t *testing.T) {
+	machine := func(e *fsmtest.Env) *fsm.Machine[*gadget] {
+		if _, ok := upgraded.Load(e.Namespace); ok {
+			return versionTwo()
+		}
+		return versionOne()
+	}
+	fsmtest.Faults(t, machine, func(e *fsmtest.Env) {
+		var gs []*gadget
+		for i, name := range []string{"old", "both-a", "both-b", "gone", "kept"} {
+			g := &gadget{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.GadgetSpec{Target: int32(min(i, 3)) + 1}}
+			if name == "both-b" {
+				g.Spec.Target = 2
+			}
+			e.Create(g)
+			gs = append(gs, g)
+		}
+		// One Await for all: the order in which the gadgets move differs
+		// between runs, where they end may not.
+		at := func(what string, want func(*gadget) fsm.State) {
+			e.Await(what, func() bool {
+				for _, g := range gs {
+					if !e.Get(g) || g.Status.State != want(g) {
+						return false
+					}
+				}
+				return true
+			})
+		}
+		at("every gadget at rest in version 1", func(g *gadget) fsm.State { return versionOneStates[g.Spec.Target] })
+		upgraded.Store(e.Namespace, true)
+		e.RestartOperator()
+		v2 := map[string]fsm.State{"old": "New", "both-a": "Right", "both-b": "Left", "gone": "Kept", "kept": "Kept"}
+		at("every gadget migrated", func(g *gadget) fsm.State { return v2[g.Name] })
+		for _, g := range gs {
+			e.Delete(g)
+			e.AwaitGone(g)
+		}
+	}, fsmtest.Only(fsmtest.Crash))
 }
 
 // A new graph that drops states of the released one strands their
