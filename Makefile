@@ -43,9 +43,8 @@ release:
 	GOWORK=off $(GO) -C tools/release run . -repo "$(CURDIR)" -version "$(VERSION)" -tested "$(TESTED)"
 
 ## release-test: make release in a clone of this commit, serve its tags from a module proxy
-## on disk, and install and use the release as a user does, with empty module and build
-## caches (the Kubernetes binaries stay in the user cache); a cold build of the command
-## and of a new project takes a while
+## on disk, and install and use the release as a user does, with an empty module cache
+## (the build cache and the Kubernetes binaries are the machine's)
 release-test:
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -timeout 50m -v .
 

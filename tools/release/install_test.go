@@ -14,14 +14,20 @@ import (
 )
 
 // A user of kfsm, with a module proxy that serves kfsm's tags, the
-// public proxy for everything else, and module and build caches of their
-// own, empty at first.
+// public proxy for everything else, and a module cache of their own,
+// empty at first. The build cache is the machine's: it is keyed by the
+// content of what it builds, so it cannot change what the user gets, and
+// one of the user's own would take gigabytes of disk on every run.
 type user struct {
 	env []string
 	bin string
 }
 
 func newUser(t *testing.T, proxy string) user {
+	out, err := exec.CommandContext(t.Context(), "go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOCACHE: %v", err)
+	}
 	home := t.TempDir()
 	u := user{bin: filepath.Join(home, "bin")}
 	u.env = append(os.Environ(),
@@ -34,7 +40,7 @@ func newUser(t *testing.T, proxy string) user {
 		// -modcacherw lets the test remove the module cache.
 		"GOFLAGS=-modcacherw",
 		"GOMODCACHE="+filepath.Join(home, "mod"),
-		"GOCACHE="+filepath.Join(home, "build"),
+		"GOCACHE="+strings.TrimSpace(string(out)),
 		"GOBIN="+u.bin,
 	)
 	return u
@@ -131,8 +137,8 @@ func wantRequires(t *testing.T, dir, path, version string) {
 // writes a project that requires the release and passes its own make
 // verify and make test, and go get gets the CloudEvents sink. Outside the
 // workspace, the tagged tree's modules load as their go.mod and go.sum
-// say. The Kubernetes binaries come from the user cache directory, as
-// ever; its first build is not this test's.
+// say. The module cache starts empty; the build cache and the Kubernetes
+// binaries in the user cache directory are the machine's.
 func TestAUserInstallsTheRelease(t *testing.T) {
 	isolateGit(t)
 	const version = "v0.1.0"
