@@ -44,12 +44,28 @@
 //     where the move is legal: branch on r.State, or to allow it, declare
 //     fsm.To(Compile, Done) at build.go:30
 //
+// It reports, at the machine's fsm.New, a change of the graph that would
+// strand objects in a cluster: a state of a released version that the
+// machine no longer declares, with no migration
+// ([github.com/kfsm/kfsm/fsm.Machine.Version]) to move its objects. The released graphs are in the machine's lock file,
+// NAME.graph.lock.json in the directory of the package that declares it,
+// which the project's make generate writes (see [graph.Lock]):
+//
+//	moose.go:76:9: machine moose strands the objects of state Sleeping of
+//	version 1: no migration says where they go; declare one, such as
+//	Machine.Version(2, fsm.Rename("Sleeping", ...)), or with fsm.Remove,
+//	fsm.Merge or fsm.Split (the graphs released are in
+//	moose.graph.lock.json)
+//
 // and warns about code that can never run:
 //
 //   - a state that nothing moves to: no handler returns a Next that takes
 //     it, and it is not the initial state, the deletion state or the
 //     target of a timeout or retries edge;
-//   - an exit that the state's handler never takes.
+//   - an exit that the state's handler never takes;
+//   - a machine with a lock file that it cannot check the machine
+//     against: its states or versions are not all constant, or are
+//     declared outside the package.
 //
 // Several events in one Next take the exit declared first among them, and
 // Default the last exit, as at run time: with fsm.To(Eating, Sleeping),

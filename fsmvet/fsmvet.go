@@ -24,9 +24,11 @@ For each machine that the package declares with fsm.New, the analyzer reads
 the handler of each state and every fsm.Next it can return with constant
 states, and reports a Next that kfsm would refuse at run time: to a state
 that is not among the state's exits, or that the machine does not declare.
-It warns about states that nothing moves to and exits that a handler never
-takes. What it cannot resolve, such as a state computed at run time, it
-skips.`,
+It reports a machine that no longer declares a state of a released version
+kept in its lock file (NAME.graph.lock.json beside the package), with no
+migration to move the state's objects. It warns about states that nothing
+moves to and exits that a handler never takes. What it cannot resolve, such
+as a state computed at run time, it skips.`,
 	URL: "https://pkg.go.dev/github.com/kfsm/kfsm/fsmvet",
 	Run: run,
 }
@@ -39,10 +41,12 @@ func init() {
 	Analyzer.Flags.BoolVar(&warnings, "warnings", true, "also report states that nothing moves to and exits that a handler never takes")
 }
 
-// The categories of the analyzer's diagnostics. The first three are
-// errors: kfsm refuses such a transition at run time. The last two are
-// warnings: code that can never run, which a dynamic target the analyzer
-// cannot see may still explain.
+// The categories of the analyzer's diagnostics. IllegalNext,
+// UndeclaredState and SharedHandler are errors: kfsm refuses such a
+// transition at run time. StrandedState is an error too: an upgrade would
+// stop objects. DeadState and UnusedExit are warnings: code that can
+// never run, which a dynamic target the analyzer cannot see may still
+// explain; UncheckedLock is a warning that a check could not run.
 const (
 	// IllegalNext is a Next to a state that is not among the exits of the
 	// state whose handler returns it.
@@ -58,11 +62,22 @@ const (
 	DeadState = "dead-state"
 	// UnusedExit is a declared exit that the state's handler never takes.
 	UnusedExit = "unused-exit"
+	// StrandedState is a machine that no longer declares a state of a
+	// version that its lock file keeps, with no migration to move the
+	// state's objects: they would stop, Stalled, when the operator
+	// upgrades.
+	StrandedState = "stranded-state"
+	// UncheckedLock is a machine with a lock file that the analyzer
+	// cannot check it against: its states or versions are not all
+	// constant, or are declared outside the package.
+	UncheckedLock = "unchecked-lock"
 )
 
 // IsWarning reports whether diagnostics of the category are warnings
 // rather than errors.
-func IsWarning(category string) bool { return category == DeadState || category == UnusedExit }
+func IsWarning(category string) bool {
+	return category == DeadState || category == UnusedExit || category == UncheckedLock
+}
 
 const fsmPath = "github.com/kfsm/kfsm/fsm"
 
@@ -89,6 +104,9 @@ func usesFSM(pkg *types.Package) bool {
 func (c *checker) check() {
 	for _, d := range c.states {
 		c.checkState(d)
+	}
+	for _, m := range c.machines {
+		c.checkLock(m)
 	}
 	if !warnings {
 		return

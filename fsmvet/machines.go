@@ -58,11 +58,16 @@ type value struct {
 
 // machine is one fsm.New call and what the package declares on it.
 type machine struct {
-	call      *ast.CallExpr
-	typ       types.Type
-	states    []*stateDecl
-	initials  []string
-	onDeletes []string
+	call     *ast.CallExpr
+	typ      types.Type
+	name     string // empty when it is not constant
+	states   []*stateDecl
+	versions []versionDecl
+	// versionsKnown is false when a Version call has a version or a
+	// migration that is not constant.
+	versionsKnown bool
+	initials      []string
+	onDeletes     []string
 	// edgesKnown is false when an Initial or OnDelete names a state that
 	// is not constant.
 	edgesKnown bool
@@ -346,7 +351,10 @@ func (c *checker) stateConst(e ast.Expr) (string, bool) {
 func (c *checker) declarations() {
 	for _, call := range c.calls {
 		if fsmFunc(c.callee(call)) == "New" {
-			m := &machine{call: call, typ: c.info.TypeOf(call), edgesKnown: true}
+			m := &machine{call: call, typ: c.info.TypeOf(call), edgesKnown: true, versionsKnown: true}
+			if len(call.Args) > 0 {
+				m.name, _ = c.stateConst(call.Args[0])
+			}
 			c.machines = append(c.machines, m)
 			c.byNew[call] = m
 		}
@@ -357,7 +365,7 @@ func (c *checker) declarations() {
 	for _, call := range c.calls {
 		fn := c.callee(call)
 		switch machineMethod(fn) {
-		case "State", "Initial", "OnDelete":
+		case "State", "Initial", "OnDelete", "Version":
 		default:
 			c.passedOut(call, fn)
 			continue
@@ -376,6 +384,8 @@ func (c *checker) declarations() {
 		switch fn.Name() {
 		case "State":
 			c.state(call, sel.Sel, set)
+		case "Version":
+			c.version(call, set)
 		case "Initial", "OnDelete":
 			s, ok := c.stateConst(call.Args[0])
 			for _, m := range set.ms {

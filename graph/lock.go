@@ -2,12 +2,45 @@ package graph
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 )
+
+// LockFile is the name of a machine's lock file, which a project keeps in
+// the directory of the package that declares the machine: kfsm vet looks
+// for it there.
+func LockFile(machine string) string { return machine + ".graph.lock.json" }
+
+// UpdateLockFile checks g against the lock that the file in dir named by
+// LockFile keeps, if there is one, and writes the file with g recorded as
+// its version's graph; see [Lock.Update]. On a failure the file stays as
+// it was.
+func UpdateLockFile(dir string, g *Graph, stranded func(earlier *Graph) []State) error {
+	file := filepath.Join(dir, LockFile(g.Name))
+	data, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	l, err := ParseLock(data)
+	if err == nil {
+		err = l.Update(g, stranded)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	out, err := l.JSON()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, out, 0o644)
+}
 
 // Lock holds the graphs of a machine's versions as a project released
 // them, kept in a committed file, so that code generation can refuse a

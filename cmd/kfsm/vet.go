@@ -50,15 +50,20 @@ func newVetCommand() *cobra.Command {
 	var warnings, tests bool
 	cmd := &cobra.Command{
 		Use:   "vet [flags] [packages]",
-		Short: "Find the transitions that kfsm would refuse, before the code runs",
+		Short: "Find the transitions that kfsm would refuse and the graph changes that strand objects, before the code runs",
 		Long: `Vet reads the state machines that the packages declare with fsm.New, and
 for each state the Nexts that its handler can return with constant states.
 It reports, as errors, a Next that kfsm would refuse at run time: to a state
 that is not among the state's exits (with the fsm.To to declare), to a state
 that the machine does not declare (with the closest name), or from a
 handler that serves several states, legal for one and not another. It
-warns about states that nothing moves to and exits that no handler takes.
-What it cannot resolve, such as a target computed at run time, it skips.
+reports, as an error too, a machine that no longer declares a state of a
+released version, kept in the machine's lock file (NAME.graph.lock.json in
+the package's directory, which make generate writes), with no migration
+(Machine.Version) to move the state's objects: once the operator is
+upgraded, they would stop. It warns about states that nothing moves to
+and exits that no handler takes. What it cannot resolve, such as a target
+computed at run time, it skips.
 
 Vet exits with status 1 when it finds an error; warnings alone do not fail
 it. The packages default to ./..., test files included. The same checks run
@@ -149,7 +154,7 @@ func vet(out io.Writer, patterns []string, warnings, tests bool) error {
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("found 1 transition that kfsm would refuse")
+		return fmt.Errorf("found 1 error")
 	}
-	return fmt.Errorf("found %d transitions that kfsm would refuse", errors)
+	return fmt.Errorf("found %d errors", errors)
 }

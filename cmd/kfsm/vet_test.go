@@ -73,6 +73,54 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 	})
 }
 
+// With the moose example's state Sleeping renamed and no migration, kfsm
+// vet fails, naming the released state whose objects would stop and the
+// migration to declare; with the migration declared, it is clean.
+func TestVetRefusesAGraphThatStrandsAReleasedState(t *testing.T) {
+	dir, root := examplesModule(t)
+	moose := filepath.Join(dir, "moose")
+	if err := os.CopyFS(moose, os.DirFS(filepath.Join(root, "examples", "moose"))); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	t.Setenv("GOWORK", "off")
+	t.Setenv("GOFLAGS", "-mod=mod")
+	edit(t, filepath.Join(moose, "moose.go"), `Sleeping fsm.State = "Sleeping"`, `Sleeping fsm.State = "Resting"`)
+
+	var out bytes.Buffer
+	err := run(t.Context(), &out, "vet", "./moose")
+	if err == nil {
+		t.Fatalf("kfsm vet passed a graph that strands the objects of Sleeping:\n%s", &out)
+	}
+	want := `moose/moose.go:76:9: machine moose strands the objects of state Sleeping of version 1: no migration says where they go; ` +
+		`declare one, such as Machine.Version(2, fsm.Rename("Sleeping", ...)), or with fsm.Remove, fsm.Merge or fsm.Split ` +
+		`(the graphs released are in moose.graph.lock.json)`
+	if got := strings.TrimSpace(out.String()); got != want {
+		t.Errorf("kfsm vet printed\n%s\nwant exactly\n%s", got, want)
+	}
+
+	edit(t, filepath.Join(moose, "moose.go"), `fsm.Lifecycle).`, `fsm.Lifecycle).Version(2, fsm.Rename("Sleeping", Sleeping)).`)
+	out.Reset()
+	if err := run(t.Context(), &out, "vet", "./moose"); err != nil || out.Len() > 0 {
+		t.Errorf("kfsm vet with the migration declared: %v\n%s", err, &out)
+	}
+}
+
+// edit replaces the one occurrence of old in file with new.
+func edit(t *testing.T, file, old, new string) {
+	t.Helper()
+	code, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(code, []byte(old)); n != 1 {
+		t.Fatalf("%s has %q %d times, not once; the test needs a new edit", file, old, n)
+	}
+	if err := os.WriteFile(file, bytes.Replace(code, []byte(old), []byte(new), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // brokenAutoupdate copies the auto-updater example into a module of its
 // own, with Failed taken out of the exits of Updating, and returns its
 // directory and the line of the handler's Next(Failed), now illegal.

@@ -2,7 +2,7 @@
 // manifest, in the annotation that fsm's Machine.GraphAnnotation makes,
 // so that a CRD carries its graph as installed and the examples'
 // operators need no write on CRDs. It keeps the graphs of each machine's
-// versions in the example's graph.lock.json, and refuses a graph that
+// versions in the example's lock file (moose.graph.lock.json), and refuses a graph that
 // would strand the objects of a locked one: a state gone with no
 // migration to move them. kfsm's make generate runs it after
 // controller-gen has written the CRDs:
@@ -59,7 +59,8 @@ func main() {
 	}
 	for _, c := range crds {
 		file := filepath.Join(os.Args[1], filepath.FromSlash(c.file))
-		if err := lock(filepath.Join(filepath.Dir(filepath.Dir(file)), "graph.lock.json"), c); err != nil {
+		// The machine is declared in the package above the crd directory.
+		if err := graph.UpdateLockFile(filepath.Dir(filepath.Dir(file)), c.graph, c.stranded); err != nil {
 			fmt.Fprintln(os.Stderr, "graphs:", err)
 			os.Exit(1)
 		}
@@ -68,27 +69,6 @@ func main() {
 			os.Exit(1)
 		}
 	}
-}
-
-// lock checks the machine's graph against the graphs its lock file keeps
-// and writes the file with it.
-func lock(file string, c crd) error {
-	data, err := os.ReadFile(file)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	l, err := graph.ParseLock(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	if err := l.Update(c.graph, c.stranded); err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	out, err := l.JSON()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(file, out, 0o644)
 }
 
 // annotate writes the machine's annotation into the CRD of file, which

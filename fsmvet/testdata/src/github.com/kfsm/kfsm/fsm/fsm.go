@@ -82,3 +82,15 @@ func (m *Machine[T]) Resync(every time.Duration) *Machine[T] { return m }
 func (m *Machine[T]) HistoryLimit(n int) *Machine[T] { return m }
 
 func (m *Machine[T]) Build() error { return nil }
+
+type Migration struct{}
+
+func Rename(from, to State) Migration { return Migration{} }
+
+func Merge(into State, from ...State) Migration { return Migration{} }
+
+func Remove(state, to State) Migration { return Migration{} }
+
+func Split[T Object](from State, pick func(T) State) Migration { return Migration{} }
+
+func (m *Machine[T]) Version(n int, migrations ...Migration) *Machine[T] { return m }
