@@ -36,6 +36,7 @@ import (
 	_ "github.com/kfsm/kfsm/fsm"
 	_ "github.com/kfsm/kfsm/fsmtest"
 	_ "github.com/kfsm/kfsm/graph"
+	_ "github.com/kfsm/kfsm/storage"
 )
 
 func main() {}
