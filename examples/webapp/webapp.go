@@ -33,7 +33,7 @@ const (
 	Configured   fsm.State = "Configured"
 	Deployed     fsm.State = "Deployed"
 	Exposed      fsm.State = "Exposed"
-	Registered   fsm.State = "Registered"
+	Published    fsm.State = "Published"
 	Available    fsm.State = "Available"
 	Serving      fsm.State = "Serving"
 	Deregistered fsm.State = "Deregistered"
@@ -46,14 +46,21 @@ type Operator struct {
 }
 
 // Machine returns the web app pipeline.
+//
+// Version 2 of its graph names Published the state that version 1 named
+// Registered: the app's name published in DNS. An app that an operator of
+// version 1 left in Registered (waiting for the DNS registry, say) moves
+// to Published, its condition with it, when version 2 first reads it; the
+// graphs of both versions are kept in webapp.graph.lock.json.
 func (o *Operator) Machine() *fsm.Machine[*v1alpha1.WebApp] {
 	return fsm.New[*v1alpha1.WebApp]("webapp", fsm.Pipeline).
+		Version(2, fsm.Rename("Registered", Published)).
 		Initial(Validated).
 		State(Validated, o.validate, fsm.To(Configured)).
 		State(Configured, o.configure, fsm.To(Deployed)).
 		State(Deployed, o.deploy, fsm.To(Exposed)).
-		State(Exposed, o.expose, fsm.To(Registered)).
-		State(Registered, o.register, fsm.To(Available)).
+		State(Exposed, o.expose, fsm.To(Published)).
+		State(Published, o.register, fsm.To(Available)).
 		State(Available, o.available, fsm.To(Serving)).
 		State(Serving, nil, fsm.Final()).
 		OnDelete(Deregistered).
@@ -116,7 +123,7 @@ func (o *Operator) deploy(ctx context.Context, r *request) fsm.Result {
 // is pruned once the pass reaches Serving.
 func (o *Operator) expose(ctx context.Context, r *request) fsm.Result {
 	if !ptr.Deref(r.Object.Spec.Expose, false) {
-		return fsm.Next(Registered)
+		return fsm.Next(Published)
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name},
@@ -128,7 +135,7 @@ func (o *Operator) expose(ctx context.Context, r *request) fsm.Result {
 	if err := r.Apply(ctx, svc); err != nil {
 		return fsm.Fail(err)
 	}
-	return fsm.Next(Registered)
+	return fsm.Next(Published)
 }
 
 func (o *Operator) register(ctx context.Context, r *request) fsm.Result {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/kfsm/kfsm/examples/webapp"
@@ -210,6 +211,81 @@ func TestInvalidConfigStopsTheApp(t *testing.T) {
 	}
 	if e.Get(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bad-config"}}) {
 		t.Error("a stopped app applied its ConfigMap")
+	}
+}
+
+// An app in flight across the upgrade to version 2, which renamed
+// Registered to Published: an operator of version 1 leaves it in
+// Registered, failing while the DNS registry is down; version 2 takes
+// over and moves it to Published, its condition with it, keeping its
+// failures, its retry, its history and its children; once the registry
+// is back, it serves.
+func TestVersionTwoMigratesAnAppInFlight(t *testing.T) {
+	e := fsmtest.New(t)
+	upgraded := false // read by the machine function, which each process calls
+	fsmtest.RunFunc(e, func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.WebApp] {
+		op := &webapp.Operator{DNS: &dns.Client{URL: registry(e).URL()}}
+		if upgraded {
+			return op.Machine().WithClock(e.Clock)
+		}
+		return op.VersionOne().WithClock(e.Clock)
+	})
+	if err := registry(e).Close(); err != nil {
+		t.Fatal(err)
+	}
+	app := shop()
+	e.Create(app)
+	e.Await("the registration to fail in version 1", func() bool {
+		e.Get(app)
+		c := meta.FindStatusCondition(app.Status.Conditions, "Registered")
+		return app.Status.State == "Registered" && c != nil && c.Reason == fsm.ReasonHandlerFailed && app.Status.RetryAt != nil
+	})
+	children := map[string]types.UID{}
+	for _, c := range app.Status.Outputs {
+		children[c.Kind+"/"+c.Name] = c.UID
+	}
+	history, failures, retryAt := app.Status.History, app.Status.Failures, app.Status.RetryAt.DeepCopy()
+
+	upgraded = true
+	e.RestartOperator()
+	e.Await("version 2 to migrate the app", func() bool {
+		e.Get(app)
+		return app.Status.GraphVersion == 2
+	})
+	if app.Status.State != webapp.Published {
+		t.Errorf("the app is in %s after the migration, want Published", app.Status.State)
+	}
+	if c := meta.FindStatusCondition(app.Status.Conditions, "Registered"); c != nil {
+		t.Errorf("the condition Registered outlived the migration: %+v", c)
+	}
+	if c := meta.FindStatusCondition(app.Status.Conditions, string(webapp.Published)); c == nil || c.Reason != fsm.ReasonHandlerFailed {
+		t.Errorf("the condition Published after the migration is %+v, want version 1's failure under the new name", c)
+	}
+	if app.Status.Failures != failures || app.Status.RetryAt == nil || !app.Status.RetryAt.Equal(retryAt) {
+		t.Errorf("failures %d retrying at %v after the migration, want %d at %v", app.Status.Failures, app.Status.RetryAt, failures, retryAt)
+	}
+	if n := len(history); len(app.Status.History) < n || !cmp.Equal(app.Status.History[:n], history) {
+		t.Errorf("the history lost what version 1 wrote:\nbefore %v\nafter  %v", history, app.Status.History)
+	}
+	if last := app.Status.History[len(app.Status.History)-1]; last.Reason != fsm.ReasonMigrated || last.To != webapp.Published {
+		t.Errorf("the history ends with %+v, want the move to Published marked Migrated", last)
+	}
+
+	if err := registry(e).Restart(); err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.Step(app.Status.RetryAt.Sub(e.Clock.Now()))
+	e.AwaitReady(app)
+	if app.Status.State != webapp.Serving {
+		t.Errorf("the app is in %s once the registry is back, want Serving", app.Status.State)
+	}
+	for _, c := range app.Status.Outputs {
+		if uid, ok := children[c.Kind+"/"+c.Name]; ok && uid != c.UID {
+			t.Errorf("%s %s was made anew across the upgrade: UID %s, was %s", c.Kind, c.Name, c.UID, uid)
+		}
+	}
+	if got := record(e, "shop.example.com"); got != "shop."+e.Namespace+".svc.cluster.local" {
+		t.Errorf("the DNS record points at %q", got)
 	}
 }
 
