@@ -241,7 +241,7 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 	answer = d.t.newObject(r.client.Scheme())
 	answer.SetNamespace(d.ref.Namespace)
 	answer.SetName(d.ref.Name)
-	r.echoes.Begin(d.key)
+	r.echoes.Begin(d.key, d.existing)
 	made := func(obj client.Object) { r.echoes.Made(d.key, obj) }
 	err = ownership.Apply(ctx, r.client, answer, d.body, r.m.FieldOwner(), r.echoes.Created(d.key, d.existing), made, patchOpts...)
 	if err == nil {
@@ -267,7 +267,7 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 // an object of the name exists, marking the write for the echo filter.
 func (r *reconciler[T]) create(ctx context.Context, parent types.NamespacedName, d *desiredChild) (client.Object, error) {
 	obj := d.t.newObject(r.client.Scheme())
-	r.echoes.Begin(d.key)
+	r.echoes.Begin(d.key, nil)
 	err := ownership.Create(ctx, r.client, obj, d.body, r.m.FieldOwner())
 	var made client.Object
 	if err == nil {

@@ -73,7 +73,7 @@ func (r *reconciler[T]) deleteChild(ctx context.Context, parent types.Namespaced
 		opts = append(opts, client.Preconditions{UID: &ref.UID})
 	}
 	key := echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
-	r.echoes.Begin(key)
+	r.echoes.Begin(key, nil)
 	err := r.client.Delete(ctx, obj, opts...)
 	if apierrors.IsConflict(err) {
 		err = r.goneOrNotOurs(ctx, t, ref, err)

@@ -24,7 +24,7 @@ import (
 // for an echo.
 func (r *reconciler[T]) write(obj T, do func() error) error {
 	key := echo.KeyOf(r.gk, obj)
-	r.echoes.Begin(key)
+	r.echoes.Begin(key, nil)
 	err := do()
 	var wrote client.Object
 	if err == nil {

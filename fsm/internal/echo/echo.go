@@ -193,12 +193,22 @@ func ResourceVersion(obj client.Object) (uint64, bool) {
 	return rv, err == nil
 }
 
-// Begin marks a write of key as in flight.
-func (e *Marks) Begin(key Key) {
+// Begin marks a write of key as in flight. read is the copy of the
+// object, from the cache, that the write answers, or nil: the cache held
+// that version, so the reconcile that writes has seen it, and a copy of
+// its event held behind the write (the second of two watches of a
+// child's kind) is no news.
+func (e *Marks) Begin(key Key, read client.Object) {
+	rv, ok := uint64(0), false
+	if read != nil {
+		rv, ok = ResourceVersion(read)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	e.mark(k)
+	if m := e.mark(k); ok {
+		m.seen = max(m.seen, rv)
+	}
 	f := e.flights[k]
 	if f == nil {
 		f = &flight{}

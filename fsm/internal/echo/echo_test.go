@@ -28,7 +28,7 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
 	key := KeyOf(gk, version("", ""))
 	type step struct {
-		do   string // "begin", "made <rv>", "wrote <rv>", "failed", "deleted", "event <rv>", "delete-event"
+		do   string // "begin [<rv> read]", "made <rv>", "wrote <rv>", "failed", "deleted", "event <rv>", "delete-event"
 		rv   string
 		want bool // for events: dropped; for the end of a write: missed
 	}
@@ -55,6 +55,14 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 		"SecondCopyOfAChangeThatPassed": {
 			reason: "Owns and the machine's own mapping watch a child's kind twice: the second copy of a change, held behind a write, is no news",
 			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "12", want: false}, {do: "begin"}, {do: "event", rv: "12", want: true}, {do: "wrote", rv: "13", want: false}},
+		},
+		"SecondCopyOfAChangeAfterTheMarkEnded": {
+			reason: "a change by someone else to an object whose mark has ended passes; the write that answers it, read from a cache that holds the change, holds its second copy, which is no news",
+			steps:  []step{{do: "begin"}, {do: "wrote", rv: "10"}, {do: "event", rv: "10", want: true}, {do: "event", rv: "12", want: false}, {do: "begin", rv: "12"}, {do: "event", rv: "12", want: true}, {do: "wrote", rv: "13", want: false}},
+		},
+		"ChangeNewerThanTheWritesRead": {
+			reason: "a change newer than the copy that the write was read from is news, even behind the write",
+			steps:  []step{{do: "event", rv: "12", want: false}, {do: "begin", rv: "12"}, {do: "event", rv: "14", want: true}, {do: "wrote", rv: "13", want: true}},
 		},
 		"HeldCopyOfAnEndedMarksEcho": {
 			reason: "the echo ended the mark; its second copy, from another watch, comes during the next write: still kfsm's",
@@ -88,7 +96,11 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 				var got bool
 				switch s.do {
 				case "begin":
-					e.Begin(key)
+					var read client.Object
+					if s.rv != "" {
+						read = version(s.rv, "u1")
+					}
+					e.Begin(key, read)
 					continue
 				case "wrote":
 					got = e.Wrote(key, version(s.rv, "u1"))
@@ -126,7 +138,7 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := NewMarks(gk)
-			e.Begin(key)
+			e.Begin(key, nil)
 			e.Wrote(key, version("20", "u1"))
 			if !e.Stale(key, version("19", "u1")) {
 				t.Fatal("a copy older than kfsm's write passed")
@@ -152,7 +164,7 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 	t.Run("NotTheEchoOfAnOlderWrite", func(t *testing.T) {
 		e := NewMarks(gk)
 		for _, rv := range []string{"20", "21"} {
-			e.Begin(key)
+			e.Begin(key, nil)
 			e.Wrote(key, version(rv, "u1"))
 		}
 		e.echo(key, version("20", "u1"), false)
@@ -162,7 +174,7 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 	})
 	t.Run("ASecondCopyOfTheEcho", func(t *testing.T) {
 		e := NewMarks(gk)
-		e.Begin(key)
+		e.Begin(key, nil)
 		e.Wrote(key, version("20", "u1"))
 		e.echo(key, version("20", "u1"), false)
 		if !e.echo(key, version("20", "u1"), false) {
@@ -185,7 +197,7 @@ func TestAChildsMarkEndsWhenTheStatusRecordsItsApply(t *testing.T) {
 	key := KeyOf(gk, version("", ""))
 	digest := applyjson.DigestOf([]byte(`{"data":{"a":"1"}}`))
 	applied := func(e *Marks, rv uint64, created bool) {
-		e.Begin(key)
+		e.Begin(key, nil)
 		e.Applied(key, Apply{Digest: digest, Version: rv}, created)
 		e.Wrote(key, version(strconv.FormatUint(rv, 10), "u1"))
 	}
@@ -237,7 +249,7 @@ func TestEndedWritesAreBounded(t *testing.T) {
 	for i := range recentWrites + 1 {
 		key := Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("o-", i)}}
 		rv := strconv.Itoa(100 + i)
-		e.Begin(key)
+		e.Begin(key, nil)
 		e.Wrote(key, version(rv, "u1"))
 		e.echo(key, version(rv, "u1"), false)
 	}
@@ -260,8 +272,8 @@ func TestEchoesKeepOnlyAMarkOnceWritesEnd(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
 	key := KeyOf(gk, version("", ""))
 	e := NewMarks(gk)
-	e.Begin(key)
-	e.Begin(key)
+	e.Begin(key, nil)
+	e.Begin(key, nil)
 	if !e.echo(key, version("10", "u1"), false) {
 		t.Fatal("an event during a write passed")
 	}
@@ -270,7 +282,7 @@ func TestEchoesKeepOnlyAMarkOnceWritesEnd(t *testing.T) {
 	if len(e.flights) != 0 || len(e.marks) != 1 {
 		t.Fatalf("after the writes returned: %d flights and %d marks, want 0 and 1", len(e.flights), len(e.marks))
 	}
-	e.Begin(key)
+	e.Begin(key, nil)
 	e.Deleted(key, "u1", true)
 	if len(e.gone) != 1 {
 		t.Fatalf("after kfsm deleted the object: %d UIDs of deleted objects, want 1", len(e.gone))
@@ -321,13 +333,13 @@ func BenchmarkEchoMarks(b *testing.B) {
 	var perParent, perChild float64
 	for b.Loop() {
 		perParent = perObject(func(e *Marks, i int) {
-			e.Begin(parents[i])
+			e.Begin(parents[i], nil)
 			e.Wrote(parents[i], objs[i])
 			e.echo(parents[i], objs[i], false)
 		})
 		perChild = perObject(func(e *Marks, i int) {
 			obj := objs[n+i]
-			e.Begin(children[i])
+			e.Begin(children[i], nil)
 			e.Applied(children[i], Apply{Version: uint64(100 + n + i)}, true)
 			e.Wrote(children[i], obj)
 			e.echo(children[i], obj, false)
@@ -349,7 +361,7 @@ func TestCreatedLastsUntilTheChildChanges(t *testing.T) {
 	}
 	created := func() *Marks {
 		e := NewMarks(schema.GroupKind{Kind: "Gadget"})
-		e.Begin(key)
+		e.Begin(key, nil)
 		e.Applied(key, Apply{Version: 10}, true)
 		e.Wrote(key, version("10", "u1"))
 		filter(e).Create(event.CreateEvent{Object: version("10", "u1")})
