@@ -33,6 +33,10 @@ type PublishedGraph struct {
 	// Graph is the graph as graph.Graph's JSON writes it; graph.ParseJSON
 	// reads it back.
 	Graph json.RawMessage `json:"graph"`
+	// Earlier holds the graphs of the machine's earlier versions, by
+	// version, as a project's lock keeps them (graph.Lock.Earlier), so
+	// that tools draw an object not yet migrated on its own graph.
+	Earlier map[string]json.RawMessage `json:"earlier,omitempty"`
 }
 
 // PublishedResource names a resource in a PublishedGraph.

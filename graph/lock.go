@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,27 +20,52 @@ import (
 func LockFile(machine string) string { return machine + ".graph.lock.json" }
 
 // UpdateLockFile checks g against the lock that the file in dir named by
-// LockFile keeps, if there is one, and writes the file with g recorded as
-// its version's graph; see [Lock.Update]. On a failure the file stays as
-// it was.
-func UpdateLockFile(dir string, g *Graph, stranded func(earlier *Graph) []State) error {
+// LockFile keeps, if there is one, writes the file with g recorded as its
+// version's graph (see [Lock.Update]) and returns the lock. On a failure
+// the file stays as it was.
+func UpdateLockFile(dir string, g *Graph, stranded func(earlier *Graph) []State) (*Lock, error) {
 	file := filepath.Join(dir, LockFile(g.Name))
 	data, err := os.ReadFile(file)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, err
 	}
 	l, err := ParseLock(data)
 	if err == nil {
 		err = l.Update(g, stranded)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	out, err := l.JSON()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return os.WriteFile(file, out, 0o644)
+	return l, os.WriteFile(file, out, 0o644)
+}
+
+// Earlier returns the graphs of the versions before current, each in
+// compact JSON by its version's number, for a published graph to carry;
+// nil if there are none.
+func (l *Lock) Earlier(current int) (map[string]json.RawMessage, error) {
+	var out map[string]json.RawMessage
+	for v, g := range l.Graphs {
+		if v >= current {
+			continue
+		}
+		doc, err := g.JSON()
+		if err != nil {
+			return nil, err
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, doc); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]json.RawMessage{}
+		}
+		out[strconv.Itoa(v)] = compact.Bytes()
+	}
+	return out, nil
 }
 
 // Lock holds the graphs of a machine's versions as a project released

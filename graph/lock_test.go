@@ -2,6 +2,8 @@ package graph
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,5 +83,42 @@ func TestALockRefusesAGraphThatStrandsAReleasedState(t *testing.T) {
 	}
 	if err := back.Update(v1, gone(v1)); err == nil || !strings.Contains(err.Error(), "version 2 was released") {
 		t.Errorf("going back to version 1 = %v, want a refusal", err)
+	}
+}
+
+// A lock file is written where the machine's package is, refuses a graph
+// that strands a locked state and stays as it was; its earlier graphs are
+// what a published graph carries.
+func TestALockFileKeepsTheEarlierGraphs(t *testing.T) {
+	dir := t.TempDir()
+	v1 := doorGraph(1, "Closed", "Open")
+	if _, err := UpdateLockFile(dir, v1, gone(v1)); err != nil {
+		t.Fatal(err)
+	}
+	v2 := doorGraph(2, "Shut", "Open")
+	written, err := os.ReadFile(filepath.Join(dir, "door.graph.lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UpdateLockFile(dir, v2, gone(v2)); err == nil {
+		t.Fatal("version 2 stranded Closed and the lock file took it")
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, "door.graph.lock.json")); string(now) != string(written) {
+		t.Error("a refused update changed the lock file")
+	}
+	l, err := UpdateLockFile(dir, v2, gone(v2, "Closed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier, err := l.Earlier(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ParseJSON(earlier["1"])
+	if len(earlier) != 1 || err != nil || g.States[0].Name != "Closed" || strings.ContainsAny(string(earlier["1"]), " \n") {
+		t.Errorf("Earlier(2) = %s (%v), want version 1's graph alone, compact", earlier, err)
+	}
+	if none, _ := l.Earlier(1); none != nil {
+		t.Errorf("Earlier(1) = %s, want none", none)
 	}
 }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/graph"
 )
 
 func TestActionRows(t *testing.T) {
@@ -55,5 +57,20 @@ func TestActionRows(t *testing.T) {
 				t.Errorf("%s\nactionRows (-want +got):\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// An object not at the machine's graph version says so among its notes.
+func TestNotesTellAnObjectNotYetMigrated(t *testing.T) {
+	m := &inspect.Machine{Graph: &graph.Graph{Name: "webapp", Version: 2}}
+	for v, want := range map[int32]string{
+		0: "graph version 1, the machine's is 2: the operator migrates it when it next reads it",
+		2: "",
+		3: "graph version 3, the machine's is 2: a newer operator wrote it, and this one leaves it alone",
+	} {
+		got := notes(m, inspect.Object{Status: fsm.Status{GraphVersion: v}})
+		if want == "" && len(got) > 0 || want != "" && !slices.Contains(got, want) {
+			t.Errorf("notes of an object at graph version %d = %q, want %q", v, got, want)
+		}
 	}
 }

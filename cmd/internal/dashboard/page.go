@@ -170,6 +170,10 @@ func (d *Dashboard) serveState(w http.ResponseWriter, r *http.Request) {
 	}
 	state := r.URL.Query().Get("state")
 	_, known := m.Graph.Lookup(graph.State(state))
+	for _, g := range m.Earlier {
+		_, earlier := g.Lookup(graph.State(state))
+		known = known || earlier
+	}
 	v := stateView{Machine: m.key, State: state, Kind: m.PublishedGraph.Resource.Kind, Known: known, Synced: m.synced()}
 	now := time.Now()
 	for _, o := range m.sorted() {
@@ -180,7 +184,7 @@ func (d *Dashboard) serveState(w http.ResponseWriter, r *http.Request) {
 			v.More++
 			continue
 		}
-		row := objectRow{Namespace: o.Namespace, Name: o.Name, Href: objectHref(m.key, o), Ready: "—", Notes: notes(o)}
+		row := objectRow{Namespace: o.Namespace, Name: o.Name, Href: objectHref(m.key, o), Ready: "—", Notes: notes(m.Machine, o)}
 		if c := o.Condition(fsm.ConditionReady); c != nil {
 			row.Ready, row.ReadyReason = string(c.Status), c.Reason
 		}
@@ -218,8 +222,11 @@ func stateHref(machine string, state fsm.State) string {
 }
 
 // notes are what stands out about an object, in words.
-func notes(o inspect.Object) []string {
+func notes(m *inspect.Machine, o inspect.Object) []string {
 	var out []string
+	if note := m.VersionNote(o.Status.GraphVersion); note != "" {
+		out = append(out, note)
+	}
 	if c := o.Condition(fsm.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		out = append(out, "stalled: "+c.Message)
 	}
@@ -285,7 +292,7 @@ func (d *Dashboard) serveObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	v.Found, v.State, v.StateHref, v.Notes = true, string(o.Status.State), stateHref(m.key, o.Status.State), notes(o)
+	v.Found, v.State, v.StateHref, v.Notes = true, string(o.Status.State), stateHref(m.key, o.Status.State), notes(m.Machine, o)
 	if o.Status.StateSince != nil {
 		v.Since = shortDuration(now.Sub(o.Status.StateSince.Time))
 	}

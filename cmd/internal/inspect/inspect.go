@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,9 +41,40 @@ var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "
 // Machine is a machine as its operator published it.
 type Machine struct {
 	fsm.PublishedGraph
-	Graph      *graph.Graph
+	Graph *graph.Graph
+	// Earlier holds the graphs of the machine's earlier versions that the
+	// annotation carries, by version.
+	Earlier    map[int]*graph.Graph
 	GVR        schema.GroupVersionResource
 	Namespaced bool
+}
+
+// VersionNote says, for an object recorded at graph version v, what it
+// waits for when that is not the machine's version; "" when it is.
+func (m *Machine) VersionNote(v int32) string {
+	have, want := max(int(v), 1), max(m.Graph.Version, 1)
+	switch {
+	case have < want:
+		return fmt.Sprintf("graph version %d, the machine's is %d: the operator migrates it when it next reads it", have, want)
+	case have > want:
+		return fmt.Sprintf("graph version %d, the machine's is %d: a newer operator wrote it, and this one leaves it alone", have, want)
+	}
+	return ""
+}
+
+// GraphOf returns the graph of an object recorded at graph version v (0,
+// for an object without, is version 1): the machine's, or an earlier
+// one's that the annotation carries. The second result is false when the
+// object is not at the machine's version.
+func (m *Machine) GraphOf(v int32) (*graph.Graph, bool) {
+	v = max(v, 1)
+	if int(v) == max(m.Graph.Version, 1) {
+		return m.Graph, true
+	}
+	if g, ok := m.Earlier[int(v)]; ok {
+		return g, false
+	}
+	return m.Graph, false
 }
 
 // Resolve finds the machine that drives the resource that arg names, as
@@ -151,7 +183,7 @@ func published(annotations map[string]string) ([]*Machine, error) {
 	slices.Sort(keys)
 	var out []*Machine
 	for _, k := range keys {
-		m := &Machine{}
+		m := &Machine{Earlier: map[int]*graph.Graph{}}
 		if err := json.Unmarshal([]byte(annotations[k]), &m.PublishedGraph); err != nil {
 			return nil, fmt.Errorf("annotation %s is not a published graph: %w", k, err)
 		}
@@ -160,6 +192,15 @@ func published(annotations map[string]string) ([]*Machine, error) {
 			return nil, fmt.Errorf("annotation %s: %w", k, err)
 		}
 		m.Graph = g
+		for version, doc := range m.PublishedGraph.Earlier {
+			v, err := strconv.Atoi(version)
+			if err != nil {
+				return nil, fmt.Errorf("annotation %s: earlier version %q is not a number", k, version)
+			}
+			if m.Earlier[v], err = graph.ParseJSON(doc); err != nil {
+				return nil, fmt.Errorf("annotation %s: version %d: %w", k, v, err)
+			}
+		}
 		out = append(out, m)
 	}
 	return out, nil

@@ -126,6 +126,8 @@ func eventTime(ev eventsv1.Event) time.Time {
 
 func writeDescribe(w io.Writer, m *inspect.Machine, o inspect.Object, d details, now time.Time) {
 	st, reason := summary(o)
+	// An object not yet migrated is drawn on its own version's graph.
+	g, _ := m.GraphOf(o.Status.GraphVersion)
 	rows := [][]string{
 		{"Name:", o.Name},
 		{"Namespace:", o.Namespace},
@@ -136,13 +138,16 @@ func writeDescribe(w io.Writer, m *inspect.Machine, o inspect.Object, d details,
 	if o.Status.Failures > 0 {
 		rows = append(rows, []string{"Failures:", fmt.Sprintf("%d in a row%s", o.Status.Failures, retryAt(o, now))})
 	}
+	if note := m.VersionNote(o.Status.GraphVersion); note != "" {
+		rows = append(rows, []string{"Graph:", note})
+	}
 	if o.Namespace == "" {
 		rows = append(rows[:1], rows[2:]...)
 	}
 	table(w, rows)
 
 	fmt.Fprintln(w, "\nGraph:")
-	fmt.Fprint(w, indent(art(m.Graph, drawing{current: graph.State(o.Status.State)}), "  "))
+	fmt.Fprint(w, indent(art(g, drawing{current: graph.State(o.Status.State)}), "  "))
 
 	fmt.Fprintln(w, "\nHistory:")
 	if len(o.Status.History) == 0 {
@@ -244,7 +249,8 @@ func writeWhy(w io.Writer, m *inspect.Machine, o inspect.Object, d details, now 
 			printf(w, "  child %s/%s is %s%s\n", ch.ref.Kind, ch.ref.Name, ch.status, prefixed(": ", ch.reason))
 		}
 	}
-	if spec, ok := m.Graph.Lookup(graph.State(o.Status.State)); ok && spec.Timeout != nil && o.Status.StateSince != nil {
+	g, _ := m.GraphOf(o.Status.GraphVersion)
+	if spec, ok := g.Lookup(graph.State(o.Status.State)); ok && spec.Timeout != nil && o.Status.StateSince != nil {
 		at := o.Status.StateSince.Add(spec.Timeout.After)
 		if at.After(now) {
 			printf(w, "  if it is still in %s in %s, its timeout takes it to %s\n", o.Status.State, shortDuration(at.Sub(now)), spec.Timeout.To)

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -60,11 +61,12 @@ func main() {
 	for _, c := range crds {
 		file := filepath.Join(os.Args[1], filepath.FromSlash(c.file))
 		// The machine is declared in the package above the crd directory.
-		if err := graph.UpdateLockFile(filepath.Dir(filepath.Dir(file)), c.graph, c.stranded); err != nil {
+		lock, err := graph.UpdateLockFile(filepath.Dir(filepath.Dir(file)), c.graph, c.stranded)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "graphs:", err)
 			os.Exit(1)
 		}
-		if err := annotate(file, c); err != nil {
+		if err := annotate(file, c, lock); err != nil {
 			fmt.Fprintln(os.Stderr, "graphs:", err)
 			os.Exit(1)
 		}
@@ -72,8 +74,9 @@ func main() {
 }
 
 // annotate writes the machine's annotation into the CRD of file, which
-// names the resource: its group, kind and plural.
-func annotate(file string, c crd) error {
+// names the resource: its group, kind and plural. The annotation carries
+// the graphs of the machine's earlier versions that lock keeps.
+func annotate(file string, c crd, lock *graph.Lock) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -103,6 +106,17 @@ func annotate(file string, c crd) error {
 	if err != nil {
 		return err
 	}
+	var published fsm.PublishedGraph
+	if err := json.Unmarshal([]byte(value), &published); err != nil {
+		return err
+	}
+	if published.Earlier, err = lock.Earlier(c.graph.Version); err != nil {
+		return err
+	}
+	full, err := json.Marshal(published)
+	if err != nil {
+		return err
+	}
 	meta, ok := doc["metadata"].(map[string]any)
 	if !ok {
 		return fmt.Errorf("%s: %w", file, errors.New("no metadata"))
@@ -111,7 +125,7 @@ func annotate(file string, c crd) error {
 	if annotations == nil {
 		annotations = map[string]any{}
 	}
-	annotations[key] = value
+	annotations[key] = string(full)
 	meta["annotations"] = annotations
 	out, err := yaml.Marshal(doc)
 	if err != nil {
