@@ -118,7 +118,7 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *Shards) error {
 		}
 		resources = append(resources, shard.NewResource(t.gvk, m.Resource.Resource, true))
 	}
-	if err := s.replica.Join(mgr, r.m.name, resources, r); err != nil {
+	if err := s.replica.Join(mgr, r.m.name, r.b.plan.Version(), resources, r); err != nil {
 		return err
 	}
 	r.shards = s.replica

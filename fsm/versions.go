@@ -145,11 +145,7 @@ func (w *walker[T]) migrate() {
 // machine's graph, which this process leaves alone; it says so once per
 // object and generation.
 func (r *reconciler[T]) newer(ctx context.Context, obj T) bool {
-	v, current := int(obj.FSMStatus().GraphVersion), 1
-	if r.b.plan != nil {
-		current = r.b.plan.Current
-	}
-	if v <= current {
+	if int(obj.FSMStatus().GraphVersion) <= r.b.plan.Version() {
 		return false
 	}
 	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
@@ -158,7 +154,7 @@ func (r *reconciler[T]) newer(ctx context.Context, obj T) bool {
 	r.newerTold[key] = obj.GetGeneration()
 	r.mu.Unlock()
 	if !told {
-		msg := fmt.Sprintf("graph version %d of machine %s wrote the object; this operator runs version %d and leaves it to a newer one", v, r.m.name, current)
+		msg := fmt.Sprintf("graph version %d of machine %s wrote the object; this operator runs version %d and leaves it to a newer one", obj.FSMStatus().GraphVersion, r.m.name, r.b.plan.Version())
 		logf.FromContext(ctx).Info(msg, "machine", r.m.name, "object", key.String())
 		r.event(obj, nil, corev1.EventTypeWarning, ReasonNewerVersion, "Leave", msg)
 		r.b.metrics.leftNewer.Inc()

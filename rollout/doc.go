@@ -32,13 +32,14 @@
 // # What the tests prove
 //
 // Sharded, 40 gadgets: replica a of version 1 moves them all alone. b of
-// version 2 joins, the 64 slots split between them, and b migrates the
-// gadgets of its slots, and only those. SIGTERM stops b, and a, which now
-// holds every slot, leaves exactly the gadgets that b migrated alone: one
-// Warning event NewerVersion each, one log line each, its counter
-// kfsm_newer_objects_left_total at their number, and no write to any of
-// them, while it goes on writing every other gadget. b joins again,
-// SIGTERM stops a, and b migrates the rest.
+// version 2 joins and takes every one of the 64 slots, as a replica of an
+// older graph version stands aside while one of a newer version is live
+// (both count a as standing aside), and b migrates every gadget. SIGTERM
+// stops b, and a, which holds every slot again, as in a rollback, leaves
+// every gadget alone: one Warning event NewerVersion each, one log line
+// each, its counter kfsm_newer_objects_left_total at their number, and
+// no write to any of them. b joins again and takes every slot, and
+// SIGTERM stops a.
 //
 // Leader election, 16 gadgets: a of version 1 leads and moves them; b of
 // version 2 stands by, takes the Lease when SIGTERM stops a, and migrates

@@ -19,9 +19,6 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm"
 )
@@ -242,18 +239,36 @@ func (s *scenario) share(ps ...*process) {
 	s.t.Logf("the slots are shared: %s", now)
 }
 
-// holders returns who holds each gadget's slot, by the replicas' Leases.
-func (s *scenario) holders() func(types.UID) string {
+// holdAll waits until newest holds every slot and each of aside none,
+// each counting them all as members and aside as standing aside for a
+// newer graph version, the same at two looks in a row.
+func (s *scenario) holdAll(newest *process, aside ...*process) {
 	s.t.Helper()
-	var l coordinationv1.LeaseList
-	if err := s.env.Client.List(s.t.Context(), &l, client.InNamespace(s.env.Namespace), client.MatchingLabels{fsm.LabelShards: lease}); err != nil {
-		s.t.Fatal(err)
-	}
-	holder, ok := fsm.ShardHolders(l.Items, machine)
-	if !ok {
-		s.t.Fatalf("no Lease of the group %s shards the machine %s", lease, machine)
-	}
-	return holder
+	var previous, now string
+	eventually(s.t, within, newest.name+" to hold every slot", func() (bool, string) {
+		var seen []string
+		for _, p := range append([]*process{newest}, aside...) {
+			var values []float64
+			for _, name := range []string{"kfsm_shard_members", "kfsm_shard_members_standing_aside", "kfsm_shard_slots"} {
+				v, err := p.metric(name, "shards", lease)
+				if err != nil {
+					return false, err.Error()
+				}
+				values = append(values, v)
+			}
+			seen = append(seen, fmt.Sprintf("%s: %v members, %v standing aside, %v slots", p.name, values[0], values[1], values[2]))
+			slots := 0
+			if p == newest {
+				slots = fsm.NumSlots
+			}
+			if int(values[0]) != 1+len(aside) || int(values[1]) != len(aside) || int(values[2]) != slots {
+				return false, strings.Join(seen, "; ")
+			}
+		}
+		previous, now = now, strings.Join(seen, "; ")
+		return now == previous, now
+	})
+	s.t.Logf("%s holds every slot: %s", newest.name, now)
 }
 
 type writerFunc func([]byte) (int, error)

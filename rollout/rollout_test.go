@@ -312,9 +312,10 @@ func first(s []string, n int) string {
 	return strings.Join(s[:n], "; ") + fmt.Sprintf("; and %d more", len(s)-n)
 }
 
-// testSharded: replica a of version 1 and replica b of version 2 share
-// the gadgets; b migrates those of its slots, and a, given them back,
-// leaves them alone.
+// testSharded: replica a of version 1 holds every slot; b of version 2
+// joins and takes every slot, a standing aside, and migrates every
+// gadget. SIGTERM stops b: a holds every slot again, and leaves every
+// gadget alone. b joins again and takes every slot; SIGTERM stops a.
 func testSharded(t *testing.T, bin string) {
 	const gadgets = 40
 	s := newScenario(t, bin, "sharded", false)
@@ -323,46 +324,26 @@ func testSharded(t *testing.T, bin string) {
 	s.create(gadgets)
 	s.restInVersionOne()
 
-	t.Log("b of version 2 joins, and migrates the gadgets of its slots")
+	t.Log("b of version 2 joins: it takes every slot, a stands aside, and b migrates every gadget")
 	b := s.start("b", 2)
-	s.share(a, b)
-	holder := s.holders()
-	gs := s.await("b to migrate the gadgets of its slots, and only those", func(g *v1alpha1.Gadget) bool {
-		return (holder(g.UID) == "b") == (g.Status.GraphVersion == 2)
-	})
-	var migrated []string
-	for n, g := range gs {
-		if g.Status.GraphVersion == 2 {
-			migrated = append(migrated, n)
-		}
-	}
-	slices.Sort(migrated)
-	t.Logf("b migrated %d of the %d gadgets: %v", len(migrated), gadgets, migrated)
-	if len(migrated) == 0 {
-		t.Fatalf("b's slots hold none of the %d gadgets: a cannot be given one that b migrated", gadgets)
-	}
+	s.holdAll(b, a)
+	gs := s.inVersionTwo()
+	s.checkMigrated(gs)
+	names := slices.Sorted(maps.Keys(gs))
 
-	t.Log("SIGTERM b: a takes every slot, and leaves the gadgets that b migrated alone")
+	t.Log("SIGTERM b: a takes every slot, and leaves every gadget alone")
 	termB := b.stop()
 	s.share(a)
-	s.awaitTold("a", termB, migrated)
+	s.awaitTold("a", termB, names)
 	time.Sleep(4 * tick)
-	s.checkLeftAlone(a, termB, migrated)
-	heartbeats := map[string]bool{}
-	for _, c := range s.rec.gadgetWrites("a", termB) {
-		heartbeats[c.gadget] = true
-	}
-	if len(heartbeats) != gadgets-len(migrated) {
-		t.Errorf("a wrote %d gadgets after b stopped, want every one of the %d that b left in version 1", len(heartbeats), gadgets-len(migrated))
-	}
+	s.checkLeftAlone(a, termB, names)
 
-	t.Log("b of version 2 joins again, then SIGTERM a: b takes every slot and migrates the rest")
+	t.Log("b of version 2 joins again and takes every slot; SIGTERM a")
 	b = s.start("b", 2)
-	s.share(a, b)
+	s.holdAll(b, a)
 	a.stop()
 	s.share(b)
-	gs = s.inVersionTwo()
-	s.checkMigrated(gs)
+	s.checkMigrated(s.inVersionTwo())
 	s.checkNoOlderAfterNewer()
 	s.rec.checkAgents()
 	b.stop()

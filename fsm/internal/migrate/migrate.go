@@ -56,6 +56,15 @@ func New(versions map[int][]Step, declared func(string) bool) (*Plan, []string) 
 	return p, problems
 }
 
+// Version is the version of the machine's graph: Current, or 1 for a
+// machine without versions, whose plan is nil.
+func (p *Plan) Version() int {
+	if p == nil {
+		return 1
+	}
+	return p.Current
+}
+
 // check lists what is wrong with the steps into version v.
 func (p *Plan) check(v int, declared func(string) bool) []string {
 	var problems []string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,7 +55,8 @@ func (s *Replica) look(ctx context.Context) error {
 		s.held |= won
 		s.take(ctx, won)
 	}
-	s.previous, s.assigned = s.assigned, assign(members)[s.o.Identity]
+	newest := s.newest(members)
+	s.previous, s.assigned = s.assigned, assign(newest)[s.o.Identity]
 	// Stop starting reconciles of what is no longer this replica's; the
 	// next look lets the slots go once their reconciles have ended.
 	s.stop(s.held &^ s.assigned)
@@ -70,19 +72,56 @@ func (s *Replica) look(ctx context.Context) error {
 	// what it will claim at the next look, not what a passing view gave.
 	s.setSelector(s.assigned&(s.previous|s.freed) | s.held)
 	s.m.members.Set(float64(len(members)))
+	s.m.standingAside.Set(float64(len(members) - len(newest)))
 	s.m.held(s.held)
 	return nil
+}
+
+// member is a live replica and the newest graph version of its machines.
+type member struct {
+	name         string
+	graphVersion int
+}
+
+// newest returns the names of the members whose graph version is the
+// newest, which the slots go to: during a rolling update that changes a
+// graph, a replica of the older graph holds no slot, so that no object
+// that a newer replica migrated is handed to one that would leave it
+// alone. It says so when this replica stands aside, and when it no
+// longer does.
+func (s *Replica) newest(members []member) []string {
+	top := 0
+	for _, m := range members {
+		top = max(top, m.graphVersion)
+	}
+	var names []string
+	for _, m := range members {
+		if m.graphVersion == top {
+			names = append(names, m.name)
+		}
+	}
+	if aside := s.graphVersion < top; aside != s.aside {
+		s.aside = aside
+		if aside {
+			s.log.Info("a replica of a newer graph version is live: this replica gives up its slots to the newest", "graphVersion", s.graphVersion, "newest", top)
+		} else {
+			s.log.Info("no replica of a newer graph version is live: this replica takes its share of the slots again", "graphVersion", s.graphVersion)
+		}
+	}
+	return names
 }
 
 // survey reads the Leases of the group, leases, into what this replica
 // has seen of the others, and deletes those that expired. It returns the
 // live members, the slots that the others hold and those that expired
 // Leases held.
-func (s *Replica) survey(ctx context.Context, leases []coordinationv1.Lease) (members []string, others, freed Slots) {
+func (s *Replica) survey(ctx context.Context, leases []coordinationv1.Lease) (members []member, others, freed Slots) {
 	// A change is seen now, after the list: never before its writer sent
 	// it, which its fence counts from.
 	now := time.Now()
-	members = []string{s.o.Identity}
+	s.mu.Lock()
+	members = []member{{s.o.Identity, s.graphVersion}}
+	s.mu.Unlock()
 	for _, l := range leases {
 		if l.Name == s.lease {
 			continue
@@ -94,6 +133,13 @@ func (s *Replica) survey(ctx context.Context, leases []coordinationv1.Lease) (me
 		was.gone = false
 		was.holder = ptr.Deref(l.Spec.HolderIdentity, "")
 		was.slots, _ = parse(l.Annotations[AnnotationSlots])
+		// A Lease that names no version is an older kfsm's, whose
+		// machines have the first.
+		v, err := strconv.Atoi(l.Annotations[annotationGraphVersion])
+		if err != nil {
+			v = 1
+		}
+		was.graphVersion = v
 		was.duration = s.o.LeaseDuration
 		if d := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); d > 0 {
 			was.duration = max(was.duration, time.Duration(d)*time.Second)
@@ -133,7 +179,7 @@ func (s *Replica) survey(ctx context.Context, leases []coordinationv1.Lease) (me
 		default:
 			others |= l.slots
 			if l.holder != "" {
-				members = append(members, l.holder)
+				members = append(members, member{l.holder, l.graphVersion})
 			}
 		}
 	}
@@ -209,7 +255,8 @@ func (s *Replica) renew(ctx context.Context, held Slots) error {
 func (s *Replica) annotations(held Slots) map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return map[string]string{AnnotationSlots: held.String(), AnnotationMachines: strings.Join(s.names, ","), annotationInstance: s.instance}
+	return map[string]string{AnnotationSlots: held.String(), AnnotationMachines: strings.Join(s.names, ","), annotationInstance: s.instance,
+		annotationGraphVersion: strconv.Itoa(s.graphVersion)}
 }
 
 // lost gives up every slot at once, after the Lease was taken away.

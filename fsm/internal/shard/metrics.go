@@ -9,6 +9,7 @@ import (
 type shardMetrics struct {
 	name           string
 	members, slots prometheus.Gauge
+	standingAside  prometheus.Gauge
 	handovers      *prometheus.CounterVec
 	ranges         string // the slots of the range series
 }
@@ -27,6 +28,10 @@ var (
 	shardMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kfsm_shard_members",
 		Help: "Live replicas that this replica sees in its group, itself included.",
+	}, []string{"shards"})
+	shardStandingAside = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kfsm_shard_members_standing_aside",
+		Help: "Live replicas that this replica sees in its group whose machines' graph version is older than the newest, and which hold no slot.",
 	}, []string{"shards"})
 	shardSlots = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kfsm_shard_slots",
@@ -47,15 +52,16 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(shardMembers, shardSlots, shardRanges, shardHandovers, shardFallback)
+	metrics.Registry.MustRegister(shardMembers, shardStandingAside, shardSlots, shardRanges, shardHandovers, shardFallback)
 }
 
 func newShardMetrics(name string) *shardMetrics {
 	return &shardMetrics{
-		name:      name,
-		ranges:    "-",
-		members:   shardMembers.WithLabelValues(name),
-		slots:     shardSlots.WithLabelValues(name),
-		handovers: shardHandovers,
+		name:          name,
+		ranges:        "-",
+		members:       shardMembers.WithLabelValues(name),
+		slots:         shardSlots.WithLabelValues(name),
+		standingAside: shardStandingAside.WithLabelValues(name),
+		handovers:     shardHandovers,
 	}
 }

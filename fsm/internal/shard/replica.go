@@ -46,8 +46,12 @@ const (
 	LabelSlot          = "kfsm.dev/slot"
 )
 
-// annotationInstance names the process that wrote a replica's Lease.
-const annotationInstance = "kfsm.dev/instance"
+// annotationInstance names the process that wrote a replica's Lease, and
+// annotationGraphVersion the newest graph version of its machines.
+const (
+	annotationInstance     = "kfsm.dev/instance"
+	annotationGraphVersion = "kfsm.dev/graph-version"
+)
 
 // Replica is this process among the replicas of an operator that share
 // its sharded machines: the work of fsm.Shards, which spreads the objects of sharded machines over the replicas of an
@@ -104,7 +108,10 @@ type Replica struct {
 	epoch    [NumSlots]uint64
 	machines []Machine
 	names    []string // of the machines, for the Lease
-	mgr      manager.Manager
+	// graphVersion is the newest graph version of the machines: while a
+	// replica of a newer one is live, this replica holds no slot.
+	graphVersion int
+	mgr          manager.Manager
 	// What the cache selects.
 	gen       uint64        // bumped whenever selected changes
 	selected  Slots         // what the cache lists and watches
@@ -119,6 +126,7 @@ type Replica struct {
 	freed    Slots           // what expired Leases held, at the last look
 	others   Slots           // what the other Leases hold
 	version  string          // of this replica's Lease, as last written
+	aside    bool            // a replica of a newer graph version is live
 	seen     map[string]seen // the other Leases, by name
 	waiting  map[int][]<-chan struct{}
 	// notBefore is when this replica may claim slots, after it deleted an
@@ -129,12 +137,13 @@ type Replica struct {
 
 // seen is what a replica knows of another's Lease.
 type seen struct {
-	version  string
-	holder   string
-	slots    Slots
-	changed  time.Time // when this replica saw the version change
-	gone     bool      // deleted
-	duration time.Duration
+	version      string
+	holder       string
+	graphVersion int
+	slots        Slots
+	changed      time.Time // when this replica saw the version change
+	gone         bool      // deleted
+	duration     time.Duration
 }
 
 // Machine is a machine's side of the sharding: its reconciler, which
@@ -232,9 +241,9 @@ func NewReplica(cfg *rest.Config, opts *manager.Options, o Options) (*Replica, e
 // Identity returns the name of this replica.
 func (s *Replica) Identity() string { return s.o.Identity }
 
-// Join registers a machine, whose resources these are, with the replica,
-// and the replica with mgr.
-func (s *Replica) Join(mgr manager.Manager, name string, resources []*Resource, m Machine) error {
+// Join registers a machine, whose graph is at graphVersion and whose
+// resources these are, with the replica, and the replica with mgr.
+func (s *Replica) Join(mgr manager.Manager, name string, graphVersion int, resources []*Resource, m Machine) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -248,6 +257,7 @@ func (s *Replica) Join(mgr manager.Manager, name string, resources []*Resource, 
 	}
 	s.machines = append(s.machines, m)
 	s.names = append(s.names, name)
+	s.graphVersion = max(s.graphVersion, graphVersion)
 	for _, r := range resources {
 		if !slices.ContainsFunc(s.resources, func(x *Resource) bool { return x.prefix == r.prefix && x.resource == r.resource }) {
 			s.resources = append(s.resources, r)

@@ -2,7 +2,11 @@ package shard
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/go-logr/logr/funcr"
 )
 
 // The rule gives every slot to exactly one member, each member its share
@@ -39,6 +43,35 @@ func TestAssignIsBalancedAndMovesLittle(t *testing.T) {
 		}
 		t.Logf("%d members: %d slots moved", n, moved)
 		before = got
+	}
+}
+
+// While a replica of a newer graph version is live, the slots go to the
+// newest replicas alone. A replica says once that it stands aside, and
+// once that it no longer does.
+func TestTheSlotsGoToTheNewestGraphVersion(t *testing.T) {
+	var logged []string
+	old := &Replica{graphVersion: 1, log: funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})}
+	cases := []struct {
+		members []member
+		want    []string
+	}{
+		{[]member{{"old", 1}, {"other-old", 1}}, []string{"old", "other-old"}},
+		{[]member{{"old", 1}, {"new", 2}, {"other-new", 2}, {"other-old", 1}}, []string{"new", "other-new"}},
+		{[]member{{"old", 1}, {"new", 2}}, []string{"new"}},
+		{[]member{{"old", 1}}, []string{"old"}},
+	}
+	for _, tc := range cases {
+		if got := old.newest(tc.members); !slices.Equal(got, tc.want) {
+			t.Errorf("newest of %v = %v, want %v", tc.members, got, tc.want)
+		}
+		assigned := assign(old.newest(tc.members))
+		if mine := assigned["old"]; slices.Contains(tc.want, "old") != (mine != 0) {
+			t.Errorf("with %v, the old replica is assigned %s", tc.members, mine)
+		}
+	}
+	if len(logged) != 2 || !strings.Contains(logged[0], "gives up its slots") || !strings.Contains(logged[1], "takes its share") {
+		t.Errorf("the replica logged %q, want that it stands aside, then that it no longer does", logged)
 	}
 }
 
