@@ -11,7 +11,7 @@
 // (go mod tidy), generates its CRDs and RBAC role with controller-gen, both
 // of which need the Go module proxy, and, with its own program
 // hack/generate, its webhook configurations, the graph annotations of its
-// CRDs and its Prometheus rules. The deepcopy code is rendered
+// CRDs, its Prometheus rules and its machines' graph locks. The deepcopy code is rendered
 // from a template, as controller-gen writes it, so that the project
 // compiles before the second step; the project's make verify checks that
 // controller-gen agrees. [API.Create] takes the same two steps for a new
