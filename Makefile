@@ -13,7 +13,7 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
-.PHONY: test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
+.PHONY: test fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
 ## test: run every test, with the race detector, against a real API server
 ## (three packages at a time: they mostly wait on their API servers, so on
@@ -22,6 +22,11 @@ PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 test: assets
 	$(GO) test -race -count=1 -timeout 30m -p 3 $(PACKAGES)
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -run '^TestRelease' .
+
+## fleet-test: the tests at the size of a fleet, too slow for make test: 1,000 objects in
+## every state of version 1 of a graph, migrated to version 2 under a manager
+fleet-test: assets
+	$(GO) test -race -count=1 -run '^TestUnderManagerANewGraphVersionMigratesObjectsInFlight$$' ./fsm -versions.objects=1000
 
 ## scaffold-test: build kfsm, have it init a project into a temporary directory with this
 ## checkout as its kfsm and add a second kind with create api, then run the project's
