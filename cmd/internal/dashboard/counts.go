@@ -20,9 +20,12 @@ type counts struct {
 	// Synced is false until the machine's objects are all listed.
 	Synced bool `json:"synced"`
 	// Objects counts every object; Pending those that kfsm has not placed
-	// in a state yet, Unknown those in a state that the graph lacks.
+	// in a state yet, Earlier those of an earlier graph version in a state
+	// that the graph lacks, which the operator migrates when it next reads
+	// them, and Unknown the others in a state that the graph lacks.
 	Objects int `json:"objects"`
 	Pending int `json:"pending"`
+	Earlier int `json:"earlier"`
 	Unknown int `json:"unknown"`
 	// States are by state name.
 	States map[string]stateCounts `json:"states"`
@@ -69,6 +72,8 @@ func countObjects(g *graph.Graph, objects []inspect.Object, since time.Time) cou
 		switch _, known := g.Lookup(graph.State(st)); {
 		case st == "":
 			c.Pending++
+		case !known && int(max(o.Status.GraphVersion, 1)) < max(g.Version, 1):
+			c.Earlier++
 		case !known:
 			c.Unknown++
 		default:

@@ -28,6 +28,7 @@
       case "total": return String(m.objects);
       case "totalnoun": return plural(m.objects, "object", "objects");
       case "pending": return m.pending ? `, ${m.pending} not placed in a state yet` : "";
+      case "earlier": return m.earlier ? `, ${m.earlier} of an earlier graph version, not yet migrated` : "";
       case "unknown": return m.unknown ? `, ${m.unknown} in a state the graph lacks` : "";
       case "synced": return m.synced ? "" : " (still listing)";
     }
