@@ -61,8 +61,9 @@ reports, as an error too, a machine that no longer declares a state of a
 released version, kept in the machine's lock file (NAME.graph.lock.json in
 the package's directory, which make generate writes), with no migration
 (Machine.Version) to move the state's objects: once the operator is
-upgraded, they would stop. It warns about states that nothing moves to
-and exits that no handler takes. What it cannot resolve, such as a target
+upgraded, they would stop. It warns about states that nothing moves to,
+exits that no handler takes, and a machine with a lock file whose states
+or versions it cannot read. What it cannot resolve, such as a target
 computed at run time, it skips.
 
 Vet exits with status 1 when it finds an error; warnings alone do not fail
@@ -79,7 +80,7 @@ https://pkg.go.dev/github.com/kfsm/kfsm/fsmvet.`,
 			return vet(cmd.OutOrStdout(), patterns, warnings, tests)
 		},
 	}
-	cmd.Flags().BoolVar(&warnings, "warnings", true, "also report states that nothing moves to and exits that no handler takes")
+	cmd.Flags().BoolVar(&warnings, "warnings", true, "also report states that nothing moves to, exits that no handler takes and locks that cannot be checked")
 	cmd.Flags().BoolVar(&tests, "tests", true, "also check the packages' test files")
 	return cmd
 }
