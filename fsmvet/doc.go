@@ -47,9 +47,14 @@
 // It reports, at the machine's fsm.New, a change of the graph that would
 // strand objects in a cluster: a state of a released version that the
 // machine no longer declares, with no migration
-// ([github.com/kfsm/kfsm/fsm.Machine.Version]) to move its objects. The released graphs are in the machine's lock file,
-// NAME.graph.lock.json in the directory of the package that declares it,
-// which the project's make generate writes (see [graph.Lock]):
+// ([github.com/kfsm/kfsm/fsm.Machine.Version]) to move its objects. The
+// released graphs are in the machine's lock file, NAME.graph.lock.json in
+// the directory of the package that declares it, which the project's
+// make generate writes (see [graph.Lock]). A machine
+// declared in a test file is not checked: a test may keep an earlier
+// release's machine, to run the migration from it.
+//
+// For example:
 //
 //	moose.go:76:9: machine moose strands the objects of state Sleeping of
 //	version 1: no migration says where they go; declare one, such as
@@ -57,7 +62,7 @@
 //	fsm.Merge or fsm.Split (the graphs released are in
 //	moose.graph.lock.json)
 //
-// and warns about code that can never run:
+// It warns about code that can never run:
 //
 //   - a state that nothing moves to: no handler returns a Next that takes
 //     it, and it is not the initial state, the deletion state or the

@@ -16,8 +16,8 @@ import (
 func (o *Operator) VersionOne() *fsm.Machine[*v1alpha1.WebApp] {
 	const registered fsm.State = "Registered"
 	expose := func(ctx context.Context, r *request) fsm.Result {
-		if res := o.expose(ctx, r); res.Kind() != fsm.ResultNext {
-			return res
+		if err := applyService(ctx, r); err != nil {
+			return fsm.Fail(err)
 		}
 		return fsm.Next(registered)
 	}

@@ -122,20 +122,24 @@ func (o *Operator) deploy(ctx context.Context, r *request) fsm.Result {
 // expose applies the Service only when asked; an un-exposed app's Service
 // is pruned once the pass reaches Serving.
 func (o *Operator) expose(ctx context.Context, r *request) fsm.Result {
-	if !ptr.Deref(r.Object.Spec.Expose, false) {
-		return fsm.Next(Published)
+	if err := applyService(ctx, r); err != nil {
+		return fsm.Fail(err)
 	}
-	svc := &corev1.Service{
+	return fsm.Next(Published)
+}
+
+// applyService applies the app's Service, if it is exposed.
+func applyService(ctx context.Context, r *request) error {
+	if !ptr.Deref(r.Object.Spec.Expose, false) {
+		return nil
+	}
+	return r.Apply(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app.kubernetes.io/name": r.Object.Name},
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
 		},
-	}
-	if err := r.Apply(ctx, svc); err != nil {
-		return fsm.Fail(err)
-	}
-	return fsm.Next(Published)
+	})
 }
 
 func (o *Operator) register(ctx context.Context, r *request) fsm.Result {
