@@ -55,7 +55,10 @@ type Options struct {
 	FeatureGates map[string]bool
 	// MinCoverage fails the package when a machine's edge coverage, in
 	// percent, is below it, unless -run or -skip chose the tests. The
-	// -kfsm.covermin flag overrides it.
+	// -kfsm.covermin flag overrides it. A graph of an earlier version of
+	// a machine whose later version the tests also ran (the last
+	// release's machine, kept to test the migration from it) is not held
+	// to it.
 	MinCoverage float64
 	// Roles are file systems whose .yaml files hold ClusterRoles, such as
 	// controller-gen writes from +kubebuilder:rbac markers. When set, every
@@ -184,6 +187,9 @@ func reportCoverage(w io.Writer, minimum float64) error {
 	if minimum > 0 {
 		var under []string
 		for _, name := range p.Machines() {
+			if p.Superseded(name) {
+				continue
+			}
 			taken, total := p.Covered(name)
 			if total > 0 && float64(taken)*100 < minimum*float64(total) {
 				under = append(under, fmt.Sprintf("%s (%d/%d)", name, taken, total))

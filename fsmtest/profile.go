@@ -319,6 +319,28 @@ func (p *Profile) Taken(machine string) map[graph.EdgeKey]int {
 	return nil
 }
 
+// Superseded reports whether the profile holds a later version of
+// machine's graph, under another name (such as moose#2 beside moose): an
+// earlier release's machine that a test kept to migrate from, which a
+// coverage threshold leaves out.
+func (p *Profile) Superseded(machine string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.later(p.machines[machine]) > 0
+}
+
+// later returns the latest version of m's graph that the profile holds
+// if it is later than m's, else 0. p.mu is held.
+func (p *Profile) later(m *machineCoverage) int {
+	latest := 0
+	for _, o := range p.machines {
+		if m != nil && m.graph != nil && o.graph != nil && o.graph.Name == m.graph.Name && o.graph.Version > max(m.graph.Version, latest) {
+			latest = o.graph.Version
+		}
+	}
+	return latest
+}
+
 // Covered returns how many of the machine's coverage edges were taken at
 // least once, and the total.
 func (p *Profile) Covered(machine string) (taken, total int) {
@@ -354,6 +376,9 @@ func (p *Profile) Summary() string {
 				names[i] = coverageEdgeName(e)
 			}
 			fmt.Fprintf(&b, "; never taken: %s", strings.Join(names, ", "))
+		}
+		if v := p.later(m); v > 0 {
+			fmt.Fprintf(&b, " (graph version %d, superseded by version %d)", max(m.graph.Version, 1), v)
 		}
 		b.WriteString("\n")
 	}

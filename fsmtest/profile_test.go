@@ -210,6 +210,29 @@ func TestAddMachineTwice(t *testing.T) {
 	}
 }
 
+// An earlier version of a machine's graph, kept by a test to migrate
+// from, is superseded by a later one of the same name; another machine's
+// graph is not, nor is the latest version.
+func TestAnEarlierGraphVersionIsSuperseded(t *testing.T) {
+	p := NewProfile()
+	two := mooseGraph()
+	two.Version = 2
+	for name, g := range map[string]*graph.Graph{"moose": two, "moose#2": mooseGraph(), "door": doorGraph()} {
+		if err := p.AddMachine(name, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]bool{"moose": false, "moose#2": true, "door": false, "nothing": false} {
+		if got := p.Superseded(name); got != want {
+			t.Errorf("superseded(%s) = %v, want %v", name, got, want)
+		}
+	}
+	if sum := p.Summary(); !strings.Contains(sum, "machine moose#2: 0/9 edges covered; never taken: ") ||
+		!strings.Contains(sum, " (graph version 1, superseded by version 2)\n") || strings.Count(sum, "superseded") != 1 {
+		t.Errorf("the summary does not say, once, that moose#2 is superseded:\n%s", sum)
+	}
+}
+
 func TestTakeIgnoresWhatIsNotACoverageEdge(t *testing.T) {
 	cases := map[string]struct {
 		machine string

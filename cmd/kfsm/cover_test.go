@@ -58,9 +58,22 @@ func TestCoverMatchesGoldenFiles(t *testing.T) {
 }
 
 func TestCover(t *testing.T) {
-	bad := filepath.Join(t.TempDir(), "bad.profile")
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.profile")
 	if err := os.WriteFile(bad, []byte("{\"kfsmCoverage\":1}\nmode: set\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// Version 2 of the door, covered, and version 1, which a test kept to
+	// migrate from, not.
+	versions := []string{filepath.Join(dir, "two.profile"), filepath.Join(dir, "one.profile")}
+	for i, doc := range []string{
+		`{"machine":"door","graph":{"name":"door","version":2,"mode":"Pipeline","states":[{"name":"Closed","initial":true},{"name":"Open","final":true}],"edges":[{"from":"Closed","to":"Open","kind":"exit","priority":1}]}}` + "\n" +
+			`{"machine":"door","from":"Closed","to":"Open","kind":"exit","taken":2}`,
+		`{"machine":"door","graph":{"name":"door","mode":"Pipeline","states":[{"name":"Shut","initial":true},{"name":"Open","final":true}],"edges":[{"from":"Shut","to":"Open","kind":"exit","priority":1}]}}`,
+	} {
+		if err := os.WriteFile(versions[i], []byte("{\"kfsmCoverage\":1}\n"+doc+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cases := map[string]struct {
 		reason   string
@@ -90,6 +103,11 @@ func TestCover(t *testing.T) {
 			args:     append([]string{"--min", "80"}, coverProfiles...),
 			mentions: []string{"moose 77.8% (7/9)"},
 			omits:    []string{"door"},
+		},
+		"ASupersededVersion": {
+			reason: "an earlier version of the door's graph, not covered, is left out of the minimum, and marked",
+			args:   append([]string{"--min", "100"}, versions...),
+			want:   "machine door: 1/1 edges covered\nmachine door#2: 0/1 edges covered; never taken: Shut→Open (graph version 1, superseded by version 2)\n",
 		},
 		"MissingFile": {
 			reason:   "a profile that is not there is an error, not an empty profile",
