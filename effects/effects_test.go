@@ -139,7 +139,7 @@ func newRound(t *testing.T, m mode, point string) *round {
 		svc.answerUnsure()
 	}
 	r := &round{t: t, env: env, mode: m, point: point, svc: svc, row: row{rounds: 1}}
-	r.flags = operatorFlags{kubeconfig: writeKubeconfig(t, env.Config()), namespace: env.Namespace, service: svc.URL(), mode: m.name}
+	r.flags = operatorFlags{kubeconfig: proctest.Kubeconfig(t, env.Config()), namespace: env.Namespace, service: svc.URL(), mode: m.name}
 	for i := range *gadgets {
 		r.names = append(r.names, fmt.Sprintf("order-%02d", i+1))
 	}
@@ -175,7 +175,7 @@ func (r *round) crash(bin string) {
 	}
 	a := r.start(bin, "a", flags, true)
 	if r.point == beforeEffect || r.point == afterEffect {
-		r.svc.arm(r.point, a.kill)
+		r.svc.arm(r.point, a.Kill)
 	}
 	r.create()
 	if r.point == sigkill {
@@ -185,10 +185,10 @@ func (r *round) crash(bin string) {
 			t.Fatalf("the service received no charge within %v", within)
 		}
 		time.Sleep(rand.N(300 * time.Millisecond))
-		a.kill()
+		a.Kill()
 		t.Logf("a killed once the service was asked for %d charges, %d of which a had seen succeed", r.svc.asked(), len(a.said("charged")))
 	}
-	a.waitExit(within)
+	a.WaitExit(within)
 	switch r.point {
 	case beforeEffect, afterEffect:
 		r.crashed = r.svc.first()
@@ -322,8 +322,8 @@ func (r *round) converge() []v1alpha1.Gadget {
 			return r.list()
 		}
 		for _, p := range r.procs {
-			if !p.mayDie && p.died() {
-				r.t.Fatalf("%s died while %d gadgets had yet to rest", p.name, len(pending))
+			if !p.mayDie && p.Exited() {
+				r.t.Fatalf("%s died while %d gadgets had yet to rest", p.Name, len(pending))
 			}
 		}
 		if time.Now().After(deadline) {

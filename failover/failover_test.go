@@ -196,7 +196,7 @@ func testKill(t *testing.T, bin string, m *timings) {
 	p := startPair(t, bin, true, false)
 	before := p.ticker().Status.Count
 
-	killed := p.a.signal(syscall.SIGKILL)
+	killed := p.a.Signal(syscall.SIGKILL)
 	if _, code := p.a.waitExit(10 * time.Second); code != -1 {
 		t.Errorf("a exited with %d after SIGKILL, want death by the signal", code)
 	}
@@ -224,12 +224,12 @@ func testKill(t *testing.T, bin string, m *timings) {
 func testStop(t *testing.T, bin string, m *timings, fenced bool) {
 	p := startPair(t, bin, fenced, false)
 
-	stopped := p.a.signal(syscall.SIGSTOP)
+	stopped := p.a.Signal(syscall.SIGSTOP)
 	took := p.rec.acquired("b", stopped, 2*killBound)
 	wrote := p.rec.reconciled("b", took.at, 2*killBound)
 	p.tookExpiredLease(took)
 
-	resumed := p.a.signal(syscall.SIGCONT)
+	resumed := p.a.Signal(syscall.SIGCONT)
 	exited, code := p.a.waitExit(renewDeadline + 2*poll + 10*time.Second)
 	if code != 1 {
 		t.Errorf("a exited with %d once it lost the Lease, want 1", code)
@@ -273,7 +273,7 @@ func testStop(t *testing.T, bin string, m *timings, fenced bool) {
 func testTerm(t *testing.T, bin string, m *timings) {
 	p := startPair(t, bin, true, true)
 
-	termed := p.a.signal(syscall.SIGTERM)
+	termed := p.a.Signal(syscall.SIGTERM)
 	if _, code := p.a.waitExit(30 * time.Second); code != 0 {
 		t.Errorf("a exited with %d after SIGTERM, want 0", code)
 	}

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // recorder stands between the operators and the API server: one proxy per
@@ -278,14 +280,5 @@ func (r *recorder) dump() {
 // or at once if the test has failed meanwhile (a process died).
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if t.Failed() {
-			t.Fatalf("gave up waiting for %s: the test has failed", what)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	proctest.Eventually(t, within, what, func() (bool, string) { return cond(), "" })
 }

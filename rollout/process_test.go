@@ -3,16 +3,11 @@
 package rollout_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,22 +16,16 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // process is one operator process.
 type process struct {
+	*proctest.Process
 	t       *testing.T
 	name    string
 	version int
 	metrics string // host:port of its metrics endpoint
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed once it has exited
-	// signalled is set once the test has sent a signal: until then, an
-	// exit is a failure.
-	signalled atomic.Bool
-
-	mu   sync.Mutex
-	logs bytes.Buffer
 }
 
 // run is how a scenario starts a process.
@@ -59,8 +48,8 @@ func (r run) start(t *testing.T, name string, version int) *process {
 // startWith is start with the kubeconfig given.
 func (r run) startWith(t *testing.T, name string, version int, kubeconfig string) *process {
 	t.Helper()
-	p := &process{t: t, name: name, version: version, metrics: freeAddr(t), exited: make(chan struct{})}
-	p.cmd = exec.Command(r.bin,
+	p := &process{t: t, name: name, version: version, metrics: proctest.FreeAddr(t)}
+	p.Process = proctest.Start(t, name, r.bin, []string{
 		"-kubeconfig", kubeconfig,
 		"-identity", name,
 		"-namespace", r.namespace,
@@ -72,60 +61,15 @@ func (r run) startWith(t *testing.T, name string, version int, kubeconfig string
 		"-retry-period", retryPeriod.String(),
 		"-tick", tick.String(),
 		fmt.Sprintf("-ignore-newer=%t", r.ignoreNewer && version == 1),
-	)
-	// Should the test binary die, the kernel kills the operator too.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := writerFunc(func(b []byte) (int, error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.logs.Write(b)
-	})
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		defer close(p.exited)
-		err := p.cmd.Wait()
-		if !p.signalled.Load() {
-			t.Errorf("%s exited by itself: %v", name, err)
-		}
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("%s's log:\n%s", name, p.log())
-		}
-	})
+	}, proctest.Options{})
 	return p
-}
-
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// log returns the process's log so far.
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
 }
 
 // linesWith counts the lines of the process's log that hold every one of
 // the strings.
 func (p *process) linesWith(all ...string) int {
 	n := 0
-	for l := range strings.Lines(p.log()) {
+	for l := range strings.Lines(p.Log()) {
 		found := true
 		for _, s := range all {
 			found = found && strings.Contains(l, s)
@@ -141,32 +85,11 @@ func (p *process) linesWith(all ...string) int {
 // test unless it exited with status 0.
 func (p *process) stop() time.Time {
 	p.t.Helper()
-	p.signalled.Store(true)
-	at := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		p.t.Fatalf("sending SIGTERM to %s: %v", p.name, err)
-	}
-	select {
-	case <-p.exited:
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			p.t.Errorf("%s exited with %d after SIGTERM, want 0", p.name, code)
-		}
-	case <-time.After(time.Minute):
-		p.t.Fatalf("%s did not exit within a minute of SIGTERM", p.name)
+	at := p.Signal(syscall.SIGTERM)
+	if code := p.WaitExit(time.Minute); code != 0 {
+		p.t.Errorf("%s exited with %d after SIGTERM, want 0", p.name, code)
 	}
 	return at
-}
-
-// kill ends the process if it still runs, and waits for it.
-func (p *process) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.signalled.Store(true)
-	_ = p.cmd.Process.Kill()
-	<-p.exited
 }
 
 // metric reads the process's metrics endpoint and sums the samples of
@@ -270,7 +193,3 @@ func (s *scenario) holdAll(newest *process, aside ...*process) {
 	})
 	s.t.Logf("%s holds every slot: %s", newest.name, now)
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

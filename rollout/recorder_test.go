@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kfsm/kfsm/internal/proctest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -380,17 +381,5 @@ func (r *recorder) dump() {
 // process died).
 func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, why := cond()
-		switch {
-		case ok:
-			return
-		case t.Failed():
-			t.Fatalf("gave up waiting for %s, as the test has failed: %s", what, why)
-		case time.Now().After(deadline):
-			t.Fatalf("timed out after %v waiting for %s: %s", within, what, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proctest.Eventually(t, within, what, cond)
 }

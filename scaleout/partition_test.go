@@ -177,7 +177,7 @@ func TestAPartitionedReplicaLosesItsSlots(t *testing.T) {
 	f := newFleet(t, bin, env.Config(), env.Client, env.Namespace)
 	cable, through := newPartition(t, env.Config())
 	f.start("a", "b")
-	f.startWith("c", writeKubeconfig(t, through))
+	f.startWith("c", proctest.Kubeconfig(t, through))
 	f.share("a", "b", "c")
 	f.create(gadgets)
 	f.converge(1, gadgets)

@@ -3,83 +3,23 @@
 package scaleout_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kfsm/kfsm/internal/proctest"
 )
-
-// writeKubeconfig writes a kubeconfig with cfg's server and credentials,
-// for the operator processes.
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{
-		Server:                   cfg.Host,
-		CertificateAuthority:     cfg.CAFile,
-		CertificateAuthorityData: cfg.CAData,
-		TLSServerName:            cfg.ServerName,
-		InsecureSkipTLSVerify:    cfg.Insecure,
-	}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{
-		ClientCertificate:     cfg.CertFile,
-		ClientCertificateData: cfg.CertData,
-		ClientKey:             cfg.KeyFile,
-		ClientKeyData:         cfg.KeyData,
-		Token:                 cfg.BearerToken,
-	}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
-	kc.CurrentContext = "test"
-	name := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, name); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
 
 // process is one operator process.
 type process struct {
-	t       *testing.T
-	name    string
+	*proctest.Process
 	metrics string // host:port of its metrics endpoint
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed once it has exited
-	// signalled is set once the test has sent a signal: until then, an
-	// exit is a failure, and died is set.
-	signalled, died atomic.Bool
-
-	mu   sync.Mutex
-	logs bytes.Buffer
 }
 
 // startOperator starts the operator as the named replica. The process is
@@ -87,8 +27,8 @@ type process struct {
 // failed.
 func startOperator(t *testing.T, bin, kubeconfig, namespace, name, recorder string) *process {
 	t.Helper()
-	p := &process{t: t, name: name, metrics: freeAddr(t), exited: make(chan struct{})}
-	p.cmd = exec.Command(bin,
+	p := &process{metrics: proctest.FreeAddr(t)}
+	p.Process = proctest.Start(t, name, bin, []string{
 		"-kubeconfig", kubeconfig,
 		"-identity", name,
 		"-namespace", namespace,
@@ -98,94 +38,23 @@ func startOperator(t *testing.T, bin, kubeconfig, namespace, name, recorder stri
 		"-renew-deadline", renewDeadline.String(),
 		"-retry-period", retryPeriod.String(),
 		"-work", work.String(),
-	)
-	// Should the test binary die, the kernel kills the operator too.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := writerFunc(func(b []byte) (int, error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.logs.Write(b)
-	})
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		defer close(p.exited)
-		err := p.cmd.Wait()
-		if !p.signalled.Load() {
-			p.died.Store(true)
-			t.Errorf("%s exited by itself: %v", name, err)
-		}
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("%s's log, its last %d lines but the transitions of single gadgets:\n%s", name, logTail, p.tail(logTail))
-		}
-	})
+	}, proctest.Options{ShowLog: tail})
 	return p
 }
 
 // logTail is how many lines of a replica's log a failed test shows.
 const logTail = 150
 
-// log returns the process's log so far.
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
-
-// tail returns the last n lines of the process's log, leaving out the
-// transitions of single gadgets, which the recorder has.
-func (p *process) tail(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// tail is the last logTail lines of a log, leaving out the transitions of
+// single gadgets, which the recorder has.
+func tail(log string) string {
 	var lines []string
-	for l := range strings.Lines(p.logs.String()) {
+	for l := range strings.Lines(log) {
 		if !strings.Contains(l, `"msg"="transition"`) {
 			lines = append(lines, l)
 		}
 	}
-	return strings.Join(lines[max(0, len(lines)-n):], "")
-}
-
-// signal sends sig to the process and returns when it was sent: just
-// before, so that times measured from it are never too short.
-func (p *process) signal(sig syscall.Signal) time.Time {
-	p.t.Helper()
-	p.signalled.Store(true)
-	at := time.Now()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("sending %v to %s: %v", sig, p.name, err)
-	}
-	return at
-}
-
-// waitExit waits until the process exits and returns its exit code (-1
-// if a signal killed it).
-func (p *process) waitExit(within time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.exited:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(within):
-		p.t.Fatalf("%s did not exit within %v", p.name, within)
-		return 0
-	}
-}
-
-// kill ends the process if it still runs, and waits for it.
-func (p *process) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.signalled.Store(true)
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	return fmt.Sprintf("its last %d lines but the transitions of single gadgets:\n%s", logTail, strings.Join(lines[max(0, len(lines)-logTail):], ""))
 }
 
 // scrape reads the process's metrics.
@@ -200,12 +69,12 @@ func (p *process) scrape(ctx context.Context) (metrics, error) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s's metrics endpoint answered %s", p.name, resp.Status)
+		return nil, fmt.Errorf("%s's metrics endpoint answered %s", p.Name, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("%s's metrics: %w", p.name, err)
+		return nil, fmt.Errorf("%s's metrics: %w", p.Name, err)
 	}
 	return families, nil
 }
@@ -253,7 +122,3 @@ func hasLabels(s *dto.Metric, pairs []string) bool {
 	}
 	return true
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

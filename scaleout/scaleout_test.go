@@ -131,7 +131,7 @@ func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 
 	t.Log("step 3: SIGKILL c; a and b take its gadgets over once its Lease expires")
 	ofC := f.rec.lastBy("c")
-	killed := f.replicas["c"].signal(syscall.SIGKILL)
+	killed := f.replicas["c"].Signal(syscall.SIGKILL)
 	f.rec.kill("c", killed)
 	// One gadget of each of c's slots changes at the kill, and only they:
 	// what is measured is how soon every slot of c's is taken over, not
@@ -151,7 +151,7 @@ func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 	}
 	f.bump(2, gadgets)
 	f.converge(2, gadgets)
-	if code := f.replicas["c"].waitExit(10 * time.Second); code != -1 {
+	if code := f.replicas["c"].WaitExit(10 * time.Second); code != -1 {
 		t.Errorf("c exited with %d after SIGKILL, want death by the signal", code)
 	}
 	round2 := f.rec.last(2)
@@ -223,7 +223,7 @@ func TestAFrozenReplicaActsOnNothingItLost(t *testing.T) {
 	f.converge(1, gadgets)
 	ofB := f.rec.lastBy("b")
 
-	stopped := f.replicas["b"].signal(syscall.SIGSTOP)
+	stopped := f.replicas["b"].Signal(syscall.SIGSTOP)
 	f.bumpUIDs(2, ofB)
 	f.share("a")
 	convergedOfB := f.convergeUIDs(2, ofB)
@@ -234,7 +234,7 @@ func TestAFrozenReplicaActsOnNothingItLost(t *testing.T) {
 	f.converge(2, gadgets)
 	f.checkRepeats("b's freeze", stopped)
 
-	woke := f.replicas["b"].signal(syscall.SIGCONT)
+	woke := f.replicas["b"].Signal(syscall.SIGCONT)
 	f.share("a", "b")
 	rejoined := f.acquired("b")
 	if !rejoined.After(woke) {
@@ -338,7 +338,7 @@ type fleet struct {
 func newFleet(t *testing.T, bin string, cfg *rest.Config, c client.Client, namespace string) *fleet {
 	t.Helper()
 	return &fleet{
-		t: t, bin: bin, kubeconfig: writeKubeconfig(t, cfg), namespace: namespace, client: c,
+		t: t, bin: bin, kubeconfig: proctest.Kubeconfig(t, cfg), namespace: namespace, client: c,
 		rec: newRecorder(t), replicas: map[string]*process{}, seen: newTracker(t, cfg, c.Scheme(), namespace),
 	}
 }
@@ -362,10 +362,10 @@ func (f *fleet) startWith(name, kubeconfig string) {
 func (f *fleet) stop(names ...string) {
 	f.t.Helper()
 	for _, n := range names {
-		f.replicas[n].signal(syscall.SIGTERM)
+		f.replicas[n].Signal(syscall.SIGTERM)
 	}
 	for _, n := range names {
-		if code := f.replicas[n].waitExit(time.Minute); code != 0 {
+		if code := f.replicas[n].WaitExit(time.Minute); code != 0 {
 			f.t.Errorf("%s exited with %d after SIGTERM, want 0", n, code)
 		}
 	}
@@ -563,7 +563,7 @@ func (f *fleet) cutOff() map[types.UID]bool {
 	f.t.Helper()
 	names := map[string]bool{}
 	for _, p := range f.replicas {
-		for _, m := range cutOffWrite.FindAllStringSubmatch(p.log(), -1) {
+		for _, m := range cutOffWrite.FindAllStringSubmatch(p.Log(), -1) {
 			names[m[1]] = true
 		}
 	}
@@ -831,7 +831,7 @@ func (f *fleet) eventually(within, interval time.Duration, cond func() (bool, st
 // died reports whether a replica has exited by itself.
 func (f *fleet) died() bool {
 	for _, p := range f.replicas {
-		if p.died.Load() {
+		if p.Died() {
 			return true
 		}
 	}

@@ -1,5 +1,6 @@
 // Package proctest builds the programs that tests run as separate OS
-// processes.
+// processes, and runs them (on Linux, where the kernel kills them should
+// the test binary die).
 package proctest
 
 import (
