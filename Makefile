@@ -16,11 +16,11 @@ PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 .PHONY: test fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
 ## test: run every test, with the race detector, against a real API server
-## (four packages at a time: they mostly wait on their API servers, so on
-## two cores four finish sooner than go test's default of two, or three),
-## and the tests of make release's checks
+## (three packages at a time: they mostly wait on their API servers, so on
+## two cores three finish sooner than go test's default of two), and the
+## tests of make release's checks
 test: assets
-	$(GO) test -race -count=1 -timeout 30m -p 4 $(PACKAGES)
+	$(GO) test -race -count=1 -timeout 30m -p 3 $(PACKAGES)
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -run '^TestRelease' .
 
 ## fleet-test: the tests at the size of a fleet, too slow for make test: 1,000 objects in
