@@ -65,26 +65,12 @@ func (m *Machine[T]) PublishGraph(on bool) *Machine[T] {
 // same machine, resource and graph writes nothing, whichever version of
 // kfsm the annotation names.
 func (m *Machine[T]) GraphAnnotation(resource PublishedResource) (key, value string, err error) {
-	g, err := m.compactGraph()
+	g, err := m.Graph().CompactJSON()
 	if err != nil {
 		return "", "", err
 	}
 	value, err = m.published(g, resource)
 	return AnnotationGraphPrefix + m.name, value, err
-}
-
-// compactGraph is the machine's graph as graph.Graph's JSON writes it,
-// without spaces.
-func (m *Machine[T]) compactGraph() ([]byte, error) {
-	doc, err := m.Graph().JSON()
-	if err != nil {
-		return nil, err
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, doc); err != nil {
-		return nil, err
-	}
-	return compact.Bytes(), nil
 }
 
 // published is the value of the machine's annotation.
@@ -120,7 +106,7 @@ func (m *Machine[T]) publishWith(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	g, err := m.compactGraph()
+	g, err := m.Graph().CompactJSON()
 	if err != nil {
 		return err
 	}

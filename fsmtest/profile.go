@@ -270,15 +270,11 @@ func (p *Profile) WriteTo(w io.Writer) (int64, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.machines)) {
 		m := p.machines[name]
-		js, err := m.graph.JSON()
+		js, err := m.graph.CompactJSON()
 		if err != nil {
 			return 0, fmt.Errorf("machine %s: %w", name, err)
 		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, js); err != nil {
-			return 0, fmt.Errorf("machine %s: %w", name, err)
-		}
-		if err := enc.Encode(profileGraph{Machine: name, Graph: compact.Bytes()}); err != nil {
+		if err := enc.Encode(profileGraph{Machine: name, Graph: js}); err != nil {
 			return 0, err
 		}
 		for _, e := range m.edges {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -187,6 +188,21 @@ func (g *Graph) JSON() ([]byte, error) {
 		return nil, err
 	}
 	return append(data, '\n'), nil
+}
+
+// CompactJSON is JSON without its spaces and its final newline: the form
+// a published graph, a lock's earlier versions and a coverage profile
+// carry on one line.
+func (g *Graph) CompactJSON() ([]byte, error) {
+	doc, err := g.JSON()
+	if err != nil {
+		return nil, err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc); err != nil {
+		return nil, err
+	}
+	return compact.Bytes(), nil
 }
 
 func (g *Graph) deletionSet() map[State]bool {

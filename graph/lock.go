@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,18 +51,14 @@ func (l *Lock) Earlier(current int) (map[string]json.RawMessage, error) {
 		if v >= current {
 			continue
 		}
-		doc, err := g.JSON()
+		doc, err := g.CompactJSON()
 		if err != nil {
-			return nil, err
-		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, doc); err != nil {
 			return nil, err
 		}
 		if out == nil {
 			out = map[string]json.RawMessage{}
 		}
-		out[strconv.Itoa(v)] = compact.Bytes()
+		out[strconv.Itoa(v)] = doc
 	}
 	return out, nil
 }
