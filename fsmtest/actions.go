@@ -27,7 +27,7 @@ func newActionLog() *actionLog {
 }
 
 // observe is the machine's OnAction observer.
-func (l *actionLog) observe(obj types.NamespacedName, _ string, a fsm.Action) {
+func (l *actionLog) observe(obj types.NamespacedName, name string, a fsm.Action) {
 	l.mu.Lock()
 	life := l.life
 	if a.State == fsm.ActionPending {
@@ -43,7 +43,7 @@ func (l *actionLog) observe(obj types.NamespacedName, _ string, a fsm.Action) {
 	}
 	l.mu.Unlock()
 	if life != nil {
-		life.action(a)
+		life.action(obj, name, a)
 	}
 }
 

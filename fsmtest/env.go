@@ -118,6 +118,9 @@ func (e *Env) Config() *rest.Config {
 // injects faults.
 func (e *Env) operatorConfig(l *life) *rest.Config {
 	cfg := e.Config()
+	// JSON for every kind, so that fsmtest can read what the operator
+	// writes and the events its watches deliver.
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
 	cfg.Impersonate = pkg.operatorAs
 	cfg.Wrap(func(rt httpRoundTripper) httpRoundTripper { return &transport{next: rt, api: e.api, life: l} })
 	return cfg
@@ -131,6 +134,7 @@ func (e *Env) Create(obj client.Object) {
 	if err := e.Client.Create(context.Background(), obj); err != nil {
 		e.T.Fatalf("fsmtest: creating %s: %v", e.describe(obj), err)
 	}
+	e.snap.created(e.apiKey(obj))
 	e.snap.change("create " + e.describe(obj))
 }
 

@@ -69,6 +69,10 @@ type faultOptions struct {
 	lag     time.Duration
 	timeout time.Duration
 	also    []func(*Env) func(manager.Manager) error
+
+	// Explore's:
+	depth, maxRuns, parallel int
+	budget                   time.Duration
 }
 
 // Only injects these classes of fault.
@@ -192,10 +196,10 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 			switch class {
 			case Crash, FailWrite:
 				for k := 1; k <= len(writes); k++ {
-					f := &faults{crashAfter: k}
+					f := scheduled(schedule{{Kind: atomCrash, N: k}})
 					what := "crash after write %d (%s)"
 					if class == FailWrite {
-						f = &faults{failBefore: k}
+						f = scheduled(schedule{{Kind: atomFail, N: k}})
 						what = "write %d (%s) failed before reaching the server"
 					}
 					one(fmt.Sprintf("write-%d", k), fmt.Sprintf(what, k, writes[k-1]), f, &snapshots{holdUntil: -1})
@@ -212,9 +216,9 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 					t.Logf("the clean run started no action")
 				}
 				for k := 1; k <= actions; k++ {
-					one(fmt.Sprintf("start-%d", k), fmt.Sprintf("crash as the work of action %d starts", k), &faults{inAction: k}, &snapshots{holdUntil: -1})
+					one(fmt.Sprintf("start-%d", k), fmt.Sprintf("crash as the work of action %d starts", k), scheduled(schedule{{Kind: atomActionStart, N: k}}), &snapshots{holdUntil: -1})
 					one(fmt.Sprintf("end-%d", k), fmt.Sprintf("crash as the work of action %d returns, before its outcome is written", k),
-						&faults{inAction: k, atActionEnd: true}, &snapshots{holdUntil: -1})
+						scheduled(schedule{{Kind: atomActionEnd, N: k}}), &snapshots{holdUntil: -1})
 				}
 			case Bursts:
 				last := clean.lastChange()
@@ -246,6 +250,10 @@ type snapshots struct {
 	holdUntil int    // bursts: the operator starts once this op is done; -1 for none
 	start     func()
 	started   bool
+
+	// For a run of Explore:
+	trace *tracker
+	mine  []apiKey // the objects the scenario created
 }
 
 type snapshot struct {
@@ -259,6 +267,7 @@ func (s *snapshots) change(what string) {
 		return
 	}
 	s.ops = append(s.ops, what)
+	s.trace.change()
 	if s.holdUntil >= 0 && !s.started && len(s.ops)-1 >= s.holdUntil {
 		s.started = true
 		s.start()
@@ -266,6 +275,13 @@ func (s *snapshots) change(what string) {
 }
 
 func (s *snapshots) deleted() { s.change("delete") }
+
+// created notes an object that the scenario created.
+func (s *snapshots) created(k apiKey) {
+	if s != nil {
+		s.mine = append(s.mine, k)
+	}
+}
 
 // skipping reports whether an Await is to be skipped: in a burst, the
 // operator is not running yet.
@@ -320,7 +336,7 @@ func (s *snapshots) settled(e *Env, what string) {
 }
 
 // compare fails t where the run's snapshots differ from the clean run's.
-func (s *snapshots) compare(t *testing.T) {
+func (s *snapshots) compare(t testing.TB) {
 	t.Helper()
 	for i, want := range s.clean.taken {
 		got, ok := s.taken[i]

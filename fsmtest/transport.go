@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/kfsm/kfsm/fsm"
 )
 
@@ -125,33 +127,63 @@ func (l *life) crash() {
 // action crashes the process at the action start or end that its faults
 // name. It runs before the work starts, or once it returned and before
 // the object is queued to record the outcome.
-func (l *life) action(a fsm.Action) {
+func (l *life) action(obj types.NamespacedName, name string, a fsm.Action) {
 	f := l.faults
-	if f == nil || f.inAction == 0 || (a.State != fsm.ActionPending) != f.atActionEnd {
+	if f == nil {
 		return
 	}
-	if int(f.actions.Add(1)) == f.inAction {
+	end := a.State != fsm.ActionPending
+	n, kind := &f.starts, atomActionStart
+	if end {
+		n, kind = &f.ends, atomActionEnd
+	}
+	at := atom{Kind: kind, N: int(n.Add(1))}
+	seq := f.trace.action(at, obj, name)
+	if f.strikes(at, seq) {
 		l.crash()
 	}
 }
 
 // faults is what fsmtest does to the operator's requests in a
-// fault-injection run; writes are numbered from 1 across the run's
-// processes.
+// fault-injection run: the atoms of its schedule, and the periodic faults
+// of Faults' classes. Writes are numbered from 1 across the run's
+// processes, and so are watch events (by resource) and action starts and
+// ends.
 type faults struct {
-	crashAfter    int // the process dies once write k is answered
-	failBefore    int // write k fails before it reaches the server
+	schedule      map[atom]bool
 	conflictEvery int // every n-th write from write conflictFrom is answered 409 Conflict
 	conflictFrom  int
 	watchLag      time.Duration // watch events reach the operator this late
-	inAction      int           // the process dies at the start of action k (or at its end)
-	atActionEnd   bool
-	actions       atomic.Int64 // action starts (or ends) so far
+	trace         *tracker      // records where faults may strike, when exploring
 
-	n atomic.Int64 // writes so far
+	n            atomic.Int64 // writes so far
+	starts, ends atomic.Int64 // action starts and ends so far
 
 	mu         sync.Mutex
 	conflicted map[string]bool // writes answered 409 last time
+	gone       map[string]bool // resources whose next watch is answered 410 Gone
+}
+
+// scheduled makes the faults of a schedule.
+func scheduled(s schedule) *faults {
+	f := &faults{schedule: map[atom]bool{}}
+	for _, a := range s {
+		if a.Kind == atomLag {
+			f.watchLag = exploreLag
+		}
+		f.schedule[a] = true
+	}
+	return f
+}
+
+// strikes reports whether the schedule holds atom a, and notes where it
+// struck.
+func (f *faults) strikes(a atom, seq int) bool {
+	if f == nil || !f.schedule[a] {
+		return false
+	}
+	f.trace.struck(a, seq)
+	return true
 }
 
 // mayConflict reports whether a write may be answered 409: not the same
@@ -194,6 +226,10 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if t.life != nil && t.life.crashed.Load() {
 		return nil, errCrashed
 	}
+	var f *faults
+	if t.life != nil {
+		f = t.life.faults
+	}
 	verb := writeVerb(req)
 	key, sub, ok := parsePath(req.URL.Path)
 	if verb == "" && ok && key.Name != "" && req.Method == http.MethodGet {
@@ -204,34 +240,25 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	// operator is, are not the machine's writes to objects: they are
 	// neither counted nor faulted.
 	if verb == "" || !ok || key.Resource == "events" || key.Resource == "customresourcedefinitions" || key.Resource == "selfsubjectreviews" {
-		resp, err := t.next.RoundTrip(req)
-		if err == nil && t.life != nil && t.life.faults != nil && t.life.faults.watchLag > 0 && req.URL.Query().Get("watch") == "true" {
-			resp.Body = lagging(resp.Body, t.life.faults.watchLag)
-		}
-		return resp, err
+		return f.watch(t.next, req, key.Resource)
 	}
-	k := 0
-	var f *faults
-	if t.life != nil && t.life.faults != nil {
-		f = t.life.faults
-		k = int(f.n.Add(1))
-		switch {
-		case k == f.failBefore:
-			return nil, fmt.Errorf("fsmtest: write %d (%s %s) failed before reaching the API server (injected)", k, verb, key.Name)
-		case f.conflictEvery > 0 && k >= f.conflictFrom && (k-f.conflictFrom)%f.conflictEvery == 0 && f.mayConflict(verb, key, sub):
-			return conflict(req, key), nil
-		}
+	if f == nil {
+		return t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
 	}
-	t.api.begin()
-	resp, err := t.next.RoundTrip(req)
-	w := Write{Verb: verb, apiKey: key, Subresource: sub}
+	k := int(f.n.Add(1))
+	seq := f.trace.write(req, k, Write{Verb: verb, apiKey: key, Subresource: sub})
+	switch {
+	case f.strikes(atom{Kind: atomFail, N: k}, seq):
+		return nil, fmt.Errorf("fsmtest: write %d (%s %s) failed before reaching the API server (injected)", k, verb, key.Name)
+	case conflictable(verb) && f.strikes(atom{Kind: atomConflict, N: k}, seq),
+		f.conflictEvery > 0 && k >= f.conflictFrom && (k-f.conflictFrom)%f.conflictEvery == 0 && f.mayConflict(verb, key, sub):
+		return conflict(req, key), nil
+	}
+	resp, err := t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
 	if err == nil && resp.StatusCode < 300 {
-		w = t.read(resp, w)
-		t.api.done(&w)
-	} else {
-		t.api.done(nil)
+		f.trace.wrote(k, key)
 	}
-	if f != nil && k == f.crashAfter && err == nil {
+	if err == nil && f.strikes(atom{Kind: atomCrash, N: k}, seq) {
 		// The write reached the server; the process that made it never
 		// learns so, and does nothing after it.
 		_ = resp.Body.Close()
@@ -240,6 +267,23 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// send makes write w, and logs it once the API server answered.
+func (t *transport) send(req *http.Request, w Write) (*http.Response, error) {
+	t.api.begin()
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode < 300 {
+		w = t.read(resp, w)
+		t.api.done(&w)
+	} else {
+		t.api.done(nil)
+	}
+	return resp, err
+}
+
+// conflictable reports whether a write of this verb can lose a race: it
+// changes an object that exists.
+func conflictable(verb string) bool { return verb == "update" || verb == "patch" || verb == "apply" }
 
 // read takes the name and resourceVersion of the object in a write's
 // answer, and puts the answer back for the client.

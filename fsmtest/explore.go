@@ -1,0 +1,398 @@
+package fsmtest
+
+import (
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kfsm/kfsm/fsm"
+)
+
+var (
+	exploreSchedule = flag.String("kfsm.explore", "", "run only this schedule of faults in Explore (as a failure's replay command gives it), with the clean run")
+	exploreDepth    = flag.Int("kfsm.depth", 0, "combine up to this many faults in Explore, whatever the test says")
+)
+
+// Depth is how many faults Explore combines in one run, at most; the
+// default is 1. The -kfsm.depth flag overrides it.
+func Depth(k int) FaultOption { return func(o *faultOptions) { o.depth = k } }
+
+// Budget bounds the time that Explore spends on its faulty runs; the
+// schedules it had no time for are cut, and its report says how many.
+// The default is ten minutes.
+func Budget(d time.Duration) FaultOption { return func(o *faultOptions) { o.budget = d } }
+
+// MaxRuns bounds the number of Explore's faulty runs, as Budget bounds
+// their time.
+func MaxRuns(n int) FaultOption { return func(o *faultOptions) { o.maxRuns = n } }
+
+// Parallel is how many of Explore's runs share the package's API server
+// at once; the default is twice GOMAXPROCS, at most 6: a run mostly waits.
+func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n } }
+
+// Explore runs scenario once as it is, then under every combination of up
+// to Depth faults, each at a point of the run where it can strike:
+//
+//   - crash:N, the operator process dies once write N reached the server;
+//   - fail:N, write N fails before it reaches the server;
+//   - conflict:N, write N (an update or a patch) is answered 409 Conflict;
+//   - delay:R:N, watch event N of resource R, and those after it on its
+//     watch, reach the operator a second late, while the other watches go
+//     on: events of parent and children out of order;
+//   - relist:R:N, the watch of R breaks at event N, which is lost, and the
+//     cache lists anew: intermediate states never seen;
+//   - action-start:N and action-end:N, the process dies as the work of
+//     action N starts, or as it returns before its outcome is written;
+//   - lag, every watch event reaches the operator late: stale reads.
+//
+// A run with k faults is made from one with k-1 that passed, with the new
+// fault at a point after the last one struck. Points are deduplicated by
+// an abstraction of the world there: what the scenario changed so far,
+// what the operator last wrote to each object (times, UIDs, versions and
+// the history of transitions left out) and what happens at the point. A
+// fault at a point with the key of one explored before is not run again:
+// the recovery after a fault mostly repeats the clean run's points, so
+// that depth 2 costs little more than depth 1. Runs share the package's
+// API server, Parallel at a time, each in a namespace and an operator of
+// its own, within Budget.
+//
+// Every run, the clean one included, is checked against these oracles:
+//
+//   - its snapshots at each Await equal the clean run's, as in Faults;
+//   - it comes to rest (eventual stable reconciliation): once the scenario
+//     ended and the operator is quiet, a new operator process, which reads
+//     every object anew as a resync does, makes no write and takes no
+//     transition;
+//   - no handler ran on a copy older than one the operator had written;
+//   - nothing is left being deleted (a leaked finalizer), no child that
+//     kfsm labels as a machine's lacks both its parent and an owner
+//     reference (an orphan), and the operator wrote no object that the
+//     scenario created other than the machine's own.
+//
+// A failure is shrunk to the fewest of its faults that still fail, and
+// reported with the faults, what failed, the transitions of the run
+// beside the clean run's, and a command that runs that schedule again.
+// The report of what was explored (schedules generated, deduplicated,
+// run, cut) is logged. Explore is skipped with -short.
+func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scenario func(*Env), opts ...FaultOption) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("fault exploration runs without -short")
+	}
+	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, parallel: min(6, 2*runtime.GOMAXPROCS(0))}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if *exploreDepth > 0 {
+		o.depth = *exploreDepth
+	}
+	x := &explorer{t: t, o: o, visited: map[uint64]bool{}, runs: map[string]*outcome{}, start: time.Now()}
+	x.run = func(s schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
+	x.explore()
+}
+
+// explorer is one Explore: its runs, and the points it explored.
+type explorer struct {
+	t     *testing.T
+	o     faultOptions
+	run   func(schedule) *outcome
+	clean *outcome
+	start time.Time
+
+	mu      sync.Mutex
+	visited map[uint64]bool     // the points explored, with the fault
+	runs    map[string]*outcome // by schedule
+	stats   []levelStats        // by depth
+}
+
+// levelStats counts the schedules of one depth.
+type levelStats struct {
+	generated, deduplicated, run, cut, failed int
+}
+
+// outcome is what one run did.
+type outcome struct {
+	schedule    schedule
+	failures    []string
+	points      []point
+	struck      map[atom]int
+	transitions []string
+	snaps       *snapshots
+	took        time.Duration
+}
+
+func (o *outcome) failed() bool { return len(o.failures) > 0 }
+
+// explore runs the clean run, then each depth in turn, and reports.
+func (x *explorer) explore() {
+	x.clean = x.run(nil)
+	if x.clean.failed() {
+		x.t.Errorf("fsmtest: the clean run failed, with no fault injected:\n%s", strings.Join(x.clean.failures, "\n"))
+		return
+	}
+	x.t.Logf("the clean run made %d points where faults may strike, in %v", len(x.clean.points), x.clean.took.Round(time.Millisecond))
+	if *exploreSchedule != "" {
+		s, err := parseSchedule(*exploreSchedule)
+		if err != nil {
+			x.t.Fatal(err)
+		}
+		x.report([]*outcome{x.run(s)})
+		return
+	}
+	frontier := []*outcome{x.clean}
+	var failed []*outcome
+	for depth := 1; depth <= x.o.depth && len(frontier) > 0; depth++ {
+		x.stats = append(x.stats, levelStats{})
+		var next []schedule
+		for _, out := range frontier {
+			next = append(next, x.extend(out, depth)...)
+		}
+		outs := x.runAll(next, depth)
+		frontier = frontier[:0]
+		for _, out := range outs {
+			if out.failed() {
+				failed = append(failed, out)
+			} else {
+				frontier = append(frontier, out)
+			}
+		}
+	}
+	x.t.Log(x.summary())
+	x.report(failed)
+}
+
+// extend makes the schedules of depth that add a fault to out's, at a
+// point after the last of out's faults struck, leaving out those whose
+// point and fault were explored already.
+func (x *explorer) extend(out *outcome, depth int) []schedule {
+	after := 0
+	for _, a := range out.schedule {
+		seq, ok := out.struck[a]
+		if !ok {
+			return nil // a fault that never struck: the run was the clean one
+		}
+		if a.Kind == atomLag || a.Kind == atomBurst {
+			continue
+		}
+		after = max(after, seq)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	st := &x.stats[depth-1]
+	var next []schedule
+	if len(out.schedule) == 0 {
+		st.generated++
+		next = append(next, schedule{{Kind: atomLag}})
+		if out.snaps.lastChange() > 0 {
+			st.generated++
+			next = append(next, schedule{{Kind: atomBurst}})
+		}
+	}
+	for _, p := range out.points {
+		if p.seq <= after {
+			continue
+		}
+		for _, a := range p.atoms {
+			st.generated++
+			h := fnv.New64a()
+			fmt.Fprint(h, p.key, a.Kind)
+			if x.visited[h.Sum64()] {
+				st.deduplicated++
+				continue
+			}
+			x.visited[h.Sum64()] = true
+			next = append(next, append(slices.Clone(out.schedule), a))
+		}
+	}
+	return next
+}
+
+// runAll runs the schedules, Parallel at a time, until the budget is
+// spent.
+func (x *explorer) runAll(ss []schedule, depth int) []*outcome {
+	outs := make([]*outcome, len(ss))
+	sem := make(chan struct{}, max(1, x.o.parallel))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		if x.spent() {
+			x.mu.Lock()
+			x.stats[depth-1].cut += len(ss) - i
+			x.mu.Unlock()
+			break
+		}
+		sem <- struct{}{}
+		x.mu.Lock()
+		x.stats[depth-1].run++
+		x.mu.Unlock()
+		wg.Go(func() {
+			defer func() { <-sem }()
+			outs[i] = x.run(s)
+			if outs[i].failed() {
+				x.mu.Lock()
+				x.stats[depth-1].failed++
+				x.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(outs, func(o *outcome) bool { return o == nil })
+}
+
+// spent reports whether the budget of time or runs is spent.
+func (x *explorer) spent() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	runs := 0
+	for _, st := range x.stats {
+		runs += st.run
+	}
+	return (x.o.budget > 0 && time.Since(x.start) > x.o.budget) || (x.o.maxRuns > 0 && runs >= x.o.maxRuns)
+}
+
+// summary says what was explored.
+func (x *explorer) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "explored up to %d fault(s) in %v:", x.o.depth, time.Since(x.start).Round(time.Second))
+	for i, st := range x.stats {
+		fmt.Fprintf(&b, "\n  depth %d: %d schedules generated, %d deduplicated, %d run, %d cut by the budget, %d failed",
+			i+1, st.generated, st.deduplicated, st.run, st.cut, st.failed)
+	}
+	return b.String()
+}
+
+// once runs s, or returns its run if it ran already.
+func (x *explorer) once(s schedule) *outcome {
+	x.mu.Lock()
+	out, ok := x.runs[s.String()]
+	x.mu.Unlock()
+	if ok {
+		return out
+	}
+	out = x.run(s)
+	x.mu.Lock()
+	x.runs[s.String()] = out
+	x.mu.Unlock()
+	return out
+}
+
+// shrink returns the smallest part of a failed run's faults that still
+// fails, trying the parts from the smallest up: delta debugging, which
+// for a handful of faults is every part.
+func (x *explorer) shrink(out *outcome) *outcome {
+	n := len(out.schedule)
+	for size := 1; size < n; size++ {
+		for _, part := range subsets(out.schedule, size) {
+			if small := x.once(part); small.failed() {
+				return x.shrink(small)
+			}
+		}
+	}
+	return out
+}
+
+// subsets returns the parts of s with size faults, in order.
+func subsets(s schedule, size int) []schedule {
+	if size == 0 {
+		return []schedule{nil}
+	}
+	var out []schedule
+	for i := range s {
+		for _, rest := range subsets(s[i+1:], size-1) {
+			out = append(out, append(schedule{s[i]}, rest...))
+		}
+	}
+	return out
+}
+
+// report fails the test with each failed run, shrunk, once.
+func (x *explorer) report(failed []*outcome) {
+	seen := map[string]bool{}
+	shown := 0
+	for _, out := range failed {
+		if out.failed() && len(out.schedule) > 1 {
+			out = x.shrink(out)
+		}
+		if !out.failed() || seen[out.schedule.String()] {
+			continue
+		}
+		seen[out.schedule.String()] = true
+		if shown++; shown > 5 {
+			continue
+		}
+		x.t.Error(x.describe(out))
+	}
+	if shown > 5 {
+		x.t.Errorf("fsmtest: and %d more failed schedules", shown-5)
+	}
+}
+
+// describe is the report of a failed run: its faults, what failed, its
+// transitions beside the clean run's, and its replay command.
+func (x *explorer) describe(out *outcome) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "fsmtest: a run with %d fault(s) failed:\n", len(out.schedule))
+	for _, a := range out.schedule {
+		fmt.Fprintf(&b, "  %s: %s\n", a, a.describe(out.at(a)))
+	}
+	for _, f := range out.failures {
+		b.WriteString(indent(f))
+		b.WriteString("\n")
+	}
+	b.WriteString("transitions, the clean run's | this run's:\n")
+	b.WriteString(besides(x.clean.transitions, out.transitions))
+	fmt.Fprintf(&b, "replay: go test -run '%s' . -kfsm.explore='%s'", runPattern(x.t.Name()), out.schedule)
+	return b.String()
+}
+
+// at describes the point where a struck.
+func (o *outcome) at(a atom) string {
+	seq, ok := o.struck[a]
+	if !ok || seq < 1 || seq > len(o.points) {
+		return ""
+	}
+	return o.points[seq-1].what
+}
+
+// besides lays two lists of lines side by side.
+func besides(left, right []string) string {
+	width := 0
+	for _, l := range left {
+		width = max(width, len(l))
+	}
+	var b strings.Builder
+	for i := range max(len(left), len(right)) {
+		var l, r string
+		if i < len(left) {
+			l = left[i]
+		}
+		if i < len(right) {
+			r = right[i]
+		}
+		mark := "|"
+		if l != r {
+			mark = "≠"
+		}
+		fmt.Fprintf(&b, "  %-*s %s %s\n", width, l, mark, r)
+	}
+	return b.String()
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// runPattern is the -run pattern of the test named name alone.
+func runPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,108 @@
+package fsmtest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// A correct machine passes every combination of two faults, and most of
+// the second faults fall on points explored already.
+func TestExplorePassesACorrectMachine(t *testing.T) {
+	fsmtest.Explore(t, generated(false), createAndDelete, fsmtest.Depth(2))
+}
+
+// restless counts its runs in its status when broken: every resync
+// writes.
+func restless(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return fsm.New[*v1alpha1.Gadget]("restless", fsm.Lifecycle).
+			Initial(Working).
+			State(Working, func(_ context.Context, r *request) fsm.Result {
+				if broken {
+					r.Object.Status.Count++
+				}
+				return fsm.Done()
+			}, fsm.To(Ready)).
+			State(Ready, nil, fsm.Final()).
+			OnDelete(Cleanup).
+			State(Cleanup, nil, fsm.Final())
+	}
+}
+
+// The broken machines of sloppy, and one that never comes to rest, fail
+// Explore at depth 1, each with its faults, a replay command, and the
+// transitions beside the clean run's. They run in a test process of their
+// own, whose failure is the expected outcome.
+func TestExploreCatchesBrokenMachines(t *testing.T) {
+	if os.Getenv("FSMTEST_EXPLORE_BROKEN") != "" {
+		t.Skip("running inside the broken machines' own process")
+	}
+	if testing.Short() {
+		t.Skip("fault exploration runs without -short")
+	}
+	t.Parallel() // another process does the work
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestExploreBrokenMachines$", "-test.v")
+	cmd.Env = append(os.Environ(), "FSMTEST_EXPLORE_BROKEN=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the broken machines passed exploration:\n%s", out)
+	}
+	for name := range sloppy {
+		if !strings.Contains(string(out), "--- FAIL: TestExploreBrokenMachines/"+name+" ") {
+			t.Errorf("%s: Explore did not fail it", name)
+		}
+		if !strings.Contains(string(out), "replay: go test -run '^TestExploreBrokenMachines$/^"+name+"$' . -kfsm.explore='") {
+			t.Errorf("%s: no replay command", name)
+		}
+	}
+	// The machine that counts its runs fails its clean run already, as not
+	// at rest.
+	if !regexp.MustCompile(`(?s)the clean run failed.*not at rest \(eventual stable reconciliation\).*made 1 write\(s\): patch gadgets.testing.kfsm.dev g status, with nothing changed`).Match(out) {
+		t.Errorf("the restless machine was not found restless")
+	}
+	if !strings.Contains(string(out), "transitions, the clean run's | this run's:") {
+		t.Errorf("no transitions beside the clean run's")
+	}
+	// The replay command runs that schedule again, and it fails again.
+	replay := regexp.MustCompile(`replay: go test -run '(\^TestExploreBrokenMachines\$/\^GenerateName\$)' \. -kfsm.explore='([^']+)'`).FindSubmatch(out)
+	if replay == nil {
+		t.Fatalf("no replay command for GenerateName:\n%s", out)
+	}
+	again := exec.CommandContext(t.Context(), os.Args[0], "-test.run", string(replay[1]), "-test.v", "-kfsm.explore="+string(replay[2]))
+	again.Env = cmd.Env
+	out2, err := again.CombinedOutput()
+	if err == nil || strings.Count(string(out2), "a run with ") != 1 || strings.Contains(string(out2), "explored up to") {
+		t.Errorf("the replay of %s did not run that one schedule and fail:\n%s", replay[2], out2)
+	}
+	if t.Failed() {
+		t.Logf("output of the broken machines:\n%s", out)
+	}
+}
+
+// TestExploreBrokenMachines runs only inside
+// TestExploreCatchesBrokenMachines.
+func TestExploreBrokenMachines(t *testing.T) {
+	if os.Getenv("FSMTEST_EXPLORE_BROKEN") == "" {
+		t.Skip("run by TestExploreCatchesBrokenMachines in a process of its own")
+	}
+	for name, tc := range sloppy {
+		t.Run(name, func(t *testing.T) {
+			fsmtest.Explore(t, tc.machine(true), tc.scenario)
+		})
+	}
+	t.Run("Restless", func(t *testing.T) {
+		fsmtest.Explore(t, restless(true), func(e *fsmtest.Env) {
+			g := gadget()
+			e.Create(g)
+			e.AwaitReady(g)
+		})
+	})
+}

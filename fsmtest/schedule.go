@@ -1,0 +1,301 @@
+package fsmtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// atom is one fault of a schedule that Explore runs, at a point of the
+// run: a write, a watch event, or the start or end of an action, each
+// counted from 1 in the run.
+type atom struct {
+	Kind atomKind
+	N    int
+	Res  string // the resource of a watch event
+}
+
+type atomKind string
+
+// The faults that Explore combines.
+const (
+	atomCrash       atomKind = "crash"        // the process dies once write N is answered
+	atomFail        atomKind = "fail"         // write N fails before it reaches the server
+	atomConflict    atomKind = "conflict"     // write N is answered 409 Conflict
+	atomDelay       atomKind = "delay"        // watch event N of Res reaches the operator late, and those after it on its watch
+	atomRelist      atomKind = "relist"       // the watch of Res breaks at its event N, which is lost; the cache lists anew
+	atomActionStart atomKind = "action-start" // the process dies as the work of action N starts
+	atomActionEnd   atomKind = "action-end"   // the process dies as the work of action N returns, before its outcome is written
+	atomLag         atomKind = "lag"          // every watch event reaches the operator late
+	atomBurst       atomKind = "burst"        // the operator starts once the scenario made its last change but one
+)
+
+func (a atom) String() string {
+	switch {
+	case a.Kind == atomLag || a.Kind == atomBurst:
+		return string(a.Kind)
+	case a.Res != "":
+		return fmt.Sprintf("%s:%s:%d", a.Kind, a.Res, a.N)
+	}
+	return fmt.Sprintf("%s:%d", a.Kind, a.N)
+}
+
+// describe says what a does, at the point of the run it struck.
+func (a atom) describe(at string) string {
+	what := map[atomKind]string{
+		atomCrash:       "crash after write %d (%s)",
+		atomFail:        "write %d (%s) failed before reaching the server",
+		atomConflict:    "write %d (%s) answered 409 Conflict",
+		atomDelay:       "watch event %d (%s) and those after it late",
+		atomRelist:      "watch broken at event %d (%s), which was lost, and the cache listed anew",
+		atomActionStart: "crash as the work of action %d (%s) starts",
+		atomActionEnd:   "crash as the work of action %d (%s) returns, before its outcome is written",
+	}[a.Kind]
+	switch a.Kind {
+	case atomLag:
+		return fmt.Sprintf("every watch event %v late", exploreLag)
+	case atomBurst:
+		return "the operator stopped until the scenario's last change before deleting: a burst of changes seen as one"
+	}
+	if at == "" {
+		at = "not reached"
+	}
+	return fmt.Sprintf(what, a.N, at)
+}
+
+// schedule is a set of faults, in the order they strike.
+type schedule []atom
+
+func (s schedule) String() string {
+	parts := make([]string, len(s))
+	for i, a := range s {
+		parts[i] = a.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseSchedule reads a schedule as schedule.String writes it, for
+// -kfsm.explore.
+func parseSchedule(text string) (schedule, error) {
+	var s schedule
+	for part := range strings.SplitSeq(text, ",") {
+		fields := strings.Split(strings.TrimSpace(part), ":")
+		a := atom{Kind: atomKind(fields[0])}
+		var err error
+		switch {
+		case (a.Kind == atomLag || a.Kind == atomBurst) && len(fields) == 1:
+		case (a.Kind == atomDelay || a.Kind == atomRelist) && len(fields) == 3:
+			a.Res = fields[1]
+			a.N, err = strconv.Atoi(fields[2])
+		case slices.Contains([]atomKind{atomCrash, atomFail, atomConflict, atomActionStart, atomActionEnd}, a.Kind) && len(fields) == 2:
+			a.N, err = strconv.Atoi(fields[1])
+		default:
+			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, lag or burst", part)
+		}
+		if err != nil || (len(fields) > 1 && a.N < 1) {
+			return nil, fmt.Errorf("fsmtest: fault %q: the number must be a count from 1", part)
+		}
+		s = append(s, a)
+	}
+	return s, nil
+}
+
+// point is a place in a run where a fault may strike, with the key of the
+// abstract world there: what the scenario changed so far and what the
+// operator last wrote to each object (times, UIDs, versions and the
+// history left out), and what happens at the point. Two points with one
+// key are taken for one: a fault that struck at one need not strike at
+// the other.
+type point struct {
+	seq   int
+	atoms []atom
+	key   uint64
+	what  string
+}
+
+// tracker records, in a run of Explore, the points where a fault may
+// strike and where the run's faults struck.
+type tracker struct {
+	e *Env
+
+	mu       sync.Mutex
+	ops      int                // the scenario's changes so far
+	last     map[apiKey]uint64  // what the operator last wrote to each object
+	pending  map[int]pendingOne // writes on their way, by number
+	events   map[string]int     // watch events so far, by resource
+	points   []point
+	struckAt map[atom]int // the seq of the point where each fault struck
+}
+
+type pendingOne struct {
+	key    apiKey
+	digest uint64
+}
+
+func newTracker(e *Env) *tracker {
+	return &tracker{e: e, last: map[apiKey]uint64{}, pending: map[int]pendingOne{}, events: map[string]int{}, struckAt: map[atom]int{}}
+}
+
+// change notes a change of the scenario's.
+func (tr *tracker) change() {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.ops++
+}
+
+// add records a point and returns its seq; the caller holds tr.mu. The
+// key of a write's or an action's point holds what the operator last
+// wrote to each object; that of a watch event holds its object alone,
+// for events reach the operator at times of their own.
+func (tr *tracker) add(atoms []atom, what string, world bool, parts ...any) int {
+	h := fnv.New64a()
+	fmt.Fprint(h, tr.ops)
+	if !world {
+		fmt.Fprint(h, parts...)
+		return tr.record(atoms, what, h.Sum64())
+	}
+	// By kind and name: the namespace is each run's own.
+	names := map[string]uint64{}
+	for k, d := range tr.last {
+		names[k.Group+"/"+k.Resource+"/"+k.Name] = d
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		fmt.Fprint(h, name, names[name])
+	}
+	fmt.Fprint(h, parts...)
+	return tr.record(atoms, what, h.Sum64())
+}
+
+func (tr *tracker) record(atoms []atom, what string, key uint64) int {
+	seq := len(tr.points) + 1
+	tr.points = append(tr.points, point{seq: seq, atoms: atoms, key: key, what: what})
+	return seq
+}
+
+// write records write k, about to be sent, and returns its seq.
+func (tr *tracker) write(req *http.Request, k int, w Write) int {
+	if tr == nil {
+		return 0
+	}
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	d := tr.digest(body)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.pending[k] = pendingOne{key: w.apiKey, digest: d}
+	atoms := []atom{{Kind: atomCrash, N: k}, {Kind: atomFail, N: k}}
+	if conflictable(w.Verb) {
+		atoms = append(atoms, atom{Kind: atomConflict, N: k})
+	}
+	return tr.add(atoms, w.String(), true, "write", w.Verb, w.Group, w.Resource, w.Name, w.Subresource, d)
+}
+
+// wrote notes that write k reached the server: it is what the operator
+// last wrote to its object.
+func (tr *tracker) wrote(k int, key apiKey) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	p := tr.pending[k]
+	delete(tr.pending, k)
+	tr.last[key] = p.digest
+}
+
+// event records a watch event of resource res and returns its number
+// and seq.
+func (tr *tracker) event(res, kind string, object []byte) (int, int) {
+	if tr == nil {
+		return 0, 0
+	}
+	d := tr.digest(object)
+	var meta struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	_ = json.Unmarshal(object, &meta)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.events[res]++
+	n := tr.events[res]
+	atoms := []atom{{Kind: atomDelay, N: n, Res: res}, {Kind: atomRelist, N: n, Res: res}}
+	return n, tr.add(atoms, fmt.Sprintf("%s %s %s", kind, res, meta.Metadata.Name), false, "event", res, kind, meta.Metadata.Name, d)
+}
+
+// action records the start or end of an action and returns its seq.
+func (tr *tracker) action(a atom, obj types.NamespacedName, name string) int {
+	if tr == nil {
+		return 0
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.add([]atom{a}, fmt.Sprintf("%s of %s", name, obj.Name), true, a.Kind, name, obj.Name)
+}
+
+// struck notes that fault a struck at the point seq.
+func (tr *tracker) struck(a atom, seq int) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if _, ok := tr.struckAt[a]; !ok {
+		tr.struckAt[a] = seq
+	}
+}
+
+// result returns the run's points and where its faults struck.
+func (tr *tracker) result() ([]point, map[atom]int) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return slices.Clone(tr.points), maps.Clone(tr.struckAt)
+}
+
+// digest is the hash of a request's or an event's object, with what
+// differs between two correct runs left out.
+func (tr *tracker) digest(doc []byte) uint64 {
+	h := fnv.New64a()
+	var v any
+	if json.Unmarshal(doc, &v) != nil {
+		_, _ = h.Write(doc)
+		return h.Sum64()
+	}
+	if m, ok := v.(map[string]any); ok {
+		if meta, ok := m["metadata"].(map[string]any); ok {
+			delete(meta, "managedFields")
+			delete(meta, "generation")
+		}
+		if status, ok := m["status"].(map[string]any); ok {
+			// An action's key is made of the object's UID.
+			if actions, ok := status["actions"].([]any); ok {
+				for _, a := range actions {
+					if a, ok := a.(map[string]any); ok {
+						delete(a, "key")
+					}
+				}
+			}
+			m["status"] = withoutPath(status)
+		}
+	}
+	out, _ := json.Marshal(tr.e.normalize(v))
+	_, _ = h.Write(out)
+	return h.Sum64()
+}
