@@ -62,7 +62,7 @@ func Mutations(crd *apiextensionsv1.CustomResourceDefinition, seed int64) (*Muta
 	g := &generator{seen: map[string]bool{}}
 	g.children(&spec, nil, 0)
 	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: version.Name, Kind: crd.Spec.Names.Kind}
-	return &Mutator{gvk: gvk, seed: seed, candidates: g.out}, nil
+	return &Mutator{gvk: gvk, seed: seed, candidates: g.out, runs: map[*Env]*mutationRun{}}, nil
 }
 
 // op is what a candidate does to its field.
