@@ -116,12 +116,12 @@ func (m *Mutator) Refused() []Refusal {
 // the next is tried. The accepted change is then made with an update as
 // the test, read again and retried on a conflict.
 //
-// Each Env has its sequence: the same seed, with the same answers from
-// the API server, makes the same changes, in every run of a Faults
-// scenario too. Apply logs each change with the seed, so that a failure
-// can be reproduced. When no candidate is left that the API server
-// accepts and that changes the object, Apply logs it and returns fewer
-// than n.
+// Each Env has a sequence of its own: the same seed, with the same
+// answers from the API server, makes the same changes, in every run of
+// a Faults scenario too. Apply logs each change with the seed, so that a
+// failure can be reproduced. When no candidate is left that the API
+// server accepts and that changes the object, Apply logs it and returns
+// fewer than n.
 func (m *Mutator) Apply(e *Env, obj client.Object, n int) []Mutation {
 	e.T.Helper()
 	e.inNamespace(obj)
