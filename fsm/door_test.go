@@ -11,9 +11,9 @@ import (
 	"github.com/kfsm/kfsm/fsmtest"
 )
 
-// The documents show these two tests word for word (a test checks it):
-// TestDoor in the README's tutorial, TestDoorSurvivesFaults in
-// docs/testing.md.
+// The documents show these tests word for word (a test checks it):
+// TestDoor in the README's tutorial, TestDoorSurvivesFaults and
+// TestDoorUnderSpecChanges in docs/testing.md.
 
 func TestDoor(t *testing.T) {
 	e := fsmtest.New(t) // a namespace of its own on the package's API server
@@ -54,4 +54,27 @@ func TestDoorSurvivesFaults(t *testing.T) {
 		e.Delete(door)
 		e.AwaitGone(door)
 	}, only)
+}
+
+func TestDoorUnderSpecChanges(t *testing.T) {
+	e := fsmtest.New(t)
+	fsmtest.Run(e, tutorial())
+	changes, err := fsmtest.Mutations(e.CRD(&Door{}), 1) // the seed; the log names it
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	door := &Door{ObjectMeta: metav1.ObjectMeta{Name: "front"}}
+	e.Create(door)
+	e.AwaitReady(door)
+	for range 6 {
+		// Open flipped, or removed: whatever the schema allows and the
+		// API server accepts. Apply reads the door afterwards.
+		changes.Apply(e, door, 1)
+		if door.Spec.Open {
+			e.AwaitState(door, "Open")
+		} else {
+			e.AwaitState(door, "Closed")
+		}
+	}
 }

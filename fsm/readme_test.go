@@ -22,14 +22,15 @@ func TestReadmeTutorialIsTheTestedCode(t *testing.T) {
 
 // The door's tests that the documents show are those that run here: the
 // README's tutorial tests the door, and docs/testing.md tests it under
-// faults.
+// faults and under changes of its spec.
 func TestReadmeTestsAreTheTestedCode(t *testing.T) {
-	for doc, test := range map[string]string{
-		"../README.md":       "TestDoor",
-		"../docs/testing.md": "TestDoorSurvivesFaults",
+	for _, shown := range []struct{ doc, test string }{
+		{"../README.md", "TestDoor"},
+		{"../docs/testing.md", "TestDoorSurvivesFaults"},
+		{"../docs/testing.md", "TestDoorUnderSpecChanges"},
 	} {
-		code := sourceOf(t, "door_test.go", `(?s)\n(func `+test+`\(t \*testing\.T\) \{\n.*?\n\})\n`)
-		doccheck.HasBlock(t, doc, "go", code+"\n")
+		code := sourceOf(t, "door_test.go", `(?s)\n(func `+shown.test+`\(t \*testing\.T\) \{\n.*?\n\})\n`)
+		doccheck.HasBlock(t, shown.doc, "go", code+"\n")
 	}
 }
 

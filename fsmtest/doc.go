@@ -87,6 +87,30 @@
 // packages merge by concatenation; `kfsm cover` prints them, or draws each
 // machine as Mermaid or DOT with the edges never taken marked.
 //
+// # Spec changes from the schema
+//
+// Mutations reads a CRD's schema and suggests changes of an object's
+// spec, as Acto (SOSP '23) drives an operator: integers at their bounds,
+// zero and the middle, each enum value, strings at their shortest and
+// longest, booleans flipped, optional fields removed, arrays emptied, at
+// their bounds and with an element appended, map keys added and removed,
+// null. Apply makes some of them between the scenario's Awaits, in an
+// order drawn from a seed:
+//
+//	changes, err := fsmtest.Mutations(e.CRD(door), 1)
+//	...
+//	for range 6 {
+//		changes.Apply(e, door, 1)
+//		e.AwaitState(door, want(door.Spec))
+//	}
+//
+// The real API server judges each change before it is made, by a
+// server-side dry run against the object as it is: the OpenAPI schema,
+// the CEL rules with their transition rules, and admission. A refused
+// change is never made. Every change is logged with the seed, and the
+// same seed, with the same answers from the API server, makes the same
+// changes, in each Env of its own: in every run of Faults too.
+//
 // # Fault injection
 //
 // Faults runs a scenario (a function that drives objects through

@@ -12,7 +12,7 @@ import (
 
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
-		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd")},
+		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd"), filepath.Join("testdata", "crd")},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 	})
 }
