@@ -319,7 +319,7 @@ func (s *snapshots) moment() time.Duration { return 300*time.Millisecond + s.lag
 func (s *snapshots) quiet(e *Env) {
 	moment := s.moment()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if e.api.quietFor(time.Now()) > moment {
+		if now := time.Now(); e.api.quietFor(now) > moment && s.trace.idleFor(now) > moment {
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -135,6 +136,12 @@ type tracker struct {
 	events   map[string]int     // watch events so far, by resource
 	points   []point
 	struckAt map[atom]int // the seq of the point where each fault struck
+
+	// Watch events held back, and caches listing anew, with when the last
+	// of them ended: the operator waits for them without a write, and is
+	// not quiet meanwhile.
+	held     int
+	heldTill time.Time
 }
 
 type pendingOne struct {
@@ -298,4 +305,38 @@ func (tr *tracker) digest(doc []byte) uint64 {
 	out, _ := json.Marshal(tr.e.normalize(v))
 	_, _ = h.Write(out)
 	return h.Sum64()
+}
+
+// hold notes a watch event held back, or a cache listing anew.
+func (tr *tracker) hold() {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.held++
+}
+
+// release notes the end of what hold noted.
+func (tr *tracker) release() {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.held--
+	tr.heldTill = time.Now()
+}
+
+// idleFor reports how long nothing was held back.
+func (tr *tracker) idleFor(now time.Time) time.Duration {
+	if tr == nil {
+		return time.Duration(1<<63 - 1)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.held > 0 {
+		return 0
+	}
+	return now.Sub(tr.heldTill)
 }

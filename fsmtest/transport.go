@@ -162,6 +162,7 @@ type faults struct {
 	mu         sync.Mutex
 	conflicted map[string]bool // writes answered 409 last time
 	gone       map[string]bool // resources whose next watch is answered 410 Gone
+	listing    map[string]bool // resources whose cache lists anew after a 410 Gone
 }
 
 // scheduled makes the faults of a schedule.

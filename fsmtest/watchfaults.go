@@ -24,7 +24,11 @@ const (
 func (f *faults) watch(next http.RoundTripper, req *http.Request, res string) (*http.Response, error) {
 	q := req.URL.Query().Get("watch")
 	if f == nil || (q != "true" && q != "1") {
-		return next.RoundTrip(req)
+		resp, err := next.RoundTrip(req)
+		if f != nil && err == nil && resp.StatusCode == http.StatusOK {
+			f.relisted(res)
+		}
+		return resp, err
 	}
 	if f.takeGone(res) {
 		return gone(req, res), nil
@@ -33,6 +37,7 @@ func (f *faults) watch(next http.RoundTripper, req *http.Request, res string) (*
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
+	f.relisted(res)
 	if f.trace != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		resp.Body = f.events(resp.Body, res)
 	}
@@ -63,12 +68,15 @@ func (f *faults) events(body io.ReadCloser, res string) io.ReadCloser {
 			if ev.Type != "BOOKMARK" && ev.Type != "ERROR" {
 				n, seq := f.trace.event(res, ev.Type, ev.Object)
 				if f.strikes(atom{Kind: atomRelist, N: n, Res: res}, seq) {
+					f.trace.hold() // until the cache listed anew
 					f.setGone(res)
 					_ = pw.Close()
 					return
 				}
 				if f.strikes(atom{Kind: atomDelay, N: n, Res: res}, seq) {
+					f.trace.hold()
 					time.Sleep(eventDelay)
+					f.trace.release()
 				}
 			}
 			if _, err := pw.Write(append(raw, '\n')); err != nil {
@@ -88,12 +96,32 @@ func (f *faults) setGone(res string) {
 	f.gone[res] = true
 }
 
+// takeGone reports whether the watch of res is to be answered 410 Gone,
+// once: the cache lists anew after it.
 func (f *faults) takeGone(res string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	was := f.gone[res]
+	if !f.gone[res] {
+		return false
+	}
 	delete(f.gone, res)
-	return was
+	if f.listing == nil {
+		f.listing = map[string]bool{}
+	}
+	f.listing[res] = true
+	return true
+}
+
+// relisted notes a list or a watch of res that the API server answered:
+// after a 410 Gone, the cache is current again.
+func (f *faults) relisted(res string) {
+	f.mu.Lock()
+	was := f.listing[res]
+	delete(f.listing, res)
+	f.mu.Unlock()
+	if was {
+		f.trace.release()
+	}
 }
 
 // gone is the API server's answer to a watch from a version it no longer
