@@ -14,7 +14,7 @@
 // entry that kfsm takes by itself, and proves that no object can fall
 // into a trap, a deletion path that never ends, a cycle that kfsm repeats
 // for ever or a state from which a goal cannot be reached; or it gives
-// each finding's counterexample.
+// each finding's counterexample, which MermaidFinding draws.
 //
 // The package has no Kubernetes dependency.
 package graph

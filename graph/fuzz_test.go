@@ -137,6 +137,7 @@ func FuzzCheck(f *testing.F) {
 			if f.Code == Trap || f.Code == DeletionTrap {
 				checkClosed(t, g, f)
 			}
+			_ = g.MermaidFinding(f)
 		}
 		if g.Validate() == nil {
 			checkEveryLiveStateRests(t, g, found)
