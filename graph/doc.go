@@ -14,7 +14,8 @@
 // entry that kfsm takes by itself, and proves that no object can fall
 // into a trap, a deletion path that never ends, a cycle that kfsm repeats
 // for ever or a state from which a goal cannot be reached; or it gives
-// each finding's counterexample, which MermaidFinding draws.
+// each finding's counterexample, which MermaidFinding draws and Scenario
+// turns into the skeleton of an fsmtest test.
 //
 // The package has no Kubernetes dependency.
 package graph

@@ -139,6 +139,9 @@ func FuzzCheck(f *testing.F) {
 			}
 			_ = g.MermaidFinding(f)
 		}
+		if src := g.Scenario(first...); src != "" {
+			parseScenario(t, src)
+		}
 		if g.Validate() == nil {
 			checkEveryLiveStateRests(t, g, found)
 		}
