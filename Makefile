@@ -102,7 +102,8 @@ verify-generated: generate
 
 ## lint: go vet, golangci-lint (also on the scaffold's install test, behind the e2e build
 ## tag), kube-api-linter on the status that every kfsm CRD embeds and on the examples' API
-## types, and kfsm vet on the examples' state machines
+## types, kfsm vet on the examples' state machines and kfsm check, the model check, on
+## their graphs
 lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	$(GO) vet $(PACKAGES)
 	$(GO) vet -tags e2e ./cmd/internal/scaffold
@@ -112,6 +113,7 @@ lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	cd tools/release && GOWORK=off $(BIN)/golangci-lint run ./...
 	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/ ./examples/.../v1alpha1
 	$(GO) run ./cmd/kfsm vet ./examples/...
+	$(GO) run ./cmd/kfsm check ./examples/...
 
 # Tools are pinned in their own modules under tools/ (their dependencies do
 # not mix) and built from the module proxy.

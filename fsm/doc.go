@@ -540,6 +540,11 @@
 //   - By [Machine.Build] and SetupWithManager, when the machine is built:
 //     the graph, with every problem listed (unknown targets, unreachable
 //     states, states without an exit, a cycle in a pipeline...).
+//   - By kfsm check (graph.Check), from the graph alone: states that an
+//     object can reach and never leave for a place to rest, a deletion
+//     path that can fail to end, a cycle that kfsm repeats for ever by
+//     itself, a goal that some state cannot reach; each with the walk
+//     that leads there.
 //   - At run time, everything else: a Next whose state is computed is
 //     refused with IllegalTransition (guarantee 1 below), a goal that no
 //     path reaches is GoalUnreachable, a persisted state that the graph no

@@ -45,7 +45,7 @@ func (g *Graph) CoverageEdges() []EdgeKey {
 // diagrams cannot style a single transition (linkStyle is for flowcharts
 // only), so the label is the mark.
 func (g *Graph) MermaidCoverage(taken map[EdgeKey]int) string {
-	return g.mermaid(untakenIn(taken))
+	return g.mermaid(untakenIn(taken), nil)
 }
 
 // DOTCoverage is DOT with every coverage edge that taken does not count (a

@@ -43,3 +43,19 @@ func ExampleGraph_Mermaid() {
 	//     s2 --> [*]
 	//     s3 --> [*]
 }
+
+func ExampleGraph_Check() {
+	g := &graph.Graph{Name: "job", States: []graph.StateSpec{
+		{Name: "Queued", Initial: true, Exits: []graph.State{"Running"}},
+		{Name: "Running", Exits: []graph.State{"Succeeded", "Parked"}},
+		{Name: "Parked", Exits: []graph.State{"Unparked"}},
+		{Name: "Unparked", Exits: []graph.State{"Parked"}},
+		{Name: "Succeeded", Final: true},
+	}}
+	for _, f := range g.Check() {
+		fmt.Printf("%s: %s\n  %s\n", f.Code, f.Detail, f.Walk())
+	}
+	// Output:
+	// Trap: states Parked, Unparked are a trap: objects can finish, in Succeeded, but an object that reaches them never does: no walk from there leads to a final state
+	//   Queued -> Running -> Parked, then for ever: Parked -> Unparked -> Parked
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,13 +81,26 @@ func (g *Graph) dot(untaken func(EdgeKey) bool) string {
 // Mermaid renders the graph as a Mermaid stateDiagram-v2. States get short
 // identifiers and show their names, so that any name is safe.
 func (g *Graph) Mermaid() string {
-	return g.mermaid(nil)
+	return g.mermaid(nil, nil)
+}
+
+// MermaidFinding is Mermaid with a finding of Check drawn on it: each
+// edge of its walk labelled with its step's number ("step 1"), the
+// deletion entry first where the walk starts there, the states the walk
+// passes through in class walk and the states of the problem (the trap,
+// the cycle, the states that cannot reach the goal) in class problem,
+// the goal in class goal. Mermaid's state diagrams cannot style a single
+// transition, so the numbers are the mark.
+func (g *Graph) MermaidFinding(f Finding) string {
+	return g.mermaid(nil, &f)
 }
 
 // mermaid renders the graph in Mermaid, labelling the edges for which
-// untaken is true as never taken; a nil untaken labels none.
-func (g *Graph) mermaid(untaken func(EdgeKey) bool) string {
+// untaken is true as never taken (a nil untaken labels none) and, with a
+// finding, marking its walk.
+func (g *Graph) mermaid(untaken func(EdgeKey) bool, f *Finding) string {
 	untaken = orNone(untaken)
+	steps := stepNumbers(f)
 	var b strings.Builder
 	b.WriteString("stateDiagram-v2\n")
 	b.WriteString("    direction LR\n")
@@ -111,7 +125,7 @@ func (g *Graph) mermaid(untaken func(EdgeKey) bool) string {
 		fmt.Fprintf(&b, "    [*] --> %s\n", id(initial))
 	}
 	if onDelete := g.OnDelete(); onDelete != "" {
-		label := "on delete"
+		label := withStep(steps, deleteKey(onDelete), "on delete")
 		if untaken(deleteKey(onDelete)) {
 			label = neverTaken(label)
 		}
@@ -119,7 +133,7 @@ func (g *Graph) mermaid(untaken func(EdgeKey) bool) string {
 	}
 	exits := g.exitCounts()
 	for _, e := range edges {
-		label := edgeLabel(e, exits[e.From])
+		label := withStep(steps, keyOf(e), edgeLabel(e, exits[e.From]))
 		if untaken(keyOf(e)) {
 			label = neverTaken(label)
 		}
@@ -133,15 +147,95 @@ func (g *Graph) mermaid(untaken func(EdgeKey) bool) string {
 			fmt.Fprintf(&b, "    %s --> [*]\n", id(s.Name))
 		}
 	}
-	if path := g.DeletionPath(); len(path) > 0 {
-		b.WriteString("    classDef deletion fill:#e8e8e8,stroke-dasharray:4 4\n")
-		classed := make([]string, len(path))
-		for i, s := range path {
+	g.mermaidClasses(&b, id, f)
+	return b.String()
+}
+
+// mermaidClasses writes the classes of the states: the deletion path
+// and, with a finding, its walk, its problem and its goal, which take
+// precedence.
+func (g *Graph) mermaidClasses(b *strings.Builder, id func(State) string, f *Finding) {
+	marked := map[State]bool{}
+	var walk, problem, goal []State
+	if f != nil {
+		problem = dedupe(f.States, marked)
+		if f.Goal != "" {
+			goal = dedupe([]State{f.Goal}, marked)
+		}
+		walk = dedupe(append(slices.Clone(f.Path), f.Loop...), marked)
+	}
+	var deletion []State
+	for _, s := range g.DeletionPath() {
+		if !marked[s] {
+			deletion = append(deletion, s)
+		}
+	}
+	for _, c := range []struct {
+		name, style string
+		states      []State
+	}{
+		{"deletion", "fill:#e8e8e8,stroke-dasharray:4 4", deletion},
+		{"walk", "fill:#fff3cd,stroke:#b58900,stroke-width:2px", walk},
+		{"problem", "fill:#f8d7da,stroke:#c00,stroke-width:3px", problem},
+		{"goal", "fill:#d4edda,stroke:#2e7d32,stroke-width:3px", goal},
+	} {
+		if len(c.states) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "    classDef %s %s\n", c.name, c.style)
+		classed := make([]string, len(c.states))
+		for i, s := range c.states {
 			classed[i] = id(s)
 		}
-		fmt.Fprintf(&b, "    class %s deletion\n", strings.Join(classed, ","))
+		fmt.Fprintf(b, "    class %s %s\n", strings.Join(classed, ","), c.name)
 	}
-	return b.String()
+}
+
+// dedupe returns the states not yet marked, once each, and marks them.
+func dedupe(states []State, marked map[State]bool) []State {
+	var out []State
+	for _, s := range states {
+		if !marked[s] {
+			marked[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// stepNumbers numbers the edges of a finding's walk from 1: the deletion
+// entry first when the walk starts there. An edge taken twice keeps its
+// first number.
+func stepNumbers(f *Finding) map[EdgeKey]int {
+	if f == nil {
+		return nil
+	}
+	var keys []EdgeKey
+	if f.Deleting && len(f.Path) > 0 {
+		keys = append(keys, deleteKey(f.Path[0]))
+	}
+	for _, e := range f.Steps {
+		keys = append(keys, keyOf(e))
+	}
+	steps := map[EdgeKey]int{}
+	for i, k := range keys {
+		if _, ok := steps[k]; !ok {
+			steps[k] = i + 1
+		}
+	}
+	return steps
+}
+
+// withStep puts the step's number, if the edge has one, before its label.
+func withStep(steps map[EdgeKey]int, k EdgeKey, label string) string {
+	n, ok := steps[k]
+	switch {
+	case !ok:
+		return label
+	case label == "":
+		return "step " + strconv.Itoa(n)
+	}
+	return "step " + strconv.Itoa(n) + ", " + label
 }
 
 // JSON renders the graph as indented JSON: the states with their roles and

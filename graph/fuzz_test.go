@@ -114,3 +114,79 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+func FuzzCheck(f *testing.F) {
+	for _, seed := range graphSeeds {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := graphFromBytes(data)
+		goals := []State{"A", "C"}
+		found := g.Check(goals...)
+		if again := g.Check(goals...); !slices.EqualFunc(found, again, func(a, b Finding) bool { return a.Walk() == b.Walk() && a.Detail == b.Detail }) {
+			t.Fatalf("Check is not deterministic: %+v then %+v", found, again)
+		}
+		// A dense graph has hundreds of cycles; the first findings stand
+		// for the rest, and keep the fuzzing fast.
+		first := found[:min(len(found), 8)]
+		for _, f := range first {
+			if len(f.States) == 0 || f.Detail == "" {
+				t.Fatalf("a finding without states or words: %+v", f)
+			}
+			checkSteps(t, g, f)
+			if f.Code == Trap || f.Code == DeletionTrap {
+				checkClosed(t, g, f)
+			}
+			_ = g.MermaidFinding(f)
+		}
+		if src := g.Scenario(first...); src != "" {
+			parseScenario(t, src)
+		}
+		if g.Validate() == nil {
+			checkEveryLiveStateRests(t, g, found)
+		}
+	})
+}
+
+// checkClosed fails unless the trap of f is a closed set without a final
+// state.
+func checkClosed(t *testing.T, g *Graph, f Finding) {
+	t.Helper()
+	in := setOf(f.States)
+	for _, e := range g.Edges() {
+		if _, declared := g.Lookup(e.To); declared && in[e.From] && !in[e.To] {
+			t.Fatalf("%s %q has an edge out, to %s", f.Code, f.States, e.To)
+		}
+	}
+	for _, s := range f.States {
+		if spec, _ := g.Lookup(s); spec.Final {
+			t.Fatalf("%s %q holds the final state %s", f.Code, f.States, s)
+		}
+	}
+}
+
+// checkEveryLiveStateRests fails unless every state reachable from the
+// initial one can reach a place to rest, or can reach a trap found.
+func checkEveryLiveStateRests(t *testing.T, g *Graph, found []Finding) {
+	t.Helper()
+	finals := false
+	for s := range g.reachable(g.Initial()) {
+		spec, _ := g.Lookup(s)
+		finals = finals || spec.Final
+	}
+	for s := range g.reachable(g.Initial()) {
+		ahead := g.reachable(s)
+		rests := false
+		for r := range ahead {
+			spec, _ := g.Lookup(r)
+			rests = rests || spec.Final || (!finals && spec.Timeout == nil)
+		}
+		trapped := slices.ContainsFunc(found, func(f Finding) bool { return f.Code == Trap && ahead[f.States[0]] })
+		if !rests && !trapped {
+			t.Fatalf("state %s can reach no place to rest, and no trap was found ahead of it: %+v", s, found)
+		}
+		if rests && slices.ContainsFunc(found, func(f Finding) bool { return f.Code == Trap && slices.Contains(f.States, s) }) {
+			t.Fatalf("state %s can rest, but is in a trap found: %+v", s, found)
+		}
+	}
+}

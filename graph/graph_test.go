@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -336,5 +337,35 @@ func TestShortDuration(t *testing.T) {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// A finding's drawing numbers the steps of its walk and marks its states.
+func TestMermaidFindingMatchesGoldenFiles(t *testing.T) {
+	for _, g := range []*Graph{job(), volume(), syncer()} {
+		var got strings.Builder
+		for _, f := range g.Check() {
+			got.WriteString(g.MermaidFinding(f))
+		}
+		matchGolden(t, filepath.Join("testdata", g.Name+".check.mmd"), got.String())
+	}
+}
+
+// matchGolden fails unless the golden file at path holds got; with
+// -update, it writes got there instead.
+func matchGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./graph -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-golden +got):\n%s", path, diff)
 	}
 }

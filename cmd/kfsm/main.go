@@ -41,7 +41,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newAssetsCommand(), newCoverCommand(), newCreateCommand(), newDashboardCommand(), newDemoCommand(), newInitCommand(), newVersionCommand())
+	root.AddCommand(newAssetsCommand(), newCheckCommand(), newCoverCommand(), newCreateCommand(), newDashboardCommand(), newDemoCommand(), newInitCommand(), newVersionCommand())
 	root.AddCommand(newVetCommand())
 	// kubectl fsm's commands, with kubectl's connection flags.
 	opts := &kubectlfsm.Options{}

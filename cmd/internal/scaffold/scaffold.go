@@ -89,11 +89,14 @@ type data struct {
 	// KFSMVersion is the required version of kfsm; KFSMPath, quoted for
 	// go.mod if needed, replaces it.
 	KFSMVersion, KFSMPath string
-	GoVersion             string
-	ControllerGen         string
-	Kustomize             string
-	GoContainerRegistry   string
-	CertController        string
+	// KFSM is the shell command that runs kfsm's command-line tool, as
+	// the Makefile writes it.
+	KFSM                string
+	GoVersion           string
+	ControllerGen       string
+	Kustomize           string
+	GoContainerRegistry string
+	CertController      string
 	// Generate are the steps of make generate, as its lines run them.
 	Generate []string
 	// The kind at hand: the project's first in the project's own files.
@@ -174,7 +177,36 @@ func (p Project) validate() (data, error) {
 		kind: newKind(p.Module, p.Kind, p.Version),
 	}
 	d.Generate = generateSteps
+	d.KFSM = kfsmCommand(version, p.KFSMPath)
 	return d, nil
+}
+
+// kfsmCommand is how a project's Makefile runs kfsm's command-line tool:
+// the command of the kfsm release that the project requires or, with a
+// checkout, the checkout's own command, built in its workspace, which
+// joins the command's module to the library's.
+func kfsmCommand(version, checkout string) string {
+	if checkout == "" {
+		return "$(GO) run " + kfsmModule + "/cmd/kfsm@" + version
+	}
+	dir, err := filepath.Abs(checkout)
+	if err != nil {
+		dir = checkout // kfsm() has refused it already
+	}
+	return "GOWORK=" + shellWord(filepath.Join(dir, "go.work")) + " $(GO) run " + kfsmModule + "/cmd/kfsm"
+}
+
+// plainWord is a word that the shell and make take as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./+,:@%=-]+$`)
+
+// shellWord quotes s for the shell, in a Makefile's variable: in single
+// quotes unless it is plain, with make's $ doubled and its comment sign
+// escaped.
+func shellWord(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.NewReplacer("'", `'\''`, "$", "$$", "#", `\#`).Replace(s) + "'"
 }
 
 // generateSteps are the lines of make generate: controller-gen writes the

@@ -218,6 +218,8 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"KUSTOMIZE ?= $(GO) run " + kustomize + "\n",
 			"\n## verify:", "\nimage: pinned\n", "\nbuild-installer: pinned\n", "\ninstall:\n", "\nuninstall:\n",
 			"\ndeploy: pinned\n", "\nundeploy:\n",
+			"KFSM ?= GOWORK=" + shellWord(filepath.Join(kfsmCheckout(t), "go.work")) + " $(GO) run github.com/kfsm/kfsm/cmd/kfsm\n",
+			"\n\t$(KFSM) check ./...\n",
 		},
 		"config/crd/kustomization.yaml": {
 			"  - bases/example.com_widgets.yaml\n  # +kfsm:scaffold:crds\n",
@@ -450,6 +452,64 @@ func TestWriteAcceptsAnEmptyDirectoryAndARelease(t *testing.T) {
 	}
 	if !strings.Contains(string(mod), "require github.com/kfsm/kfsm v0.3.0\n") || strings.Contains(string(mod), "replace") {
 		t.Errorf("go.mod requires no release of kfsm, or replaces it:\n%s", mod)
+	}
+	makefile, err := os.ReadFile(filepath.Join(dir, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(makefile), "\nKFSM ?= $(GO) run github.com/kfsm/kfsm/cmd/kfsm@v0.3.0\n") {
+		t.Errorf("the Makefile runs another kfsm command than the release's:\n%s", makefile)
+	}
+}
+
+func TestShellWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"/home/me/kfsm/go.work":    "/home/me/kfsm/go.work",
+		"/home/me/my kfsm/go.work": `'/home/me/my kfsm/go.work'`,
+		"/home/me/it's/go.work":    `'/home/me/it'\''s/go.work'`,
+		"/home/$USER/kfsm/go.work": `'/home/$$USER/kfsm/go.work'`,
+		"/home/me/`date`/go.work":  "'/home/me/`date`/go.work'",
+		"/home/me/a\\b/go.work":    `'/home/me/a\b/go.work'`,
+		"/home/me/#1/go.work":      `'/home/me/\#1/go.work'`,
+	} {
+		if got := shellWord(in); got != want {
+			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// make verify ends with kfsm check, which the Makefile runs from the kfsm
+// checkout that the project uses, whatever GOWORK says: it fails, and
+// says why, on a machine whose graph has a trap.
+func TestMakeVerifyRunsTheModelCheck(t *testing.T) {
+	dir := t.TempDir()
+	if err := widget(t).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	lock := `{"machine": "widget", "graphs": {"1": {"name": "widget", "mode": "Lifecycle",
+		"states": [{"name": "Pending", "initial": true}, {"name": "Parked"}, {"name": "Ready", "final": true}],
+		"edges": [{"from": "Pending", "to": "Ready", "kind": "exit", "priority": 1}, {"from": "Pending", "to": "Parked", "kind": "exit", "priority": 2},
+			{"from": "Parked", "to": "Parked", "kind": "exit"}]}}}`
+	if err := os.WriteFile(filepath.Join(dir, "internal", "controller", "widget.graph.lock.json"), []byte(lock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The check alone: make verify also runs make generate, which needs
+	// the module proxy.
+	cmd := exec.Command("make", "--no-print-directory", "--eval", "model-check: ; $(KFSM) check ./...", "model-check")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("kfsm check passed a graph with a trap:\n%s", out)
+	}
+	for _, want := range []string{
+		"internal/controller/widget.graph.lock.json: machine widget, version 1: 1 problem\n",
+		"  Trap: state Parked is a trap",
+		"    Pending -> Parked, then for ever: Parked -> Parked\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kfsm check printed\n%s\nwithout %q", out, want)
+		}
 	}
 }
 
