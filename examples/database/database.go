@@ -78,7 +78,9 @@ type request = fsm.Request[*v1alpha1.Database]
 func agentName(db *v1alpha1.Database) string { return db.Namespace + "." + db.Name }
 
 // observe reads the database's actual state from its agent, as OKT does on
-// every reconcile, and shows it next to the desired one.
+// every reconcile, and shows it next to the desired one. A configuration
+// that the agent holds already counts as applied: a walk that applied it
+// may have been lost with its status write.
 func (o *Operator) observe(ctx context.Context, r *request) (string, error) {
 	st := &r.Object.Status
 	st.Desired = r.Goal
@@ -90,8 +92,20 @@ func (o *Operator) observe(ctx context.Context, r *request) (string, error) {
 		return "", err
 	default:
 		st.Current = db.State
+		if spec := r.Object.Spec.Config; len(spec) > 0 && maps.Equal(db.Config, spec) {
+			st.AppliedConfig = maps.Clone(spec)
+		}
 	}
 	return st.Current, nil
+}
+
+// resumeOrStart is how the agent brings a database in state current to
+// running.
+func resumeOrStart(current string) string {
+	if current == agent.Servicing {
+		return "resume"
+	}
+	return "start"
 }
 
 // to asks the agent to move the database to state want with op, unless
@@ -112,7 +126,9 @@ func (o *Operator) start(ctx context.Context, r *request) fsm.Result {
 	if err != nil {
 		return fsm.Fail(err)
 	}
-	if err := o.to(ctx, r, current, agent.Running, "start"); err != nil {
+	// A walk whose status write was lost may have taken the database on,
+	// into maintenance.
+	if err := o.to(ctx, r, current, agent.Running, resumeOrStart(current)); err != nil {
 		return fsm.Fail(err)
 	}
 	return fsm.Next(Running)
@@ -127,11 +143,7 @@ func (o *Operator) running(ctx context.Context, r *request) fsm.Result {
 	if err != nil {
 		return fsm.Fail(err)
 	}
-	op := "start"
-	if current == agent.Servicing {
-		op = "resume"
-	}
-	if err := o.to(ctx, r, current, agent.Running, op); err != nil {
+	if err := o.to(ctx, r, current, agent.Running, resumeOrStart(current)); err != nil {
 		return fsm.Fail(err)
 	}
 	var events []fsm.State
