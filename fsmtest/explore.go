@@ -34,7 +34,7 @@ func Budget(d time.Duration) FaultOption { return func(o *faultOptions) { o.budg
 func MaxRuns(n int) FaultOption { return func(o *faultOptions) { o.maxRuns = n } }
 
 // Parallel is how many of Explore's runs share the package's API server
-// at once; the default is twice GOMAXPROCS, at most 6: a run mostly waits.
+// at once; the default is four times GOMAXPROCS, at most 8: a run mostly waits.
 func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n } }
 
 // Explore runs scenario once as it is, then under every combination of up
@@ -86,7 +86,7 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	if testing.Short() {
 		t.Skip("fault exploration runs without -short")
 	}
-	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, parallel: min(6, 2*runtime.GOMAXPROCS(0))}
+	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, parallel: min(8, 4*runtime.GOMAXPROCS(0))}
 	for _, opt := range opts {
 		opt(&o)
 	}
