@@ -18,6 +18,7 @@ import (
 var (
 	exploreSchedule = flag.String("kfsm.explore", "", "run only this schedule of faults in Explore (as a failure's replay command gives it), with the clean run")
 	exploreDepth    = flag.Int("kfsm.depth", 0, "combine up to this many faults in Explore, whatever the test says")
+	exploreBudget   = flag.Duration("kfsm.budget", 0, "bound the time of each Explore's faulty runs, whatever the test says")
 )
 
 // Depth is how many faults Explore combines in one run, at most; the
@@ -26,12 +27,16 @@ func Depth(k int) FaultOption { return func(o *faultOptions) { o.depth = k } }
 
 // Budget bounds the time that Explore spends on its faulty runs; the
 // schedules it had no time for are cut, and its report says how many.
-// The default is ten minutes.
+// The default is ten minutes; the -kfsm.budget flag overrides it.
 func Budget(d time.Duration) FaultOption { return func(o *faultOptions) { o.budget = d } }
 
 // MaxRuns bounds the number of Explore's faulty runs, as Budget bounds
 // their time.
 func MaxRuns(n int) FaultOption { return func(o *faultOptions) { o.maxRuns = n } }
+
+// FailFast stops Explore at its first failed run: the schedules not yet
+// started are cut. go test's -failfast does the same.
+func FailFast() FaultOption { return func(o *faultOptions) { o.failFast = true } }
 
 // Parallel is how many of Explore's runs share the package's API server
 // at once; the default is four times GOMAXPROCS, at most 8: a run mostly waits.
@@ -93,6 +98,12 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	if *exploreDepth > 0 {
 		o.depth = *exploreDepth
 	}
+	if *exploreBudget > 0 {
+		o.budget = *exploreBudget
+	}
+	if f := flag.Lookup("test.failfast"); f != nil && f.Value.String() == "true" {
+		o.failFast = true
+	}
 	x := &explorer{t: t, o: o, visited: map[uint64]bool{}, runs: map[string]*outcome{}, start: time.Now()}
 	x.run = func(s schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
 	x.explore()
@@ -115,6 +126,7 @@ type explorer struct {
 // levelStats counts the schedules of one depth.
 type levelStats struct {
 	generated, deduplicated, run, cut, failed int
+	took                                      []time.Duration // of each run
 }
 
 // outcome is what one run did.
@@ -143,7 +155,7 @@ func (x *explorer) explore() {
 		if err != nil {
 			x.t.Fatal(err)
 		}
-		x.report([]*outcome{x.run(s)})
+		x.report([]*outcome{x.run(s)}, false)
 		return
 	}
 	frontier := []*outcome{x.clean}
@@ -165,7 +177,7 @@ func (x *explorer) explore() {
 		}
 	}
 	x.t.Log(x.summary())
-	x.report(failed)
+	x.report(failed, true)
 }
 
 // extend makes the schedules of depth that add a fault to out's, at a
@@ -221,7 +233,7 @@ func (x *explorer) runAll(ss []schedule, depth int) []*outcome {
 	sem := make(chan struct{}, max(1, x.o.parallel))
 	var wg sync.WaitGroup
 	for i, s := range ss {
-		if x.spent() {
+		if x.spent() || (x.o.failFast && x.anyFailed()) {
 			x.mu.Lock()
 			x.stats[depth-1].cut += len(ss) - i
 			x.mu.Unlock()
@@ -234,15 +246,25 @@ func (x *explorer) runAll(ss []schedule, depth int) []*outcome {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			outs[i] = x.run(s)
+			x.mu.Lock()
+			x.runs[s.String()] = outs[i]
+			st := &x.stats[depth-1]
+			st.took = append(st.took, outs[i].took)
 			if outs[i].failed() {
-				x.mu.Lock()
-				x.stats[depth-1].failed++
-				x.mu.Unlock()
+				st.failed++
 			}
+			x.mu.Unlock()
 		})
 	}
 	wg.Wait()
 	return slices.DeleteFunc(outs, func(o *outcome) bool { return o == nil })
+}
+
+// anyFailed reports whether a run failed so far.
+func (x *explorer) anyFailed() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return slices.ContainsFunc(x.stats, func(st levelStats) bool { return st.failed > 0 })
 }
 
 // spent reports whether the budget of time or runs is spent.
@@ -261,8 +283,8 @@ func (x *explorer) summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "explored up to %d fault(s) in %v:", x.o.depth, time.Since(x.start).Round(time.Second))
 	for i, st := range x.stats {
-		fmt.Fprintf(&b, "\n  depth %d: %d schedules generated, %d deduplicated, %d run, %d cut by the budget, %d failed",
-			i+1, st.generated, st.deduplicated, st.run, st.cut, st.failed)
+		fmt.Fprintf(&b, "\n  depth %d: %d schedules generated, %d deduplicated, %d run (%v each, median), %d cut, %d failed",
+			i+1, st.generated, st.deduplicated, st.run, median(st.took).Round(10*time.Millisecond), st.cut, st.failed)
 	}
 	return b.String()
 }
@@ -311,12 +333,12 @@ func subsets(s schedule, size int) []schedule {
 	return out
 }
 
-// report fails the test with each failed run, shrunk, once.
-func (x *explorer) report(failed []*outcome) {
+// report fails the test with each failed run, shrunk if asked, once.
+func (x *explorer) report(failed []*outcome, shrink bool) {
 	seen := map[string]bool{}
 	shown := 0
 	for _, out := range failed {
-		if out.failed() && len(out.schedule) > 1 {
+		if shrink && out.failed() && len(out.schedule) > 1 {
 			out = x.shrink(out)
 		}
 		if !out.failed() || seen[out.schedule.String()] {
@@ -395,4 +417,12 @@ func runPattern(name string) string {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	return strings.Join(parts, "/")
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return s[len(s)/2]
 }

@@ -95,7 +95,7 @@ func TestExploreBrokenMachines(t *testing.T) {
 	}
 	for name, tc := range sloppy {
 		t.Run(name, func(t *testing.T) {
-			fsmtest.Explore(t, tc.machine(true), tc.scenario)
+			fsmtest.Explore(t, tc.machine(true), tc.scenario, fsmtest.FailFast())
 		})
 	}
 	t.Run("Restless", func(t *testing.T) {

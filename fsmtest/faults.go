@@ -73,6 +73,7 @@ type faultOptions struct {
 	// Explore's:
 	depth, maxRuns, parallel int
 	budget                   time.Duration
+	failFast                 bool
 }
 
 // Only injects these classes of fault.

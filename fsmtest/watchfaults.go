@@ -39,7 +39,7 @@ func (f *faults) watch(next http.RoundTripper, req *http.Request, res string) (*
 	}
 	f.relisted(res)
 	if f.trace != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		resp.Body = f.events(resp.Body, res)
+		resp.Body = f.events(resp.Body, res, req.URL.Query().Get("sendInitialEvents") == "true")
 	}
 	if f.watchLag > 0 {
 		resp.Body = lagging(resp.Body, f.watchLag)
@@ -48,8 +48,11 @@ func (f *faults) watch(next http.RoundTripper, req *http.Request, res string) (*
 }
 
 // events passes the events of a watch of resource res to the operator,
-// one by one, counting them and striking those that the faults name.
-func (f *faults) events(body io.ReadCloser, res string) io.ReadCloser {
+// one by one, counting them and striking those that the faults name. The
+// events that a watch sends first to fill a cache (initial, until its
+// bookmark) are a list in all but name, which the manager waits for: they
+// are passed on as they are.
+func (f *faults) events(body io.ReadCloser, res string, initial bool) io.ReadCloser {
 	pr, pw := io.Pipe()
 	go func() {
 		defer func() { _ = body.Close() }()
@@ -65,7 +68,10 @@ func (f *faults) events(body io.ReadCloser, res string) io.ReadCloser {
 				Object json.RawMessage `json:"object"`
 			}
 			_ = json.Unmarshal(raw, &ev)
-			if ev.Type != "BOOKMARK" && ev.Type != "ERROR" {
+			switch {
+			case ev.Type == "BOOKMARK":
+				initial = false
+			case ev.Type != "ERROR" && !initial:
 				n, seq := f.trace.event(res, ev.Type, ev.Object)
 				if f.strikes(atom{Kind: atomRelist, N: n, Res: res}, seq) {
 					f.trace.hold() // until the cache listed anew
