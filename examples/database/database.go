@@ -78,9 +78,7 @@ type request = fsm.Request[*v1alpha1.Database]
 func agentName(db *v1alpha1.Database) string { return db.Namespace + "." + db.Name }
 
 // observe reads the database's actual state from its agent, as OKT does on
-// every reconcile, and shows it next to the desired one. A configuration
-// that the agent holds already counts as applied: a walk that applied it
-// may have been lost with its status write.
+// every reconcile, and shows it next to the desired one.
 func (o *Operator) observe(ctx context.Context, r *request) (string, error) {
 	st := &r.Object.Status
 	st.Desired = r.Goal
@@ -92,9 +90,6 @@ func (o *Operator) observe(ctx context.Context, r *request) (string, error) {
 		return "", err
 	default:
 		st.Current = db.State
-		if spec := r.Object.Spec.Config; len(spec) > 0 && maps.Equal(db.Config, spec) {
-			st.AppliedConfig = maps.Clone(spec)
-		}
 	}
 	return st.Current, nil
 }
@@ -174,8 +169,12 @@ func (o *Operator) servicing(ctx context.Context, r *request) fsm.Result {
 	}
 	if current == agent.Stopped {
 		// End stopped it in a walk whose record was lost (a failed
-		// status write), or someone else did.
+		// status write), or someone else did. That walk may have applied
+		// the configuration too: what the agent holds is applied.
 		if r.NextHop == End {
+			if db, err := o.Agent.Get(ctx, agentName(r.Object)); err == nil && len(db.Config) > 0 && maps.Equal(db.Config, r.Object.Spec.Config) {
+				r.Object.Status.AppliedConfig = maps.Clone(db.Config)
+			}
 			return fsm.Next(End)
 		}
 		if err := o.to(ctx, r, current, agent.Running, "start"); err != nil {
