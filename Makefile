@@ -13,7 +13,7 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
-.PHONY: test fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
+.PHONY: test explore fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
 ## test: run every test, with the race detector, against a real API server
 ## (three packages at a time: they mostly wait on their API servers, so on
@@ -22,6 +22,14 @@ PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 test: assets
 	$(GO) test -race -count=1 -timeout 30m -p 3 $(PACKAGES)
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -run '^TestRelease' .
+
+## explore: the four examples' main scenarios under every combination of two faults
+## (fsmtest.Explore at depth 2; make test runs depth 1), one example at a time, each
+## within EXPLORE_BUDGET; the report of each says what it ran and what it cut
+EXPLORE_BUDGET ?= 2m
+explore: assets
+	$(GO) -C examples test -race -count=1 -p 1 -timeout 30m -v -run 'Survives?Faults$$' \
+		./moose ./database ./webapp ./autoupdate -kfsm.depth=2 -kfsm.budget=$(EXPLORE_BUDGET)
 
 ## fleet-test: the tests at the size of a fleet, too slow for make test: 1,000 objects in
 ## every state of version 1 of a graph, migrated to version 2 under a manager

@@ -149,7 +149,42 @@
 //
 // What it proves: that the machine reaches the same objects despite each
 // fault at each point of this scenario. What it does not: faults at
-// points the scenario never reaches, two faults in one run, a crash in
-// the middle of a write (the API server applies a write whole or not at
-// all), or races that the timing of this machine never produces.
+// points the scenario never reaches, two faults in one run (Explore's
+// work), a crash in the middle of a write (the API server applies a write
+// whole or not at all), or races that the timing of this machine never
+// produces.
+//
+// # Fault exploration
+//
+// Explore takes the same machine and scenario and runs them under every
+// combination of up to Depth faults (-kfsm.depth overrides it): a crash
+// after write N, write N failed or answered 409 Conflict, watch event N
+// of a resource late (the other watches going on, so that parent and
+// children arrive out of order) or lost with the cache listing anew, a
+// crash at the start or end of action N, every event late, a burst of
+// changes seen as one. Most bugs that one fault misses need two: a crash
+// during the recovery from a conflict, a lost status write after a burst.
+//
+// A run with k faults grows from one with k-1 that passed. Each point
+// where a fault may strike has a key: what the scenario changed so far,
+// what the operator last wrote to each object (times, UIDs and versions
+// left out) and what happens there. A fault at a point whose key was
+// explored before is not run again; the recovery after a fault mostly
+// repeats the clean run, so that depth 2 costs a few times depth 1, not
+// its square: for the moose and database examples, depth 2 runs one in
+// ten or twenty of the schedules it generates, 97 to 177 runs beside the
+// 61 to 67 of depth 1.
+//
+// Every run is checked by the snapshots of Faults, and by eventual stable
+// reconciliation: once the scenario ends and the operator is quiet, a new
+// operator process, which reads every object anew, must make no write and
+// take no transition. A machine that writes a counter or a time into its
+// status on every run fails here, in its clean run already. Then nothing
+// may be left being deleted, no child of kfsm's may be left without its
+// parent and an owner reference, and no object that the scenario created
+// (other than the machine's) may be written. A failure is shrunk to the
+// fewest faults that still fail, printed with the transitions of the run
+// beside the clean run's, and ends with a command that runs it again:
+//
+//	replay: go test -run '^TestDatabaseSurvivesFaults$' . -kfsm.explore='burst,fail:4'
 package fsmtest

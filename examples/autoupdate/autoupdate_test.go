@@ -94,11 +94,12 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 	})
 }
 
-// The story under every class of fault: the client reaches the same
-// status at every step as in a clean run, and the host runs the same
-// instances. Each run has a world of its own, which outlives the
-// operator's crashes; its instances listen on addresses of their own,
-// left out of the comparison. Bursts has no burst to make: the story's
+// The story under every combination of faults that fsmtest explores (two
+// at a time with -kfsm.depth=2, as make explore runs it): the client
+// reaches the same status at every step as in a clean run, and the host
+// runs the same instances. Each run has a world of its own, which outlives
+// the operator's crashes; its instances listen on addresses of their own,
+// left out of the comparison. There is no burst to make: the story's
 // changes are the version server's, and the client changes only when it
 // is created and deleted.
 func TestUpgradesSurviveFaults(t *testing.T) {
@@ -106,7 +107,7 @@ func TestUpgradesSurviveFaults(t *testing.T) {
 	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient] {
 		return worldOf(e).operator().Machine()
 	}
-	fsmtest.Faults(t, machine, func(e *fsmtest.Env) {
+	fsmtest.Explore(t, machine, func(e *fsmtest.Env) {
 		w := worldOf(e)
 		mc := agent()
 		for i, s := range story {

@@ -158,8 +158,10 @@ func TestStopTakesTheDefaultChildAndMaintenanceComesFirst(t *testing.T) {
 	}
 }
 
-// The main scenario under every class of fault: the database reaches the
-// same status, and the agent the same state, as in a clean run.
+// The main scenario under every combination of faults that fsmtest
+// explores (two at a time with -kfsm.depth=2, as make explore runs it):
+// the database reaches the same status, and the agent the same state, as
+// in a clean run.
 func TestDatabaseSurvivesFaults(t *testing.T) {
 	// One agent serves every run: it names databases namespace.name, so
 	// the runs, each in a namespace of its own, do not meet there. It
@@ -168,7 +170,7 @@ func TestDatabaseSurvivesFaults(t *testing.T) {
 	machine := func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Database] {
 		return (&database.Operator{Agent: &agent.Client{URL: a.URL()}}).Machine()
 	}
-	fsmtest.Faults(t, machine, func(e *fsmtest.Env) {
+	fsmtest.Explore(t, machine, func(e *fsmtest.Env) {
 		d := named("orders", "Running")
 		e.Create(d)
 		at(e, a, d, database.Running, agent.Running)

@@ -289,10 +289,12 @@ func TestVersionTwoMigratesAnAppInFlight(t *testing.T) {
 	}
 }
 
-// A web app's life under every fault that fsmtest injects: created,
-// un-exposed, reconfigured and deleted, its DNS record following it.
+// A web app's life under every combination of faults that fsmtest
+// explores (two at a time with -kfsm.depth=2, as make explore runs it):
+// created, un-exposed, reconfigured and deleted, its DNS record following
+// it.
 func TestWebAppSurvivesFaults(t *testing.T) {
-	fsmtest.Faults(t, operator, func(e *fsmtest.Env) {
+	fsmtest.Explore(t, operator, func(e *fsmtest.Env) {
 		app := shop()
 		e.Create(app)
 		e.AwaitReady(app)
