@@ -84,7 +84,7 @@ func (e *Env) rests(op *Operator) {
 	writes, walks := len(e.api.all()), e.walks.count()
 	op.Restart()
 	deadline := time.Now().Add(e.Timeout)
-	for time.Now().Before(deadline) && !(e.resynced(walks) && e.api.quietFor(time.Now()) > e.snap.moment()) {
+	for time.Now().Before(deadline) && (!e.resynced(walks) || e.api.quietFor(time.Now()) <= e.snap.moment()) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	extra := e.api.all()[writes:]
