@@ -177,49 +177,26 @@ func (c *checker) next(s State) []State {
 
 // reach returns the declared states reachable from start, start included.
 func (c *checker) reach(start State) map[State]bool {
-	seen := map[State]bool{}
 	if _, ok := c.spec[start]; !ok || start == "" {
-		return seen
+		return map[State]bool{}
 	}
-	stack := []State{start}
-	for len(stack) > 0 {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		stack = append(stack, c.next(s)...)
-	}
-	return seen
+	return search([]State{start}, c.next)
 }
 
 // coreach returns the states from which a state where goal is true can
 // be reached, those states included.
 func (c *checker) coreach(goal func(State) bool) map[State]bool {
 	into := map[State][]State{}
+	var goals []State
 	for _, s := range c.order {
 		for _, to := range c.next(s) {
 			into[to] = append(into[to], s)
 		}
-	}
-	seen := map[State]bool{}
-	var stack []State
-	for _, s := range c.order {
 		if goal(s) {
-			stack = append(stack, s)
+			goals = append(goals, s)
 		}
 	}
-	for len(stack) > 0 {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		stack = append(stack, into[s]...)
-	}
-	return seen
+	return search(goals, func(s State) []State { return into[s] })
 }
 
 // shortest returns the edges of a shortest walk from `from` to a state

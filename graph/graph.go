@@ -198,6 +198,12 @@ func (g *Graph) successors() map[State][]State {
 // reachable returns the states reachable from the starts, the starts included.
 func (g *Graph) reachable(starts ...State) map[State]bool {
 	next := g.successors()
+	return search(starts, func(s State) []State { return next[s] })
+}
+
+// search returns the states reachable from the starts through next, the
+// starts included.
+func search(starts []State, next func(State) []State) map[State]bool {
 	seen := map[State]bool{}
 	stack := append([]State(nil), starts...)
 	for len(stack) > 0 {
@@ -207,7 +213,7 @@ func (g *Graph) reachable(starts ...State) map[State]bool {
 			continue
 		}
 		seen[s] = true
-		stack = append(stack, next[s]...)
+		stack = append(stack, next(s)...)
 	}
 	return seen
 }
