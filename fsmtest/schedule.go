@@ -130,10 +130,10 @@ type tracker struct {
 	e *Env
 
 	mu       sync.Mutex
-	ops      int                // the scenario's changes so far
-	last     map[apiKey]uint64  // what the operator last wrote to each object
-	pending  map[int]pendingOne // writes on their way, by number
-	events   map[string]int     // watch events so far, by resource
+	ops      int               // the scenario's changes so far
+	last     map[apiKey]uint64 // what the operator last wrote to each object
+	pending  map[int]uint64    // the digests of writes on their way, by number
+	events   map[string]int    // watch events so far, by resource
 	points   []point
 	struckAt map[atom]int // the seq of the point where each fault struck
 
@@ -144,13 +144,8 @@ type tracker struct {
 	heldTill time.Time
 }
 
-type pendingOne struct {
-	key    apiKey
-	digest uint64
-}
-
 func newTracker(e *Env) *tracker {
-	return &tracker{e: e, last: map[apiKey]uint64{}, pending: map[int]pendingOne{}, events: map[string]int{}, struckAt: map[atom]int{}}
+	return &tracker{e: e, last: map[apiKey]uint64{}, pending: map[int]uint64{}, events: map[string]int{}, struckAt: map[atom]int{}}
 }
 
 // change notes a change of the scenario's.
@@ -207,7 +202,7 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 	d := tr.digest(body)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.pending[k] = pendingOne{key: w.apiKey, digest: d}
+	tr.pending[k] = d
 	atoms := []atom{{Kind: atomCrash, N: k}, {Kind: atomFail, N: k}}
 	if conflictable(w.Verb) {
 		atoms = append(atoms, atom{Kind: atomConflict, N: k})
@@ -215,17 +210,18 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 	return tr.add(atoms, w.String(), true, "write", w.Verb, w.Group, w.Resource, w.Name, w.Subresource, d)
 }
 
-// wrote notes that write k reached the server: it is what the operator
-// last wrote to its object.
-func (tr *tracker) wrote(k int, key apiKey) {
+// answered notes the API server's answer to write k: when it took the
+// write, that is what the operator last wrote to its object.
+func (tr *tracker) answered(k int, key apiKey, took bool) {
 	if tr == nil {
 		return
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	p := tr.pending[k]
+	if took {
+		tr.last[key] = tr.pending[k]
+	}
 	delete(tr.pending, k)
-	tr.last[key] = p.digest
 }
 
 // event records a watch event of resource res and returns its number
