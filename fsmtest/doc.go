@@ -167,8 +167,9 @@
 //
 // A run with k faults grows from one with k-1 that passed. Each point
 // where a fault may strike has a key: what the scenario changed so far,
-// what the operator last wrote to each object (times, UIDs and versions
-// left out) and what happens there. A fault at a point whose key was
+// each object as the operator's last write to it left it (times, UIDs and
+// versions left out, and the status of children, which other controllers
+// write) and what happens there. A fault at a point whose key was
 // explored before is not run again; the recovery after a fault mostly
 // repeats the clean run, so that depth 2 costs a few times depth 1, not
 // its square: for the moose and database examples, depth 2 runs one in

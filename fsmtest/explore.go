@@ -60,8 +60,10 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 // A run with k faults is made from one with k-1 that passed, with the new
 // fault at a point after the last one struck. Points are deduplicated by
 // an abstraction of the world there: what the scenario changed so far,
-// what the operator last wrote to each object (times, UIDs, versions and
-// the history of transitions left out) and what happens at the point. A
+// each object as the operator's last write to it left it, whatever the
+// verb (times, UIDs, versions, the history of transitions and the status
+// of children, which other controllers write, left out) and what happens
+// at the point. A
 // fault at a point with the key of one explored before is not run again:
 // the recovery after a fault mostly repeats the clean run's points, so
 // that depth 2 costs little more than depth 1. Runs share the package's

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,9 +113,10 @@ func parseSchedule(text string) (schedule, error) {
 }
 
 // point is a place in a run where a fault may strike, with the key of the
-// abstract world there: what the scenario changed so far and what the
-// operator last wrote to each object (times, UIDs, versions and the
-// history left out), and what happens at the point. Two points with one
+// abstract world there: what the scenario changed so far and each object
+// as the operator's last write to it left it (times, UIDs, versions, the
+// history and the status of children left out), and what happens at the
+// point. Two points with one
 // key are taken for one: a fault that struck at one need not strike at
 // the other.
 type point struct {
@@ -131,8 +133,8 @@ type tracker struct {
 
 	mu       sync.Mutex
 	ops      int               // the scenario's changes so far
-	last     map[apiKey]uint64 // what the operator last wrote to each object
-	pending  map[int]uint64    // the digests of writes on their way, by number
+	last     map[apiKey]uint64 // each object as the operator's last write left it
+	statuses map[string]bool   // the resources whose status the operator wrote
 	events   map[string]int    // watch events so far, by resource
 	points   []point
 	struckAt map[atom]int // the seq of the point where each fault struck
@@ -145,7 +147,7 @@ type tracker struct {
 }
 
 func newTracker(e *Env) *tracker {
-	return &tracker{e: e, last: map[apiKey]uint64{}, pending: map[int]uint64{}, events: map[string]int{}, struckAt: map[atom]int{}}
+	return &tracker{e: e, last: map[apiKey]uint64{}, statuses: map[string]bool{}, events: map[string]int{}, struckAt: map[atom]int{}}
 }
 
 // change notes a change of the scenario's.
@@ -202,7 +204,9 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 	d := tr.digest(body)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.pending[k] = d
+	if w.Subresource == "status" {
+		tr.statuses[w.Resource] = true
+	}
 	atoms := []atom{{Kind: atomCrash, N: k}, {Kind: atomFail, N: k}}
 	if conflictable(w.Verb) {
 		atoms = append(atoms, atom{Kind: atomConflict, N: k})
@@ -210,33 +214,56 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 	return tr.add(atoms, w.String(), true, "write", w.Verb, w.Group, w.Resource, w.Name, w.Subresource, d)
 }
 
-// answered notes the API server's answer to write k: when it took the
-// write, that is what the operator last wrote to its object.
-func (tr *tracker) answered(k int, key apiKey, took bool) {
-	if tr == nil {
+// answered notes the API server's answer to a write of key: when it took
+// the write, the object it answered with is what the operator last made
+// of that object, whatever the verb (a create and an apply of the same
+// object leave the same world). The status of a resource whose status
+// the operator never wrote is left out, as for watch events.
+func (tr *tracker) answered(key apiKey, resp *http.Response) {
+	if tr == nil || resp == nil || resp.StatusCode >= 300 {
 		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	if key.Name == "" { // a create: the name is in the object
+		var meta struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		_ = json.Unmarshal(body, &meta)
+		key.Name = meta.Metadata.Name
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	if took {
-		tr.last[key] = tr.pending[k]
+	if !tr.statuses[key.Resource] {
+		body = withoutStatus(body)
 	}
-	delete(tr.pending, k)
+	tr.last[key] = tr.digest(body)
 }
 
 // event records a watch event of resource res and returns its number
-// and seq.
+// and seq. The status of an object of a resource whose status the
+// operator never wrote is left out of the event's key: what other
+// controllers report there (a Deployment's replicas as they come up)
+// moves at a pace of its own, and one event of each spec is enough to
+// strike.
 func (tr *tracker) event(res, kind string, object []byte) (int, int) {
 	if tr == nil {
 		return 0, 0
 	}
-	d := tr.digest(object)
 	var meta struct {
 		Metadata struct{ Name string } `json:"metadata"`
 	}
 	_ = json.Unmarshal(object, &meta)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	if !tr.statuses[res] {
+		object = withoutStatus(object)
+	}
+	d := tr.digest(object)
 	tr.events[res]++
 	n := tr.events[res]
 	atoms := []atom{{Kind: atomDelay, N: n, Res: res}, {Kind: atomRelist, N: n, Res: res}}
@@ -281,6 +308,16 @@ func (tr *tracker) digest(doc []byte) uint64 {
 		_, _ = h.Write(doc)
 		return h.Sum64()
 	}
+	// A JSON patch's operations name the fields they set by path.
+	if ops, ok := v.([]any); ok {
+		for _, op := range ops {
+			if op, ok := op.(map[string]any); ok {
+				if p, ok := op["path"].(string); ok && variable[p[strings.LastIndex(p, "/")+1:]] {
+					op["value"] = "<variable>"
+				}
+			}
+		}
+	}
 	if m, ok := v.(map[string]any); ok {
 		if meta, ok := m["metadata"].(map[string]any); ok {
 			delete(meta, "managedFields")
@@ -299,8 +336,26 @@ func (tr *tracker) digest(doc []byte) uint64 {
 		}
 	}
 	out, _ := json.Marshal(withoutWords(tr.e.normalize(v)))
-	_, _ = h.Write(out)
+	// UIDs hide in strings too: a managed field's key names an owner
+	// reference by its UID.
+	_, _ = h.Write(uuid.ReplaceAll(out, []byte("<uid>")))
 	return h.Sum64()
+}
+
+var uuid = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// withoutStatus returns an object's JSON without its status.
+func withoutStatus(object []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(object, &m) != nil {
+		return object
+	}
+	delete(m, "status")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return object
+	}
+	return out
 }
 
 // hold notes a watch event held back, or a cache listing anew.

@@ -250,15 +250,15 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	seq := f.trace.write(req, k, Write{Verb: verb, apiKey: key, Subresource: sub})
 	switch {
 	case f.strikes(atom{Kind: atomFail, N: k}, seq):
-		f.trace.answered(k, key, false)
 		return nil, fmt.Errorf("fsmtest: write %d (%s %s) failed before reaching the API server (injected)", k, verb, key.Name)
 	case conflictable(verb) && f.strikes(atom{Kind: atomConflict, N: k}, seq),
 		f.conflictEvery > 0 && k >= f.conflictFrom && (k-f.conflictFrom)%f.conflictEvery == 0 && f.mayConflict(verb, key, sub):
-		f.trace.answered(k, key, false)
 		return conflict(req, key), nil
 	}
 	resp, err := t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
-	f.trace.answered(k, key, err == nil && resp.StatusCode < 300)
+	if err == nil {
+		f.trace.answered(key, resp)
+	}
 	if err == nil && f.strikes(atom{Kind: atomCrash, N: k}, seq) {
 		// The write reached the server; the process that made it never
 		// learns so, and does nothing after it.
