@@ -93,12 +93,16 @@ func TestExploreBrokenMachines(t *testing.T) {
 	if os.Getenv("FSMTEST_EXPLORE_BROKEN") == "" {
 		t.Skip("run by TestExploreCatchesBrokenMachines in a process of its own")
 	}
+	// Two machines at a time (go test's -parallel), four runs each: the
+	// clean run and the shrinking of one overlap the other's runs.
 	for name, tc := range sloppy {
 		t.Run(name, func(t *testing.T) {
-			fsmtest.Explore(t, tc.machine(true), tc.scenario, fsmtest.FailFast())
+			t.Parallel()
+			fsmtest.Explore(t, tc.machine(true), tc.scenario, fsmtest.FailFast(), fsmtest.Parallel(4))
 		})
 	}
 	t.Run("Restless", func(t *testing.T) {
+		t.Parallel()
 		fsmtest.Explore(t, restless(true), func(e *fsmtest.Env) {
 			g := gadget()
 			e.Create(g)
