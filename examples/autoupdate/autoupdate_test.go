@@ -104,10 +104,17 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 // is created and deleted.
 func TestUpgradesSurviveFaults(t *testing.T) {
 	t.Parallel()
+	machine, scenario, opts := underFaults(t)
+	fsmtest.Explore(t, machine, scenario, opts...)
+}
+
+// underFaults is the machine, the main scenario and the options of the
+// fault tests: TestUpgradesSurviveFaults's, and the seeded-bug check's.
+func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient], func(*fsmtest.Env), []fsmtest.FaultOption) {
 	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient] {
 		return worldOf(e).operator().Machine()
 	}
-	fsmtest.Explore(t, machine, func(e *fsmtest.Env) {
+	return machine, func(e *fsmtest.Env) {
 		w := worldOf(e)
 		mc := agent()
 		for i, s := range story {
@@ -130,7 +137,7 @@ func TestUpgradesSurviveFaults(t *testing.T) {
 			}
 			return ""
 		})
-	}, fsmtest.Ignore("address"))
+	}, []fsmtest.FaultOption{fsmtest.Ignore("address")}
 }
 
 func TestRestartMidUpgradeCompletesIt(t *testing.T) {

@@ -163,6 +163,13 @@ func TestStopTakesTheDefaultChildAndMaintenanceComesFirst(t *testing.T) {
 // the database reaches the same status, and the agent the same state, as
 // in a clean run.
 func TestDatabaseSurvivesFaults(t *testing.T) {
+	machine, scenario, opts := underFaults(t)
+	fsmtest.Explore(t, machine, scenario, opts...)
+}
+
+// underFaults is the machine, the main scenario and the options of the
+// fault tests: TestDatabaseSurvivesFaults's, and the seeded-bug check's.
+func underFaults(t *testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Database], func(*fsmtest.Env), []fsmtest.FaultOption) {
 	// One agent serves every run: it names databases namespace.name, so
 	// the runs, each in a namespace of its own, do not meet there. It
 	// outlives the operator's crashes, as the real one would.
@@ -170,7 +177,7 @@ func TestDatabaseSurvivesFaults(t *testing.T) {
 	machine := func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Database] {
 		return (&database.Operator{Agent: &agent.Client{URL: a.URL()}}).Machine()
 	}
-	fsmtest.Explore(t, machine, func(e *fsmtest.Env) {
+	return machine, func(e *fsmtest.Env) {
 		d := named("orders", "Running")
 		e.Create(d)
 		at(e, a, d, database.Running, agent.Running)
@@ -193,7 +200,7 @@ func TestDatabaseSurvivesFaults(t *testing.T) {
 			_, known := a.Database(e.Namespace + "." + d.Name)
 			return !known
 		})
-	})
+	}, nil
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {

@@ -208,7 +208,14 @@ func TestKubectlShowsThePrinterColumns(t *testing.T) {
 // makes friends with mabel, is fed twice (heavier, he gets hungry
 // sooner), roams, eats, sleeps and is released, and mabel forgets him.
 func TestMooseSurvivesFaults(t *testing.T) {
-	fsmtest.Explore(t, func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Moose] { return herd(e, 1) }, func(e *fsmtest.Env) {
+	machine, scenario, opts := underFaults(t)
+	fsmtest.Explore(t, machine, scenario, opts...)
+}
+
+// underFaults is the machine, the main scenario and the options of the
+// fault tests: TestMooseSurvivesFaults's, and the seeded-bug check's.
+func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Moose], func(*fsmtest.Env), []fsmtest.FaultOption) {
+	return func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Moose] { return herd(e, 1) }, func(e *fsmtest.Env) {
 		mabel, milo := newMoose("mabel", 200), newMoose("milo", 200)
 		e.Create(mabel)
 		e.Create(milo)
@@ -224,7 +231,7 @@ func TestMooseSurvivesFaults(t *testing.T) {
 		e.Delete(milo)
 		e.AwaitGone(milo)
 		e.Await("mabel to forget milo", func() bool { return len(friends(e, mabel)) == 0 })
-	})
+	}, nil
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {

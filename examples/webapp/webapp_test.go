@@ -294,7 +294,14 @@ func TestVersionTwoMigratesAnAppInFlight(t *testing.T) {
 // created, un-exposed, reconfigured and deleted, its DNS record following
 // it.
 func TestWebAppSurvivesFaults(t *testing.T) {
-	fsmtest.Explore(t, operator, func(e *fsmtest.Env) {
+	machine, scenario, opts := underFaults(t)
+	fsmtest.Explore(t, machine, scenario, opts...)
+}
+
+// underFaults is the machine, the main scenario and the options of the
+// fault tests: TestWebAppSurvivesFaults's, and the seeded-bug check's.
+func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.WebApp], func(*fsmtest.Env), []fsmtest.FaultOption) {
+	return operator, func(e *fsmtest.Env) {
 		app := shop()
 		e.Create(app)
 		e.AwaitReady(app)
@@ -307,7 +314,7 @@ func TestWebAppSurvivesFaults(t *testing.T) {
 		e.Delete(app)
 		e.AwaitGone(app)
 		e.Await("the DNS record to go", func() bool { return record(e, "shop.example.com") == "" })
-	})
+	}, nil
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {
