@@ -13,7 +13,7 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
-.PHONY: test explore fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
+.PHONY: test explore seeded-bugs fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
 ## test: run every test, with the race detector, against a real API server
 ## (three packages at a time: they mostly wait on their API servers, so on
@@ -30,6 +30,12 @@ EXPLORE_BUDGET ?= 2m
 explore: assets
 	$(GO) -C examples test -race -count=1 -p 1 -timeout 30m -v -run 'Survives?Faults$$' \
 		./moose ./database ./webapp ./autoupdate -kfsm.depth=2 -kfsm.budget=$(EXPLORE_BUDGET)
+
+## seeded-bugs: the seeded bugs of examples/internal/seeded/bugs, each applied to its example in
+## turn: Explore, two faults at a time, catches it with a counterexample of at most two faults
+## that its replay command fails again, and Faults catches it or misses it as the patch says
+seeded-bugs: assets
+	$(GO) -C examples test -tags seeded -count=1 -timeout 90m -v -run '^TestExploreCatchesEverySeededBug$$' ./internal/seeded
 
 ## fleet-test: the tests at the size of a fleet, too slow for make test: 1,000 objects in
 ## every state of version 1 of a graph, migrated to version 2 under a manager
@@ -108,16 +114,18 @@ verify-generated: generate
 		git status --porcelain -- $(GENERATED); git diff -- $(GENERATED) | head -50; exit 1; \
 	fi
 
-## lint: go vet, golangci-lint (also on the scaffold's install test, behind the e2e build
-## tag), kube-api-linter on the status that every kfsm CRD embeds and on the examples' API
-## types, kfsm vet on the examples' state machines and kfsm check, the model check, on
+## lint: go vet, golangci-lint (also on the scaffold's install test and the seeded-bug
+## check, behind the e2e and seeded build tags), kube-api-linter on the status that every
+## kfsm CRD embeds and on the examples' API types, kfsm vet on the examples' state machines and kfsm check, the model check, on
 ## their graphs
 lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
 	$(GO) vet $(PACKAGES)
 	$(GO) vet -tags e2e ./cmd/internal/scaffold
+	$(GO) vet -tags seeded ./examples/internal/seeded
 	GOWORK=off $(GO) -C tools/release vet ./...
 	$(BIN)/golangci-lint run $(PACKAGES)
 	$(BIN)/golangci-lint run --build-tags e2e ./cmd/internal/scaffold
+	$(BIN)/golangci-lint run --build-tags seeded ./examples/internal/seeded
 	cd tools/release && GOWORK=off $(BIN)/golangci-lint run ./...
 	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/ ./examples/.../v1alpha1
 	$(GO) run ./cmd/kfsm vet ./examples/...

@@ -1,0 +1,136 @@
+//go:build seeded
+
+package seeded_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kfsm/kfsm/examples/internal/seeded"
+)
+
+// Each seeded bug in its example, under the example's main scenario:
+// fsmtest.Explore, two faults at a time, stopping at its first failure,
+// catches it with a counterexample of at most two faults, while the clean
+// run passes; the counterexample's replay command fails again; and
+// fsmtest.Faults, one fault at a time, catches it or misses it as the
+// patch says. The checks of two bugs share the machine at once, as go
+// test's -parallel says.
+func TestExploreCatchesEverySeededBug(t *testing.T) {
+	bugs, err := seeded.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bugs {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel() // two at a time: the runs mostly wait
+			overlay, err := b.Overlay(root(t), t.TempDir(), map[string]string{
+				filepath.Join(b.Example, "seeded_faults_test.go"): faultsTest(t, b),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			test := func(args ...string) (string, error) {
+				start := time.Now()
+				defer func() { t.Logf("go test %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Second)) }()
+				return goIn(t, overlay, append([]string{"test", "-race", "-count=1", "-timeout=20m", pkg(b)}, args...)...)
+			}
+
+			out, err := test("-run=Survives?Faults$", "-failfast", "-kfsm.depth=2")
+			schedule := counterexample(t, out, err)
+			if schedule == "" {
+				return
+			}
+			t.Logf("Explore: %s", schedule)
+			if n := len(strings.Split(schedule, ",")); n > 2 {
+				t.Errorf("the counterexample %s has %d faults after shrinking, want at most 2", schedule, n)
+			}
+
+			out, err = test("-run=Survives?Faults$", "-kfsm.explore="+schedule)
+			if again := counterexample(t, out, err); again != schedule {
+				t.Errorf("the replay of %s failed with %q", schedule, again)
+			}
+
+			out, err = test("-run=^TestSeededUnderFaults$", "-parallel=8", "-failfast")
+			switch {
+			case b.FaultsCatches && err == nil:
+				t.Errorf("Faults passes with the bug; the patch says it catches it:\n%s", tail(out))
+			case !b.FaultsCatches && err != nil:
+				t.Errorf("Faults catches the bug; the patch says it misses it:\n%s", tail(out))
+			default:
+				t.Logf("Faults: %s it", map[bool]string{true: "catches", false: "misses"}[err != nil])
+			}
+		})
+	}
+}
+
+var (
+	failedRun = regexp.MustCompile(`fsmtest: a run with (\d+) fault\(s\) failed:`)
+	replay    = regexp.MustCompile(`replay: go test .* -kfsm\.explore='([^']*)'`)
+)
+
+// counterexample returns the schedule of the run that Explore reports
+// failed, and fails t unless go test failed with such a report for a run
+// with faults: a clean run that fails is no bug of faults.
+func counterexample(t *testing.T, out string, err error) string {
+	t.Helper()
+	m, r := failedRun.FindStringSubmatch(out), replay.FindStringSubmatch(out)
+	switch {
+	case err == nil:
+		t.Errorf("Explore passes with the bug:\n%s", tail(out))
+	case m == nil || r == nil:
+		t.Errorf("go test failed without a counterexample from Explore: %v\n%s", err, tail(out))
+	case m[1] == "0" || r[1] == "":
+		t.Errorf("the clean run fails with the bug: the scenario catches it without faults\n%s", tail(out))
+	default:
+		return r[1]
+	}
+	return ""
+}
+
+// faultsTest is a test file for b's example that runs its main scenario
+// under Faults, with underFaults from the example's own tests.
+func faultsTest(t *testing.T, b seeded.Bug) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root(t), b.Example, "*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clause := regexp.MustCompile(`(?m)^package (\w+)$`)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := clause.FindSubmatch(data); m != nil && strings.Contains(string(data), "\nfunc underFaults(") {
+			return fmt.Sprintf(`package %s
+
+import (
+	"testing"
+
+	"github.com/kfsm/kfsm/fsmtest"
+)
+
+func TestSeededUnderFaults(t *testing.T) {
+	machine, scenario, opts := underFaults(t)
+	fsmtest.Faults(t, machine, scenario, opts...)
+}
+`, m[1])
+		}
+	}
+	t.Fatalf("no test file of %s defines underFaults, the machine and scenario of its fault tests", b.Example)
+	return ""
+}
+
+// tail is the end of a long output.
+func tail(out string) string {
+	if len(out) > 6000 {
+		return "…" + out[len(out)-6000:]
+	}
+	return out
+}
