@@ -26,7 +26,7 @@ test: assets
 ## explore: the four examples' main scenarios under every combination of two faults
 ## (fsmtest.Explore at depth 2; make test runs depth 1), one example at a time, each
 ## within EXPLORE_BUDGET; the report of each says what it ran and what it cut
-EXPLORE_BUDGET ?= 2m
+EXPLORE_BUDGET ?= 5m
 explore: assets
 	$(GO) -C examples test -race -count=1 -p 1 -timeout 30m -v -run 'Survives?Faults$$' \
 		./moose ./database ./webapp ./autoupdate -kfsm.depth=2 -kfsm.budget=$(EXPLORE_BUDGET)
