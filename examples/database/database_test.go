@@ -169,6 +169,8 @@ func TestDatabaseSurvivesFaults(t *testing.T) {
 
 // underFaults is the machine, the main scenario and the options of the
 // fault tests: TestDatabaseSurvivesFaults's, and the seeded-bug check's.
+//
+//nolint:unparam // every example's underFaults has this signature; the seeded-bug check calls it
 func underFaults(t *testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Database], func(*fsmtest.Env), []fsmtest.FaultOption) {
 	// One agent serves every run: it names databases namespace.name, so
 	// the runs, each in a namespace of its own, do not meet there. It
