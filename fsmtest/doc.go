@@ -173,7 +173,7 @@
 // explored before is not run again; the recovery after a fault mostly
 // repeats the clean run, so that depth 2 costs a few times depth 1, not
 // its square: for the moose and database examples, depth 2 runs one in
-// ten or twenty of the schedules it generates, 97 to 177 runs beside the
+// ten or twenty of the schedules it generates, 91 to 159 runs beside the
 // 61 to 67 of depth 1.
 //
 // Every run is checked by the snapshots of Faults, and by eventual stable
