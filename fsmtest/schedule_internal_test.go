@@ -1,0 +1,74 @@
+package fsmtest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+)
+
+func answer(body string) *http.Response {
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(bytes.NewBufferString(body))}
+}
+
+// The world at a point is each object as the operator's writes left it,
+// however they were made: what differs between two correct runs (UIDs,
+// versions, times), wherever it hides, and the status that other
+// controllers write do not make a point new.
+func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
+	key := apiKey{Group: "apps", Resource: "deployments", Namespace: "ns"}
+	world := func(body string) uint64 {
+		tr := newTracker(&Env{Namespace: "ns"})
+		resp := answer(body)
+		tr.answered(key, resp)
+		if got, _ := io.ReadAll(resp.Body); string(got) != body {
+			t.Errorf("the operator got %q back, not the answer %q", got, body)
+		}
+		if len(tr.last) != 1 {
+			t.Fatalf("the world has %d objects, want 1: %v", len(tr.last), tr.last)
+		}
+		for k, d := range tr.last {
+			if k.Name != "web" {
+				t.Errorf("a create's object is filed under %q, want its name web", k.Name)
+			}
+			return d
+		}
+		return 0
+	}
+	created := world(`{"metadata":{"name":"web","uid":"0f8fad5b-d9cb-469f-a165-70867728950e","resourceVersion":"41","creationTimestamp":"2026-11-27T10:00:00Z"},"spec":{"replicas":2},"status":{"replicas":0}}`)
+	applied := world(`{"metadata":{"name":"web","uid":"7c9e6679-7425-40de-944b-e07fc1f90ae7","resourceVersion":"97","creationTimestamp":"2026-11-27T11:00:00Z","managedFields":[{"manager":"kfsm"}]},"spec":{"replicas":2},"status":{"replicas":2,"availableReplicas":2}}`)
+	if created != applied {
+		t.Errorf("one Deployment created in one run and applied in another makes two worlds")
+	}
+	if scaled := world(`{"metadata":{"name":"web"},"spec":{"replicas":3}}`); scaled == created {
+		t.Errorf("Deployments of 2 and 3 replicas make one world")
+	}
+
+	tr := newTracker(&Env{Namespace: "ns"})
+	patch := func(uid, rv string) uint64 {
+		return tr.digest([]byte(`[{"op":"replace","path":"/metadata/managedFields","value":[{"fieldsV1":{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"` + uid + `\"}":{}}}}}]},{"op":"replace","path":"/metadata/resourceVersion","value":"` + rv + `"}]`))
+	}
+	if patch("0f8fad5b-d9cb-469f-a165-70867728950e", "242") != patch("7c9e6679-7425-40de-944b-e07fc1f90ae7", "310") {
+		t.Errorf("one managed-fields patch in two runs, with their own UIDs and versions, has two digests")
+	}
+	if tr.digest([]byte(`[{"op":"replace","path":"/spec/replicas","value":2}]`)) == tr.digest([]byte(`[{"op":"replace","path":"/spec/replicas","value":3}]`)) {
+		t.Errorf("JSON patches that set different replicas have one digest")
+	}
+
+	// A watch event's key leaves out the status of a resource whose status
+	// the operator never wrote, and keeps it once it did.
+	event := func(tr *tracker, n int) uint64 {
+		_, seq := tr.event("deployments", "MODIFIED", []byte(`{"metadata":{"name":"web"},"spec":{"replicas":2},"status":{"readyReplicas":`+strconv.Itoa(n)+`}}`))
+		return tr.points[seq-1].key
+	}
+	others := newTracker(&Env{Namespace: "ns"})
+	if event(others, 1) != event(others, 2) {
+		t.Errorf("events that differ only in a status others write have two keys")
+	}
+	mine := newTracker(&Env{Namespace: "ns"})
+	mine.statuses["deployments"] = true
+	if event(mine, 1) == event(mine, 2) {
+		t.Errorf("events that differ in a status the operator writes have one key")
+	}
+}
