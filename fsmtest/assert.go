@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/graph"
@@ -343,7 +344,14 @@ func (e *Env) children(uid any) []unstructured.Unstructured {
 	for _, gvk := range e.childKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := e.Client.List(context.Background(), list); err != nil {
+		// A controller reference names an owner in the child's own
+		// namespace, so a namespaced kind is listed in the test's alone:
+		// other tests' objects, on a shared API server, would only cost.
+		var in []client.ListOption
+		if namespaced, err := apiutil.IsGVKNamespaced(gvk, e.Client.RESTMapper()); err == nil && namespaced {
+			in = append(in, client.InNamespace(e.Namespace))
+		}
+		if err := e.Client.List(context.Background(), list, in...); err != nil {
 			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 				continue
 			}

@@ -293,7 +293,7 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 		if o.e.snap.faulty() {
 			o.e.toNextBackoff(o.e.snap.moment())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
