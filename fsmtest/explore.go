@@ -39,7 +39,9 @@ func MaxRuns(n int) FaultOption { return func(o *faultOptions) { o.maxRuns = n }
 func FailFast() FaultOption { return func(o *faultOptions) { o.failFast = true } }
 
 // Parallel is how many of Explore's runs share the package's API server
-// at once; the default is four times GOMAXPROCS, at most 8: a run mostly waits.
+// at once; the default is six times GOMAXPROCS, at most 12: each run
+// waits at every Await until its operator is quiet, and the others use
+// the CPU meanwhile.
 func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n } }
 
 // Explore runs scenario once as it is, then under every combination of up
@@ -77,6 +79,8 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 //     ended and the operator is quiet, a new operator process, which reads
 //     every object anew as a resync does, makes no write and takes no
 //     transition;
+//   - with Effects, it counts the clean run's effects outside the
+//     cluster, and the resync at rest causes none;
 //   - no handler ran on a copy older than one the operator had written;
 //   - nothing is left being deleted (a leaked finalizer), no child that
 //     kfsm labels as a machine's lacks both its parent and an owner

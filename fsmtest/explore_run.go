@@ -28,7 +28,7 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 		e := New(rec)
 		f := scheduled(s)
 		f.trace = newTracker(e)
-		snap := &snapshots{holdUntil: -1, faults: x.t.Name(), ignore: x.o.ignore, trace: f.trace, lag: f.watchLag}
+		snap := &snapshots{holdUntil: -1, faults: x.t.Name(), ignore: x.o.ignore, effects: x.o.effects, trace: f.trace, lag: f.watchLag}
 		if s != nil {
 			snap.clean, snap.point = x.clean.snaps, s.String()
 		}
@@ -60,8 +60,10 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 			start()
 		}
 		scenario(e)
+		snap.countEffects(e)
 		if snap.clean != nil {
 			snap.compare(rec)
+			snap.compareEffects(rec)
 		}
 		e.rests(op)
 		e.leftovers()
@@ -87,6 +89,7 @@ func (e *Env) rests(op *Operator) {
 	for time.Now().Before(deadline) && (!e.resynced(walks) || e.api.quietFor(time.Now()) <= e.snap.moment()) {
 		time.Sleep(50 * time.Millisecond)
 	}
+	e.snap.effectsAtRest(e)
 	extra := e.api.all()[writes:]
 	edges := e.walks.edgesSince(walks)
 	if len(extra) == 0 && len(edges) == 0 {

@@ -68,6 +68,12 @@ func TestExploreCatchesBrokenMachines(t *testing.T) {
 	if !regexp.MustCompile(`(?s)the clean run failed.*not at rest \(eventual stable reconciliation\).*made 1 write\(s\): patch gadgets.testing.kfsm.dev g status, with nothing changed`).Match(out) {
 		t.Errorf("the restless machine was not found restless")
 	}
+	// The machine that invoices on every run of its Ready state fails its
+	// clean run too: the resync at rest sent an invoice.
+	if !regexp.MustCompile(`(?s)--- FAIL: TestExploreBrokenMachines/Dunning .*`).Match(out) ||
+		!regexp.MustCompile(`caused effects outside the cluster, with nothing changed: invoices: \d+ before, \d+ after`).Match(out) {
+		t.Errorf("the dunning machine was not found sending invoices at rest")
+	}
 	if !strings.Contains(string(out), "transitions, the clean run's | this run's:") {
 		t.Errorf("no transitions beside the clean run's")
 	}
@@ -101,6 +107,14 @@ func TestExploreBrokenMachines(t *testing.T) {
 			fsmtest.Explore(t, tc.machine(true), tc.scenario, fsmtest.FailFast(), fsmtest.Parallel(4))
 		})
 	}
+	t.Run("Dunning", func(t *testing.T) {
+		t.Parallel()
+		fsmtest.Explore(t, dunning, func(e *fsmtest.Env) {
+			g := gadget()
+			e.Create(g)
+			e.AwaitReady(g)
+		}, countInvoices)
+	})
 	t.Run("Restless", func(t *testing.T) {
 		t.Parallel()
 		fsmtest.Explore(t, restless(true), func(e *fsmtest.Env) {

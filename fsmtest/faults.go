@@ -52,8 +52,8 @@ const (
 	// dies during an external call), and as the work returns, after its
 	// effect and before its outcome is written. The crashes before and
 	// after the intent's write are Crash's. It finds actions that run
-	// twice, or whose effect is lost, when their run is; count the
-	// effects in the scenario, where the service the action calls can.
+	// twice, or whose effect is lost, when their run is: count the
+	// effects with Effects, from the fake of the service the action calls.
 	CrashInAction Fault = "crash-in-action"
 )
 
@@ -69,6 +69,7 @@ type faultOptions struct {
 	lag     time.Duration
 	timeout time.Duration
 	also    []func(*Env) func(manager.Manager) error
+	effects func(*Env) map[string]int
 
 	// Explore's:
 	depth, maxRuns, parallel int
@@ -150,7 +151,7 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 	run := func(t *testing.T, f *faults, snap *snapshots) *Env {
 		t.Helper()
 		e := New(t)
-		snap.faults, snap.ignore = name, o.ignore
+		snap.faults, snap.ignore, snap.effects = name, o.ignore, o.effects
 		e.Timeout, e.snap = o.timeout, snap
 		var also []RunOption
 		for _, a := range o.also {
@@ -167,6 +168,7 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 			t.Fatal(err)
 		}
 		scenario(e)
+		snap.countEffects(e)
 		return e
 	}
 
@@ -192,6 +194,7 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 					snap.clean, snap.point = clean, point
 					run(t, f, snap)
 					snap.compare(t)
+					snap.compareEffects(t)
 				})
 			}
 			switch class {
@@ -251,6 +254,10 @@ type snapshots struct {
 	holdUntil int    // bursts: the operator starts once this op is done; -1 for none
 	start     func()
 	started   bool
+
+	// Effects outside the cluster, when the test counts them:
+	effects func(*Env) map[string]int
+	counted map[string]int
 
 	// For a run of Explore:
 	trace *tracker

@@ -104,6 +104,12 @@ func TestFaultsCatchBrokenMachines(t *testing.T) {
 			t.Errorf("%s: no replay command", name)
 		}
 	}
+	// An invoice sent again after a failed write shows in the effects
+	// alone: the snapshots of the two runs are the same.
+	if !regexp.MustCompile(`--- FAIL: TestBrokenMachines/InvoicesInTheHandler/`+string(fsmtest.FailWrite)+`/write-\d+ `).Match(out) ||
+		!strings.Contains(string(out), "the effects outside the cluster differ from the clean run: invoices: 1 in the clean run, 2 in this one") {
+		t.Errorf("InvoicesInTheHandler: the invoice sent twice was not found")
+	}
 	// The replay command runs the clean run and that one faulty run again,
 	// and it fails again.
 	replay := regexp.MustCompile(`replay: go test -run '(\^TestBrokenMachines\$/\^GenerateName\$/[^']*)' \.`).FindSubmatch(out)
@@ -138,6 +144,9 @@ func TestBrokenMachines(t *testing.T) {
 			fsmtest.Faults(t, tc.machine(true), tc.scenario, fsmtest.Only(tc.class), fsmtest.Lag(time.Second), fsmtest.Converge(20*time.Second))
 		})
 	}
+	t.Run("InvoicesInTheHandler", func(t *testing.T) {
+		fsmtest.Faults(t, invoicing(true), createAndDelete, fsmtest.Only(fsmtest.FailWrite), countInvoices, fsmtest.Converge(20*time.Second))
+	})
 }
 
 // A machine on the fake clock: an injected failure (of a child's apply,

@@ -169,8 +169,7 @@ func TestDatabaseSurvivesFaults(t *testing.T) {
 
 // underFaults is the machine, the main scenario and the options of the
 // fault tests: TestDatabaseSurvivesFaults's, and the seeded-bug check's.
-//
-//nolint:unparam // every example's underFaults has this signature; the seeded-bug check calls it
+// The backups that the agent took are effects, counted in every run.
 func underFaults(t *testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Database], func(*fsmtest.Env), []fsmtest.FaultOption) {
 	// One agent serves every run: it names databases namespace.name, so
 	// the runs, each in a namespace of its own, do not meet there. It
@@ -179,7 +178,7 @@ func underFaults(t *testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Databa
 	machine := func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Database] {
 		return (&database.Operator{Agent: &agent.Client{URL: a.URL()}}).Machine()
 	}
-	return machine, func(e *fsmtest.Env) {
+	scenario := func(e *fsmtest.Env) {
 		d := named("orders", "Running")
 		e.Create(d)
 		at(e, a, d, database.Running, agent.Running)
@@ -202,7 +201,11 @@ func underFaults(t *testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Databa
 			_, known := a.Database(e.Namespace + "." + d.Name)
 			return !known
 		})
-	}, nil
+	}
+	backups := fsmtest.Effects(func(e *fsmtest.Env) map[string]int {
+		return map[string]int{"backups": a.BackupsTaken(e.Namespace + ".")}
+	})
+	return machine, scenario, []fsmtest.FaultOption{backups}
 }
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {

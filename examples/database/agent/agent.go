@@ -51,10 +51,11 @@ type Timings struct {
 type Agent struct {
 	timings Timings
 
-	mu  sync.Mutex
-	dbs map[string]*Database
-	srv *http.Server
-	url string
+	mu    sync.Mutex
+	dbs   map[string]*Database
+	taken map[string]int // backups taken, by database, the forgotten too
+	srv   *http.Server
+	url   string
 }
 
 // Start serves an agent with no databases on addr ("127.0.0.1:0" picks a
@@ -64,7 +65,7 @@ func Start(addr string, timings Timings) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database agent: %w", err)
 	}
-	a := &Agent{timings: timings, dbs: map[string]*Database{}, url: "http://" + l.Addr().String()}
+	a := &Agent{timings: timings, dbs: map[string]*Database{}, taken: map[string]int{}, url: "http://" + l.Addr().String()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /databases/{name}", a.get)
 	mux.HandleFunc("DELETE /databases/{name}", a.forget)
@@ -80,6 +81,21 @@ func (a *Agent) URL() string { return a.url }
 
 // Close stops the agent.
 func (a *Agent) Close() error { return a.srv.Close() }
+
+// BackupsTaken counts the backups taken of the databases whose names
+// start with prefix, those forgotten since too. A backup, unlike a
+// state, happens once for each request.
+func (a *Agent) BackupsTaken(prefix string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for name, taken := range a.taken {
+		if strings.HasPrefix(name, prefix) {
+			n += taken
+		}
+	}
+	return n
+}
 
 // Database returns a copy of what the agent knows of name.
 func (a *Agent) Database(name string) (Database, bool) {
@@ -148,6 +164,7 @@ func (a *Agent) operate(w http.ResponseWriter, req *http.Request) {
 	}
 	if op == "backup" {
 		db.Backups = append(db.Backups, req.URL.Query().Get("id"))
+		a.taken[name]++
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
