@@ -16,11 +16,11 @@ PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 .PHONY: test explore seeded-bugs fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
 ## test: run every test, with the race detector, against a real API server
-## (three packages at a time: they mostly wait on their API servers, so on
-## two cores three finish sooner than go test's default of two), and the
-## tests of make release's checks
+## (three packages at a time, and four parallel tests in each: they mostly
+## wait on their API servers, so on two cores more finish sooner than go
+## test's default of two), and the tests of make release's checks
 test: assets
-	$(GO) test -race -count=1 -timeout 30m -p 3 $(PACKAGES)
+	$(GO) test -race -count=1 -timeout 30m -p 3 -parallel 4 $(PACKAGES)
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -run '^TestRelease' .
 
 ## explore: the four examples' main scenarios under every combination of two faults
