@@ -57,7 +57,13 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 //     cache lists anew: intermediate states never seen;
 //   - action-start:N and action-end:N, the process dies as the work of
 //     action N starts, or as it returns before its outcome is written;
-//   - lag, every watch event reaches the operator late: stale reads.
+//   - lag, every watch event reaches the operator late: stale reads;
+//   - clock:N, for a machine on the fake clock, the clock jumps past the
+//     operator's next timer once step N of the scenario, an Await, held.
+//     A jump may fire a timeout that the clean run never reached, so the
+//     run is judged by the snapshots before it, by coming to rest and by
+//     what it leaves; its later Awaits wait until the operator took in
+//     the scenario's last change, and pass whether or not they hold.
 //
 // A run with k faults is made from one with k-1 that passed, with the new
 // fault at a point after the last one struck. Points are deduplicated by

@@ -49,6 +49,11 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 		}
 		for _, a := range s {
 			switch a.Kind {
+			case atomClock:
+				if snap.jumps == nil {
+					snap.jumps = map[int]bool{}
+				}
+				snap.jumps[a.N] = true
 			case atomBurst:
 				snap.holdUntil, snap.start = x.clean.snaps.lastChange(), start
 				fallthrough

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
@@ -17,6 +18,47 @@ import (
 // the second faults fall on points explored already.
 func TestExplorePassesACorrectMachine(t *testing.T) {
 	fsmtest.Explore(t, generated(false), createAndDelete, fsmtest.Depth(2))
+}
+
+// expiring waits in Working, on the fake clock, for the spec to say
+// "finish", and gives up after half an hour. Broken, its TimedOut state
+// counts its runs in its status, so that it never comes to rest there;
+// the scenario finishes in time, and only a jump of the clock reaches it.
+func expiring(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return fsm.New[*v1alpha1.Gadget]("expiring", fsm.Lifecycle).
+			Initial(Working).
+			State(Working, func(_ context.Context, r *request) fsm.Result {
+				if r.Object.Spec.Mode == "finish" {
+					return fsm.Next(Finished)
+				}
+				return fsm.Wait(time.Hour, "Working")
+			}, fsm.To(Finished), fsm.Timeout(30*time.Minute, TimedOut)).
+			State(TimedOut, func(_ context.Context, r *request) fsm.Result {
+				if broken {
+					r.Object.Status.Count++
+				}
+				return fsm.Done()
+			}, fsm.To(Working)).
+			State(Finished, nil, fsm.Final()).
+			OnDelete(Cleanup).
+			State(Cleanup, nil, fsm.Final()).
+			WithClock(e.Clock)
+	}
+}
+
+func finishInTime(e *fsmtest.Env) {
+	g := gadget()
+	e.Create(g)
+	e.AwaitState(g, Working)
+	e.Update(g, func() { g.Spec.Mode = "finish" })
+	e.AwaitState(g, Finished)
+}
+
+// A machine on the fake clock whose timeout path comes to rest passes
+// the runs where the clock jumps past its timeout.
+func TestExplorePassesAMachineWhoseTimeoutComesToRest(t *testing.T) {
+	fsmtest.Explore(t, expiring(false), finishInTime)
 }
 
 // restless counts its runs in its status when broken: every resync
@@ -68,6 +110,11 @@ func TestExploreCatchesBrokenMachines(t *testing.T) {
 	if !regexp.MustCompile(`(?s)the clean run failed.*not at rest \(eventual stable reconciliation\).*made 1 write\(s\): patch gadgets.testing.kfsm.dev g status, with nothing changed`).Match(out) {
 		t.Errorf("the restless machine was not found restless")
 	}
+	// The machine whose timeout path never comes to rest fails once the
+	// clock jumps past its timeout, which the clean run never reaches.
+	if !strings.Contains(string(out), "replay: go test -run '^TestExploreBrokenMachines$/^Expiring$' . -kfsm.explore='clock:2'") {
+		t.Errorf("the expiring machine was not caught by a jump of the clock after its second step")
+	}
 	// The machine that invoices on every run of its Ready state fails its
 	// clean run too: the resync at rest sent an invoice.
 	if !regexp.MustCompile(`(?s)--- FAIL: TestExploreBrokenMachines/Dunning .*`).Match(out) ||
@@ -107,6 +154,10 @@ func TestExploreBrokenMachines(t *testing.T) {
 			fsmtest.Explore(t, tc.machine(true), tc.scenario, fsmtest.FailFast(), fsmtest.Parallel(4))
 		})
 	}
+	t.Run("Expiring", func(t *testing.T) {
+		t.Parallel()
+		fsmtest.Explore(t, expiring(true), finishInTime, fsmtest.FailFast())
+	})
 	t.Run("Dunning", func(t *testing.T) {
 		t.Parallel()
 		fsmtest.Explore(t, dunning, func(e *fsmtest.Env) {

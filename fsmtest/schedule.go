@@ -34,6 +34,7 @@ const (
 	atomCrash       atomKind = "crash"        // the process dies once write N is answered
 	atomFail        atomKind = "fail"         // write N fails before it reaches the server
 	atomConflict    atomKind = "conflict"     // write N is answered 409 Conflict
+	atomClock       atomKind = "clock"        // once the scenario's step N, an Await, held, the fake clock jumps past the operator's next timer
 	atomDelay       atomKind = "delay"        // watch event N of Res reaches the operator late, and those after it on its watch
 	atomRelist      atomKind = "relist"       // the watch of Res breaks at its event N, which is lost; the cache lists anew
 	atomActionStart atomKind = "action-start" // the process dies as the work of action N starts
@@ -58,6 +59,7 @@ func (a atom) describe(at string) string {
 		atomCrash:       "crash after write %d (%s)",
 		atomFail:        "write %d (%s) failed before reaching the server",
 		atomConflict:    "write %d (%s) answered 409 Conflict",
+		atomClock:       "the fake clock jumped past the operator's next timer once step %d (%s) held",
 		atomDelay:       "watch event %d (%s) and those after it late",
 		atomRelist:      "watch broken at event %d (%s), which was lost, and the cache listed anew",
 		atomActionStart: "crash as the work of action %d (%s) starts",
@@ -99,10 +101,10 @@ func parseSchedule(text string) (schedule, error) {
 		case (a.Kind == atomDelay || a.Kind == atomRelist) && len(fields) == 3:
 			a.Res = fields[1]
 			a.N, err = strconv.Atoi(fields[2])
-		case slices.Contains([]atomKind{atomCrash, atomFail, atomConflict, atomActionStart, atomActionEnd}, a.Kind) && len(fields) == 2:
+		case slices.Contains([]atomKind{atomCrash, atomFail, atomConflict, atomClock, atomActionStart, atomActionEnd}, a.Kind) && len(fields) == 2:
 			a.N, err = strconv.Atoi(fields[1])
 		default:
-			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, lag or burst", part)
+			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, clock:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, lag or burst", part)
 		}
 		if err != nil || (len(fields) > 1 && a.N < 1) {
 			return nil, fmt.Errorf("fsmtest: fault %q: the number must be a count from 1", part)
@@ -131,13 +133,15 @@ type point struct {
 type tracker struct {
 	e *Env
 
-	mu       sync.Mutex
-	ops      int               // the scenario's changes so far
-	last     map[apiKey]uint64 // each object as the operator's last write left it
-	statuses map[string]bool   // the resources whose status the operator wrote
-	events   map[string]int    // watch events so far, by resource
-	points   []point
-	struckAt map[atom]int // the seq of the point where each fault struck
+	mu        sync.Mutex
+	ops       int               // the scenario's changes so far
+	changedAt int               // the number of walks at the last of them
+	last      map[apiKey]uint64 // each object as the operator's last write left it
+	statuses  map[string]bool   // the resources whose status the operator wrote
+	events    map[string]int    // watch events so far, by resource
+	points    []point
+	struckAt  map[atom]int // the seq of the point where each fault struck
+	jumped    bool         // the fake clock jumped
 
 	// Watch events held back, and caches listing anew, with when the last
 	// of them ended: the operator waits for them without a write, and is
@@ -155,9 +159,19 @@ func (tr *tracker) change() {
 	if tr == nil {
 		return
 	}
+	walks := tr.e.walks.count()
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.ops++
+	tr.changedAt = walks
+}
+
+// sinceChange is the number of the first walk after the scenario's last
+// change.
+func (tr *tracker) sinceChange() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.changedAt
 }
 
 // add records a point and returns its seq; the caller holds tr.mu. The
@@ -211,6 +225,7 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 	if conflictable(w.Verb) {
 		atoms = append(atoms, atom{Kind: atomConflict, N: k})
 	}
+
 	return tr.add(atoms, w.String(), true, "write", w.Verb, w.Group, w.Resource, w.Name, w.Subresource, d)
 }
 
@@ -290,6 +305,40 @@ func (tr *tracker) struck(a atom, seq int) {
 	if _, ok := tr.struckAt[a]; !ok {
 		tr.struckAt[a] = seq
 	}
+}
+
+// awaited records, once the scenario's step n, an Await, held and the
+// operator was quiet, a point where the fake clock may jump, if the
+// operator waits on it; it returns the point's seq, or 0.
+func (tr *tracker) awaited(n int, what string) int {
+	if tr == nil || !tr.e.Clock.HasWaiters() || tr.e.walks.nextTimer(tr.e.Clock.Now(), false).IsZero() {
+		return 0
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.add([]atom{{Kind: atomClock, N: n}}, what, true, "await", n)
+}
+
+// jump moves the fake clock past the operator's next timer, so that the
+// timeouts and waits due by then fire at once, as when the process was
+// paused for a while or its node's clock was set forward.
+func (tr *tracker) jump() {
+	if next := tr.e.walks.nextTimer(tr.e.Clock.Now(), false); !next.IsZero() {
+		tr.e.Clock.SetTime(next.Add(time.Second))
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.jumped = true
+}
+
+// clockJumped reports whether the fake clock jumped in the run.
+func (tr *tracker) clockJumped() bool {
+	if tr == nil {
+		return false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.jumped
 }
 
 // result returns the run's points and where its faults struck.
