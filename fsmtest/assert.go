@@ -62,9 +62,10 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 		}
 		e.snap.quiet(e)
 		if e.snap.clockJumped() {
-			// Timeouts fired that the clean run never reached: what the
-			// scenario awaits may never hold, and the run is judged by
-			// its rest and its leftovers alone.
+			// The jump may have fired a timeout that the clean run never
+			// reached: what the scenario awaits may never hold, and the
+			// run is judged by the snapshots before the jump, by coming
+			// to rest and by what it leaves.
 			e.snap.ops = append(e.snap.ops, "await "+what)
 			return
 		}
