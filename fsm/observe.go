@@ -37,6 +37,12 @@ type Walk struct {
 	// Err is what the reconcile returned: a *HandlerError for a failed
 	// handler, or a write's error.
 	Err error
+	// Began and Ended are when the reconcile held the object, by the wall
+	// clock (not the machine's): from after its read of the object to
+	// after its last write. A sharded machine's replica holds the
+	// object's slot all that time, so that the spans of two replicas'
+	// walks of one object never overlap.
+	Began, Ended time.Time
 }
 
 // Step is one run of a handler.
@@ -107,6 +113,7 @@ func (r *reconciler[T]) observed(ctx context.Context, key types.NamespacedName, 
 		Object: key, UID: w.before.GetUID(), ResourceVersion: w.before.GetResourceVersion(),
 		Steps: w.steps, Edges: w.edges, Committed: res.committed,
 		RequeueAfter: res.after, Soon: res.soon, Err: res.err,
+		Began: res.began, Ended: res.ended,
 	}
 	for _, observe := range r.m.walkObservers {
 		observe(ctx, walk)

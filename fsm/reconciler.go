@@ -111,13 +111,14 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 			trace.WithAttributes(attribute.String("kfsm.machine", r.m.name), attribute.String("k8s.object", req.String())))
 	}
 	defer span.End()
-	var w *walker[T]
-	res, err := r.reconcile(ctx, req, &w)
+	var run walkRun[T]
+	res, err := r.reconcile(ctx, req, &run)
+	w := run.w
 	if w == nil {
 		return res, err
 	}
 	r.noteFatCache(ctx, w.before)
-	out := reconcileResult{committed: w.committed, err: err}
+	out := reconcileResult{committed: w.committed, err: err, began: run.began, ended: run.ended}
 	switch {
 	case !w.committed:
 		out.soon = res.RequeueAfter > 0
@@ -150,10 +151,20 @@ type reconcileResult struct {
 	after     time.Duration // by the machine's clock
 	soon      bool          // at once, to continue
 	err       error
+
+	began, ended time.Time // when the reconcile held the object
 }
 
-// reconcile is Reconcile's work; it sets walked to the walk, if one ran.
-func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, walked **walker[T]) (reconcile.Result, error) {
+// walkRun is what a reconcile tells Reconcile of its walk: the walker, if
+// one ran, and, for the OnWalk observers, when the reconcile held the
+// object.
+type walkRun[T Object] struct {
+	w            *walker[T]
+	began, ended time.Time
+}
+
+// reconcile is Reconcile's work; it fills run in.
+func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, run *walkRun[T]) (reconcile.Result, error) {
 	obj := newObject[T]()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -171,6 +182,12 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 		if err := r.handedOver(ctx, obj, epoch); err != nil {
 			return reconcile.Result{}, err
 		}
+	}
+	if len(r.m.walkObservers) > 0 {
+		// Deferred after Exit, so that it runs before: the span lies
+		// within the time that this replica held the object's slot.
+		run.began = time.Now()
+		defer func() { run.ended = time.Now() }()
 	}
 	if leave, after := r.notOurs(ctx, obj); leave {
 		return reconcile.Result{RequeueAfter: after}, nil
@@ -203,7 +220,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, wa
 
 	before := obj.DeepCopyObject().(T)
 	w := r.walk(ctx, obj, before, deleting)
-	*walked = w
+	run.w = w
 	if !statusfield.Same(before, obj) {
 		if err := r.writeStatus(ctx, obj, before); err != nil {
 			if quiet(err) {
