@@ -15,27 +15,37 @@ import (
 // no reason to give up yet. A fake clock is not moved while one runs.
 type actionLog struct {
 	mu      sync.Mutex
-	running map[types.NamespacedName]int
+	running map[runningAction]int
 	ended   map[types.NamespacedName]bool
 	change  chan struct{} // closed and replaced when an action ends
 	starts  int           // actions started, in all the operator's processes
-	life    *life         // the operator process that runs now
+}
+
+// runningAction names the actions of an object that a process runs.
+type runningAction struct {
+	obj  types.NamespacedName
+	life *life
 }
 
 func newActionLog() *actionLog {
-	return &actionLog{running: map[types.NamespacedName]int{}, ended: map[types.NamespacedName]bool{}, change: make(chan struct{})}
+	return &actionLog{running: map[runningAction]int{}, ended: map[types.NamespacedName]bool{}, change: make(chan struct{})}
 }
 
-// observe is the machine's OnAction observer.
-func (l *actionLog) observe(obj types.NamespacedName, name string, a fsm.Action) {
+// observe is the machine's OnAction observer; p is the process whose
+// machine it is.
+func (l *actionLog) observe(obj types.NamespacedName, name string, a fsm.Action, p *process) {
+	var life *life
+	if p != nil {
+		life = p.life
+	}
+	k := runningAction{obj: obj, life: life}
 	l.mu.Lock()
-	life := l.life
 	if a.State == fsm.ActionPending {
-		l.running[obj]++
+		l.running[k]++
 		l.starts++
 	} else {
-		if l.running[obj]--; l.running[obj] <= 0 {
-			delete(l.running, obj)
+		if l.running[k]--; l.running[k] <= 0 {
+			delete(l.running, k)
 		}
 		l.ended[obj] = true
 		close(l.change)
@@ -47,22 +57,16 @@ func (l *actionLog) observe(obj types.NamespacedName, name string, a fsm.Action)
 	}
 }
 
-// begin notes a new operator process, in which no action runs yet: those
-// of the process before were cancelled, and a cancelled action reports
-// no end.
-func (l *actionLog) begin(life *life) {
+// end notes that a process has ended: its actions were cancelled, and a
+// cancelled action reports no end.
+func (l *actionLog) end(life *life) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.life = life
-	clear(l.running)
-}
-
-// dead reports whether the operator process that runs now has crashed:
-// what it still does until it is stopped is no process's.
-func (l *actionLog) dead() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.life != nil && l.life.crashed.Load()
+	for k := range l.running {
+		if k.life == life {
+			delete(l.running, k)
+		}
+	}
 }
 
 // started is how many actions started so far.
@@ -94,11 +98,11 @@ func (l *actionLog) waitForEnd(exists func(types.NamespacedName) bool, timeout t
 	l.mu.Lock()
 	change := l.change
 	running := false
-	for obj := range l.running {
-		if exists(obj) {
+	for k := range l.running {
+		if exists(k.obj) {
 			running = true
 		} else {
-			delete(l.running, obj) // deleted: its actions were cancelled
+			delete(l.running, k) // deleted: its actions were cancelled
 		}
 	}
 	l.mu.Unlock()

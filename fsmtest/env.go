@@ -58,6 +58,7 @@ type Env struct {
 	resources      map[string]apiKey // the group and resource of each machine's objects
 	driver         driver
 	snap           *snapshots // set in fault-injection runs
+	processes      sync.Map   // the operator process of each machine: *fsm.Machine[T] → *process
 }
 
 // New gives the test a namespace of its own in the package's cluster.
@@ -218,6 +219,7 @@ type machineWalk struct {
 	fsm.Walk
 	written int64     // the newest version of the object the operator had written when the walk ended
 	at      time.Time // by the test's fake clock
+	replica string    // the identity of the replica that walked, under Replicas
 }
 
 func (l *walkLog) add(w machineWalk) {
@@ -252,12 +254,26 @@ func (e *Env) noteResource(machine string, obj client.Object) {
 }
 
 // observed records a walk of machine in the test's namespace.
-func (e *Env) observed(machine string, w fsm.Walk) {
+func (e *Env) observed(machine string, w fsm.Walk, p *process) {
 	e.kindsMu.Lock()
 	k := e.resources[machine]
 	e.kindsMu.Unlock()
 	k.Namespace, k.Name = w.Object.Namespace, w.Object.Name
-	e.walks.add(machineWalk{machine: machine, Walk: w, written: e.api.written(k), at: e.Clock.Now()})
+	mw := machineWalk{machine: machine, Walk: w, written: e.api.written(k), at: e.Clock.Now()}
+	if p != nil {
+		mw.replica = p.identity
+	}
+	e.walks.add(mw)
+}
+
+// bind notes that machine m runs in process p, for its observers.
+func (e *Env) bind(m any, p *process) { e.processes.Store(m, p) }
+
+// processOf returns the process that machine m runs in, or nil.
+func (e *Env) processOf(m any) *process {
+	p, _ := e.processes.Load(m)
+	proc, _ := p.(*process)
+	return proc
 }
 
 // fatalf fails the test; in a faulty run, the message names the fault and

@@ -65,6 +65,9 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 //     what it leaves; its later Awaits wait until the operator took in
 //     the scenario's last change, and pass whether or not they hold.
 //
+// With Replicas, the operator runs as replicas that share the machine,
+// and a crash kills the replica that made the write.
+//
 // A run with k faults is made from one with k-1 that passed, with the new
 // fault at a point after the last one struck. Points are deduplicated by
 // an abstraction of the world there: what the scenario changed so far,
@@ -88,6 +91,7 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 //   - with Effects, it counts the clean run's effects outside the
 //     cluster, and the resync at rest causes none;
 //   - no handler ran on a copy older than one the operator had written;
+//   - with Replicas, no object was reconciled by two replicas at once;
 //   - nothing is left being deleted (a leaked finalizer), no child that
 //     kfsm labels as a machine's lacks both its parent and an owner
 //     reference (an orphan), and the operator wrote no object that the

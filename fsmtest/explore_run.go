@@ -33,11 +33,7 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 			snap.clean, snap.point = x.clean.snaps, s.String()
 		}
 		e.Timeout, e.snap = x.o.timeout, snap
-		var also []RunOption
-		for _, a := range x.o.also {
-			also = append(also, With(a(e)))
-		}
-		op := newOperator(e, machine, f, also...)
+		op := newOperator(e, machine, f, x.o.runOptions(e)...)
 		defer func() {
 			out.points, out.struck = f.trace.result()
 			out.transitions, out.snaps = e.transitions(), snap

@@ -2,12 +2,16 @@ package fsmtest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest"
@@ -18,6 +22,60 @@ import (
 // the second faults fall on points explored already.
 func TestExplorePassesACorrectMachine(t *testing.T) {
 	fsmtest.Explore(t, generated(false), createAndDelete, fsmtest.Depth(2))
+}
+
+// Two replicas share a machine's gadgets; under every fault, no gadget
+// is reconciled by both at once, and every run passes.
+func TestExplorePassesAShardedMachine(t *testing.T) {
+	fsmtest.Explore(t, generated(false), fourGadgets, fsmtest.Replicas(2))
+}
+
+// fourGadgets makes four gadgets, once two replicas share the work, and
+// deletes them.
+func fourGadgets(e *fsmtest.Env) {
+	e.Await("two replicas to hold slots", func() bool { return len(slotHolders(e)) == 2 })
+	var gs []*v1alpha1.Gadget
+	for i := range 4 {
+		g := gadget()
+		g.Name = fmt.Sprintf("g-%d", i)
+		e.Create(g)
+		gs = append(gs, g)
+	}
+	e.Await("every gadget to be Ready", func() bool {
+		for _, g := range gs {
+			if e.State(g) != Ready {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range gs {
+		e.Delete(g)
+	}
+	e.Await("every gadget to be gone", func() bool {
+		for _, g := range gs {
+			if e.Get(g) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// slotHolders lists the replicas whose Leases in e's namespace hold
+// slots.
+func slotHolders(e *fsmtest.Env) []string {
+	var leases coordinationv1.LeaseList
+	if err := e.Client.List(context.Background(), &leases, client.InNamespace(e.Namespace), client.HasLabels{fsm.LabelShards}); err != nil {
+		e.T.Fatal(err)
+	}
+	var out []string
+	for _, l := range leases.Items {
+		if l.Annotations[fsm.AnnotationSlots] != "" {
+			out = append(out, l.Name)
+		}
+	}
+	return out
 }
 
 // expiring waits in Working, on the fake clock, for the spec to say

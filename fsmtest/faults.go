@@ -71,6 +71,9 @@ type faultOptions struct {
 	also    []func(*Env) func(manager.Manager) error
 	effects func(*Env) map[string]int
 
+	replicas int                      // see Replicas
+	group    func(replica int) string // the replicas' group names, for tests of the overlap oracle
+
 	// Explore's:
 	depth, maxRuns, parallel int
 	budget                   time.Duration
@@ -153,11 +156,7 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 		e := New(t)
 		snap.faults, snap.ignore, snap.effects = name, o.ignore, o.effects
 		e.Timeout, e.snap = o.timeout, snap
-		var also []RunOption
-		for _, a := range o.also {
-			also = append(also, With(a(e)))
-		}
-		op := newOperator(e, machine, f, also...)
+		op := newOperator(e, machine, f, o.runOptions(e)...)
 		if snap.holdUntil >= 0 {
 			snap.start = func() {
 				if err := op.start(); err != nil {
@@ -331,7 +330,7 @@ func (s *snapshots) moment() time.Duration { return 300*time.Millisecond + s.lag
 func (s *snapshots) quiet(e *Env) {
 	moment := s.moment()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if now := time.Now(); e.api.quietFor(now) > moment && s.trace.idleFor(now) > moment {
+		if now := time.Now(); e.api.quietFor(now) > moment && s.trace.idleFor(now) > moment && e.held() {
 			return
 		}
 	}
@@ -446,6 +445,7 @@ var (
 		"uid": true, "resourceVersion": true, "creationTimestamp": true,
 		"clusterIP": true, "clusterIPs": true, "nodePort": true, "healthCheckNodePort": true,
 		fsm.LabelOwnerUID: true,
+		fsm.LabelSlot:     true, // a slot of the parent's UID, on a sharded machine's children
 		"appliedDigest":   true, // of content that holds the parent's UID
 	}
 	rfc3339 = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -25,20 +27,28 @@ import (
 // runs until the test ends.
 type Operator struct {
 	e     *Env
-	setup func() []func(manager.Manager) error
+	setup func(p *process, s *fsm.Shards) ([]func(manager.Manager) error, error)
 	opts  runOptions
 
 	hooks   *hooks       // with WithWebhooks
 	install func() error // has the API server call the machine's webhooks
 
 	mu      sync.Mutex
-	stop    func()
+	procs   []*process // by replica
 	started bool
 	closed  bool
 	faults  *faults
-	// replacing serializes the replacements of the process: a restart
-	// the test asks for, and one after a crash.
+	// replacing serializes the replacements of processes: a restart the
+	// test asks for, and one after a crash.
 	replacing sync.Mutex
+}
+
+// process is one process of the operator: under Replicas, one replica's.
+type process struct {
+	replica, n int    // from 0, and from 1 among the replica's processes
+	identity   string // in its Lease, under Replicas: r<replica>-p<n>
+	life       *life
+	stop       func()
 }
 
 // RunOption changes how Run runs an operator.
@@ -49,6 +59,8 @@ type runOptions struct {
 	machines []func(*Env) func(manager.Manager) error
 	manager  []func(*ctrl.Options)
 	webhooks bool
+	replicas int                      // shards the machine over this many processes, when more than one
+	group    func(replica int) string // the replicas' ShardOptions.Name; see Replicas
 }
 
 // With registers more with the operator's manager: another machine's
@@ -100,28 +112,35 @@ func RunFunc[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], opts ...R
 // start arranges for it to stop when the test ends.
 func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *faults, opts ...RunOption) *Operator {
 	o := &Operator{e: e, faults: f}
-	o.setup = func() []func(manager.Manager) error {
+	o.setup = func(p *process, s *fsm.Shards) ([]func(manager.Manager) error, error) {
 		m := machine(e)
+		if s != nil {
+			if e.processOf(m) != nil {
+				return nil, fmt.Errorf("fsmtest: Replicas runs %d processes of the operator, and the machine function returned a machine it had returned before: make a new one on each call", len(o.procs))
+			}
+			m.Sharded(s)
+		}
+		e.bind(m, p)
 		observe(m)
 		e.watchKind(newObject[T](), m.OwnedTypes())
 		e.noteResource(m.Name(), newObject[T]())
-		if o.opts.webhooks {
+		if o.opts.webhooks && p.replica == 0 {
 			o.install = func() error { return installHooks(o.hooks, e, m) }
-			return []func(manager.Manager) error{m.SetupWithManager, m.SetupWebhookWithManager}
+			return []func(manager.Manager) error{m.SetupWithManager, m.SetupWebhookWithManager}, nil
 		}
-		return []func(manager.Manager) error{m.SetupWithManager}
+		return []func(manager.Manager) error{m.SetupWithManager}, nil
 	}
 	for _, opt := range opts {
 		opt(&o.opts)
 	}
+	o.procs = make([]*process, max(1, o.opts.replicas))
 	e.driver = o
 	return o
 }
 
+// start starts the operator's processes: one, or one per replica.
 func (o *Operator) start() error {
 	o.mu.Lock()
-	l := &life{faults: o.faults, onCrash: o.crashed}
-	o.e.actions.begin(l)
 	first := !o.started
 	o.started = true
 	o.mu.Unlock()
@@ -129,6 +148,33 @@ func (o *Operator) start() error {
 		// After what the test and the machine function registered, so
 		// that the operator stops before what it talks to.
 		o.e.T.Cleanup(o.Stop)
+		if len(o.procs) > 1 {
+			o.e.T.Cleanup(o.e.overlaps)
+		}
+	}
+	for i := range o.procs {
+		if err := o.startProcess(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startProcess starts a new process of replica i, in place of the one
+// before, which has stopped.
+func (o *Operator) startProcess(i int) error {
+	p := &process{replica: i, n: 1}
+	l := &life{faults: o.faults, onCrash: func() { o.crashed(p) }}
+	p.life = l
+	o.mu.Lock()
+	prev := o.procs[i]
+	if prev != nil {
+		p.n = prev.n + 1
+	}
+	o.procs[i] = p
+	o.mu.Unlock()
+	if prev != nil {
+		o.e.actions.end(prev.life)
 	}
 	opts := ctrl.Options{
 		Scheme:  o.e.Scheme,
@@ -137,7 +183,7 @@ func (o *Operator) start() error {
 		// Every test runs the same controllers in a manager of its own.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
-	if o.opts.webhooks {
+	if o.opts.webhooks && i == 0 {
 		if o.hooks == nil {
 			h, err := newHooks(o.e)
 			if err != nil {
@@ -150,11 +196,20 @@ func (o *Operator) start() error {
 	for _, change := range o.opts.manager {
 		change(&opts)
 	}
-	mgr, err := ctrl.NewManager(o.e.operatorConfig(l), opts)
+	cfg := o.e.operatorConfig(l)
+	shards, err := o.shards(p, cfg, &opts)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("fsmtest: making the manager: %w", err)
 	}
-	setups := append(o.setup(), o.opts.also...)
+	setups, err := o.setup(p, shards)
+	if err != nil {
+		return err
+	}
+	setups = append(setups, o.opts.also...)
 	for _, m := range o.opts.machines {
 		setups = append(setups, m(o.e))
 	}
@@ -163,11 +218,43 @@ func (o *Operator) start() error {
 			return fmt.Errorf("fsmtest: setting up the manager: %w", err)
 		}
 	}
+	return o.run(p, mgr)
+}
+
+// shards prepares a replica's manager to shard the machine, under
+// Replicas: its process gets an identity of its own, as a new Pod would.
+func (o *Operator) shards(p *process, cfg *rest.Config, opts *ctrl.Options) (*fsm.Shards, error) {
+	if len(o.procs) == 1 {
+		return nil, nil
+	}
+	p.identity = fmt.Sprintf("r%d-p%d", p.replica, p.n)
+	group := "fsmtest"
+	if o.opts.group != nil {
+		group = o.opts.group(p.replica)
+	}
+	s, err := fsm.NewShards(cfg, opts, fsm.ShardOptions{
+		Name: group, Namespace: o.e.Namespace, Identity: p.identity,
+		LeaseDuration: replicaLease, RenewDeadline: replicaLease * 3 / 4, RetryPeriod: replicaLease / 16,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fsmtest: sharding replica %d: %w", p.replica, err)
+	}
+	return s, nil
+}
+
+// replicaLease is the LeaseDuration of replicas under Replicas: short, so
+// that a crashed replica's objects move soon, and long enough that a
+// replica of a loaded test process renews it in time.
+const replicaLease = 4 * time.Second
+
+// run starts p's manager, and returns once its cache has synced.
+func (o *Operator) run(p *process, mgr manager.Manager) error {
+	l := p.life
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	o.mu.Lock()
-	o.stop = sync.OnceFunc(func() {
+	p.stop = sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -196,11 +283,11 @@ func (o *Operator) start() error {
 			}
 		}
 		o.mu.Lock()
-		o.stop = cancel
+		p.stop = cancel
 		o.mu.Unlock()
 		return fmt.Errorf("fsmtest: the operator's cache did not sync within %v%s", o.e.Timeout, o.e.api.refused())
 	}
-	if o.install != nil {
+	if o.install != nil && p.replica == 0 {
 		return o.install()
 	}
 	return nil
@@ -220,7 +307,19 @@ func (o *Operator) Stop() {
 
 func (o *Operator) stopCurrent() {
 	o.mu.Lock()
-	stop := o.stop
+	procs := slices.Clone(o.procs)
+	o.mu.Unlock()
+	for _, p := range procs {
+		o.stopProcess(p)
+	}
+}
+
+func (o *Operator) stopProcess(p *process) {
+	o.mu.Lock()
+	var stop func()
+	if p != nil {
+		stop = p.stop
+	}
 	o.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -228,7 +327,8 @@ func (o *Operator) stopCurrent() {
 }
 
 // Restart stops the operator and starts a new one, as a new process of
-// the operator would start: nothing kfsm kept in memory survives.
+// the operator would start: nothing kfsm kept in memory survives. Under
+// Replicas, every replica restarts.
 func (o *Operator) Restart() {
 	o.e.T.Helper()
 	o.replacing.Lock()
@@ -239,8 +339,9 @@ func (o *Operator) Restart() {
 	}
 }
 
-// crashed replaces a process that died in the middle of its work.
-func (o *Operator) crashed() {
+// crashed replaces a process that died in the middle of its work: under
+// Replicas, that replica's alone.
+func (o *Operator) crashed(p *process) {
 	o.mu.Lock()
 	closed := o.closed
 	o.mu.Unlock()
@@ -249,8 +350,14 @@ func (o *Operator) crashed() {
 	}
 	o.replacing.Lock()
 	defer o.replacing.Unlock()
-	o.stopCurrent()
-	if err := o.start(); err != nil {
+	o.mu.Lock()
+	current := o.procs[p.replica] == p
+	o.mu.Unlock()
+	if !current {
+		return // replaced already, by a restart
+	}
+	o.stopProcess(p)
+	if err := o.startProcess(p.replica); err != nil {
 		o.e.T.Errorf("fsmtest: restarting after the crash: %v", err)
 	}
 }
@@ -313,18 +420,17 @@ func observe[T fsm.Object](m *fsm.Machine[T]) {
 		name = fmt.Sprintf("%s#%d", m.Name(), i)
 	}
 	m.OnAction(func(obj types.NamespacedName, name string, a fsm.Action) {
-		pkg.mu.Lock()
-		e := pkg.envs[obj.Namespace]
-		pkg.mu.Unlock()
-		if e != nil {
-			e.actions.observe(obj, name, a)
+		if e := envOf(obj.Namespace); e != nil {
+			e.actions.observe(obj, name, a, e.processOf(m))
 		}
 	})
 	m.OnWalk(func(_ context.Context, w fsm.Walk) {
-		pkg.mu.Lock()
-		e := pkg.envs[w.Object.Namespace]
-		pkg.mu.Unlock()
-		if e != nil && e.actions.dead() {
+		e := envOf(w.Object.Namespace)
+		var p *process
+		if e != nil {
+			p = e.processOf(m)
+		}
+		if p != nil && p.life.crashed.Load() {
 			// A crashed process, on its way out, reconciles on: in a
 			// real crash it would run nothing more.
 			return
@@ -337,9 +443,16 @@ func observe[T fsm.Object](m *fsm.Machine[T]) {
 			pkg.mu.Unlock()
 		}
 		if e != nil {
-			e.observed(m.Name(), w)
+			e.observed(m.Name(), w, p)
 		}
 	})
+}
+
+// envOf returns the Env of the test whose namespace is ns, or nil.
+func envOf(ns string) *Env {
+	pkg.mu.Lock()
+	defer pkg.mu.Unlock()
+	return pkg.envs[ns]
 }
 
 // newObject returns a new, empty T.

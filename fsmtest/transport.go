@@ -237,10 +237,12 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 		t.api.read(key)
 	}
 	// Events, the graph a machine publishes on its CRD when it starts,
-	// and the question a webhook asks the API server about who the
-	// operator is, are not the machine's writes to objects: they are
-	// neither counted nor faulted.
-	if verb == "" || !ok || key.Resource == "events" || key.Resource == "customresourcedefinitions" || key.Resource == "selfsubjectreviews" {
+	// the question a webhook asks the API server about who the operator
+	// is, and the Leases of replicas under Replicas, renewed on their own
+	// clock, are not the machine's writes to objects: they are neither
+	// counted nor faulted.
+	if verb == "" || !ok || key.Resource == "events" || key.Resource == "customresourcedefinitions" || key.Resource == "selfsubjectreviews" ||
+		key.Resource == "leases" && key.Group == "coordination.k8s.io" {
 		return f.watch(t.next, req, key.Resource)
 	}
 	if f == nil {
