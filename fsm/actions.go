@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -98,6 +99,7 @@ func (r *ActionRun) Checkpoint(ctx context.Context, progress string) error {
 type ActionOption func(*actionOptions)
 
 type actionOptions struct {
+	kind                string
 	idempotent          bool
 	observe             func(context.Context, *ActionRun) (bool, error)
 	deadline, heartbeat time.Duration
@@ -126,6 +128,15 @@ func Deadline(d time.Duration) ActionOption { return func(o *actionOptions) { o.
 // action runs, so that a reader tells a slow action from a lost one. Each
 // heartbeat is a status write.
 func Heartbeat(d time.Duration) ActionOption { return func(o *actionOptions) { o.heartbeat = d } }
+
+// ActionKind names what the action does, such as "backup", for its metrics: the
+// runs of one kind share the series of kfsm_actions_running,
+// kfsm_actions_completed_total and kfsm_actions_failed_total, labelled
+// action="backup", whatever the names that the handler gives them at run
+// time ("backup-" and an ID). Give a constant. Without it, the kind is the
+// state that started the action: a name made at run time never makes a
+// series of its own.
+func ActionKind(kind string) ActionOption { return func(o *actionOptions) { o.kind = kind } }
 
 // action is Request.Action.
 func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Action {
@@ -212,6 +223,7 @@ func (w *walker[T]) prepare(k action.Key, rec *ActionRecord, work ActionFunc, o 
 			return err
 		},
 		Heartbeat: o.heartbeat,
+		Kind:      cmp.Or(o.kind, string(rec.State)),
 	}
 	if resumed && o.observe != nil {
 		job.Observe = func(ctx context.Context, h *action.Handle) (bool, error) {

@@ -29,7 +29,7 @@ func backupMachine(name string, action func(ctx context.Context, g string) error
 		Initial("Backup").
 		State("Backup", func(_ context.Context, r *request) fsm.Result {
 			gadgetName := r.Object.Name // the action must not keep the request
-			a := r.Action("backup", func(ctx context.Context, _ *fsm.ActionRun) error { return action(ctx, gadgetName) })
+			a := r.Action("backup", func(ctx context.Context, _ *fsm.ActionRun) error { return action(ctx, gadgetName) }, fsm.ActionKind("backup"))
 			switch a.State {
 			case fsm.ActionPending:
 				return fsm.Wait(0, "BackingUp") // no timer: only completion wakes it
@@ -91,8 +91,40 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 	if got := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"}) - completed; got != 2 {
 		t.Errorf("kfsm_actions_completed_total grew by %v, want 2", got)
 	}
-	if metricExists(t, "kfsm_actions_running", map[string]string{"machine": "actions", "action": "backup"}) {
-		t.Error("kfsm_actions_running keeps a series for an action that no longer runs")
+	if got := metricValue(t, "kfsm_actions_running", map[string]string{"machine": "actions", "action": "backup"}); got != 0 {
+		t.Errorf("once the backups ended, kfsm_actions_running = %v, want 0", got)
+	}
+}
+
+// An action named at run time, such as "copy-" and the object's name, is
+// counted under its kind: by default the state that started it. Its name
+// makes no series of its own.
+func TestActionNamesMadeAtRunTimeMakeNoSeries(t *testing.T) {
+	e := newEnv(t)
+	m := fsm.New[*gadget]("actions-named", fsm.Lifecycle).
+		Initial("Copy").
+		State("Copy", func(_ context.Context, r *request) fsm.Result {
+			a := r.Action("copy-"+r.Object.Name, func(context.Context, *fsm.ActionRun) error { return nil })
+			if a.State == fsm.ActionPending {
+				return fsm.Wait(0, "Copying")
+			}
+			return fsm.Next("Finished")
+		}, fsm.To("Finished")).
+		State("Finished", done, fsm.Final())
+	fsmtest.Run(e.fe, m)
+	for _, name := range []string{"a", "b", "c"} {
+		e.gadget(name, v1alpha1.GadgetSpec{})
+	}
+	e.fe.Await("every copy to finish", func() bool { return ready(e, "a") && ready(e, "b") && ready(e, "c") })
+	if got := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions-named", "action": "Copy"}); got != 3 {
+		t.Errorf("kfsm_actions_completed_total{action=\"Copy\"} = %v, want 3", got)
+	}
+	for _, name := range []string{"copy-a", "copy-b", "copy-c"} {
+		for _, metric := range []string{"kfsm_actions_completed_total", "kfsm_actions_running"} {
+			if metricExists(t, metric, map[string]string{"machine": "actions-named", "action": name}) {
+				t.Errorf("%s has a series for the action named %s at run time", metric, name)
+			}
+		}
 	}
 }
 

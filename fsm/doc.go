@@ -174,7 +174,8 @@
 // whose records stay for the deletion path to clean up after, and leaving
 // a state cancels its actions. The metrics
 // kfsm_actions_running, kfsm_actions_completed_total and
-// kfsm_actions_failed_total count them. A handler that itself runs longer
+// kfsm_actions_failed_total count them by kind ([ActionKind], by default
+// the state that started them), never by a name made at run time. A handler that itself runs longer
 // than [Machine.SlowHandlerAfter] (5 s by default) holds a reconcile
 // worker, and with one worker every other object: kfsm logs it once per
 // state, pointing to Request.Action.

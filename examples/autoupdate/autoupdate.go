@@ -190,7 +190,7 @@ func (o *Operator) update(ctx context.Context, r *request) fsm.Result {
 			in, err := o.Host.Ensure(ctx, name, spec)
 			run.Result = in.Address
 			return err
-		}, fsm.Idempotent())
+		}, fsm.Idempotent(), fsm.ActionKind("start"))
 		switch a.State {
 		case fsm.ActionPending:
 			return fsm.Wait(0, "Starting")

@@ -193,7 +193,8 @@ func (o *Operator) servicing(ctx context.Context, r *request) fsm.Result {
 			fsm.Observe(func(ctx context.Context, _ *fsm.ActionRun) (bool, error) {
 				got, err := o.Agent.Get(ctx, name)
 				return err == nil && slices.Contains(got.Backups, id), err
-			}))
+			}),
+			fsm.ActionKind("backup")) // the metrics of every backup in one series
 		switch a.State {
 		case fsm.ActionPending:
 			return fsm.Wait(0, "BackingUp")

@@ -67,6 +67,9 @@ type Job struct {
 	Heartbeat time.Duration
 	// Progress is the checkpoint that the run resumes from.
 	Progress string
+	// Kind labels the run's metrics: a name from a bounded set, never
+	// one made at run time.
+	Kind string
 }
 
 // Handle is what a run reports through while it runs.
@@ -156,7 +159,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	runs     map[types.NamespacedName]map[string]*run
-	running  map[string]int // runs by name, for the gauge
+	running  map[string]int // runs by kind, for the gauge
 	base     context.Context
 	stop     context.CancelFunc
 	queue    workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -348,11 +351,11 @@ func (p *Pool) run(k Key, r *run) {
 	if !p.acquire(ctx) {
 		return
 	}
-	p.count(k.Name, 1)
+	p.count(r.job.Kind, 1)
 	stopBeat := p.heartbeat(k, r)
 	held, err := p.work(ctx, h)
 	stopBeat()
-	p.count(k.Name, -1)
+	p.count(r.job.Kind, -1)
 	if held {
 		<-p.slots
 	}
@@ -371,14 +374,14 @@ func (p *Pool) run(k Key, r *run) {
 	q := p.queue
 	p.mu.Unlock()
 	if err != nil {
-		failed.WithLabelValues(p.machine, k.Name).Inc()
+		failed.WithLabelValues(p.machine, r.job.Kind).Inc()
 		logged := err
 		if p.redact != nil {
 			logged = errors.New(p.redact(err.Error()))
 		}
 		p.log.Error(logged, "action failed", "machine", p.machine, "object", k.Object.String(), "action", k.Name, "key", r.record)
 	} else {
-		completed.WithLabelValues(p.machine, k.Name).Inc()
+		completed.WithLabelValues(p.machine, r.job.Kind).Inc()
 	}
 	if p.changed != nil {
 		p.changed(k, r.record, true, err)
@@ -474,19 +477,12 @@ func (p *Pool) wake(obj types.NamespacedName) {
 	}
 }
 
-// count keeps kfsm_actions_running, and removes an action's series when
-// none runs, so that names of finished actions do not pile up.
-func (p *Pool) count(name string, delta int) {
+// count keeps kfsm_actions_running, by kind.
+func (p *Pool) count(kind string, delta int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := p.running[name] + delta
-	if n > 0 {
-		p.running[name] = n
-		running.WithLabelValues(p.machine, name).Set(float64(n))
-		return
-	}
-	delete(p.running, name)
-	running.DeleteLabelValues(p.machine, name)
+	p.running[kind] += delta
+	running.WithLabelValues(p.machine, kind).Set(float64(p.running[kind]))
 }
 
 func safely(f func() (bool, error)) (done bool, err error) {
