@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -189,6 +190,7 @@ func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
 		b.states[s.name] = s
 		s.index = i
 		s.spanName = "kfsm.State " + string(s.name)
+		s.spanStart = trace.WithAttributes(attrState.String(string(s.name)))
 		s.waiting = fmt.Sprintf("waiting in state %s", s.name)
 		s.done = fmt.Sprintf("state %s is done", s.name)
 		if b.onDelete != "" {
@@ -219,7 +221,7 @@ func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	b.tracer = tp.Tracer("github.com/kfsm/kfsm/fsm")
+	b.tracer = tp.Tracer("github.com/kfsm/kfsm/fsm", trace.WithSchemaURL(semconv.SchemaURL))
 	return b
 }
 

@@ -31,7 +31,7 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	// A noop tracer's span under one that records nothing is one no reader of ctx tells apart: none starts.
 	ctx, span := w.ctx, trace.Span(noop.Span{})
 	if _, off := w.r.b.tracer.(noop.Tracer); !off || trace.SpanFromContext(w.ctx).IsRecording() {
-		ctx, span = w.r.b.tracer.Start(w.ctx, def.spanName)
+		ctx, span = w.r.b.tracer.Start(w.ctx, def.spanName, def.spanStart)
 	}
 	defer span.End()
 	log := w.log

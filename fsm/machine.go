@@ -81,6 +81,7 @@ type stateDef[T Object] struct {
 	// Set by Build, so that a step formats nothing.
 	index                   int
 	spanName, waiting, done string
+	spanStart               trace.SpanStartOption // the state span's attributes
 }
 
 // choose picks the exit that a Next takes: among the events raised, the

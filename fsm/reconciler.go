@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
@@ -107,8 +106,7 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	span := trace.Span(noop.Span{}) // none starts where none would record: see call
 	if _, off := r.b.tracer.(noop.Tracer); !off || trace.SpanFromContext(ctx).IsRecording() {
-		ctx, span = r.b.tracer.Start(ctx, "kfsm.Reconcile",
-			trace.WithAttributes(attribute.String("kfsm.machine", r.m.name), attribute.String("k8s.object", req.String())))
+		ctx, span = r.reconcileSpan(ctx, req.NamespacedName)
 	}
 	defer span.End()
 	var run walkRun[T]
@@ -171,6 +169,9 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 			return reconcile.Result{}, r.vanished(ctx, req.NamespacedName)
 		}
 		return reconcile.Result{}, err
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		linkLastTransition(span, obj.FSMStatus())
 	}
 	if r.shards != nil {
 		slot, epoch, retry, ok := r.shards.Enter(obj.GetUID())

@@ -253,6 +253,13 @@ type Transition struct {
 	// time is when the object moved.
 	// +required
 	Time metav1.Time `json:"time"`
+	// traceParent is the W3C traceparent of the span of the reconcile
+	// that made the transition, when it was traced: the object's later
+	// reconciles link their spans to it.
+	// +optional
+	// +kubebuilder:validation:MinLength=55
+	// +kubebuilder:validation:MaxLength=55
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // The bounds of Status, as the markers above put them in the CRD. Build

@@ -3,6 +3,7 @@ package fsm
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,7 +27,7 @@ func (w *walker[T]) move(next State, reason string) {
 	}
 	*w.st.StateSince = since
 	w.st.State, w.st.Failures, w.st.RetryAt = next, 0, nil
-	t := Transition{From: from, To: next, Reason: reason, Time: since}
+	t := Transition{From: from, To: next, Reason: reason, Time: since, TraceParent: traceParent(w.ctx)}
 	w.st.History = append(w.st.History, t)
 	// The latest transition stays whatever the limit: Request.From reads it.
 	// Slicing the oldest off copies nothing; a shift paid a write barrier per string during GC.
@@ -79,6 +80,9 @@ func (w *walker[T]) commit() {
 			continue
 		}
 		t := n.t
+		if span := trace.SpanFromContext(w.ctx); span.IsRecording() {
+			spanTransition(span, t)
+		}
 		r.b.metrics.transition(t.From, t.To, t.Reason)
 		if n.spent >= 0 {
 			r.b.metrics.left(t.From, n.spent.Seconds())
