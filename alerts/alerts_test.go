@@ -181,7 +181,7 @@ func failing() *fsm.Machine[*v1alpha1.Gadget] {
 				}
 				return fsm.Done()
 			case "backup":
-				if a := r.Action("backup", func(context.Context, *fsm.ActionRun) error { return errors.New("disk full") }); a.State == fsm.ActionFailed {
+				if a := r.Action("backup", func(context.Context, *fsm.ActionRun) error { return errors.New("disk full") }, fsm.ActionKind("backup")); a.State == fsm.ActionFailed {
 					return fsm.Wait(time.Second, "BackupFailed")
 				}
 				return fsm.Wait(0, "BackingUp")

@@ -67,6 +67,8 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 		return nil
 	}).Workers(1)
 	completed := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"})
+	timed := map[string]string{"machine": "actions", "action": "backup", "outcome": "succeeded"}
+	durations := metricValue(t, "kfsm_action_duration_seconds", timed)
 	fsmtest.Run(e.fe, m)
 
 	e.gadget("slow", v1alpha1.GadgetSpec{})
@@ -90,6 +92,9 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 	}
 	if got := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"}) - completed; got != 2 {
 		t.Errorf("kfsm_actions_completed_total grew by %v, want 2", got)
+	}
+	if got := metricValue(t, "kfsm_action_duration_seconds", timed) - durations; got != 2 {
+		t.Errorf("kfsm_action_duration_seconds observed %v more durations, want 2", got)
 	}
 	if got := metricValue(t, "kfsm_actions_running", map[string]string{"machine": "actions", "action": "backup"}); got != 0 {
 		t.Errorf("once the backups ended, kfsm_actions_running = %v, want 0", got)

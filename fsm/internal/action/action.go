@@ -41,9 +41,15 @@ var (
 		Name: "kfsm_actions_failed_total",
 		Help: "Asynchronous actions that failed or panicked.",
 	}, []string{"machine", "action"})
+	durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kfsm_action_duration_seconds",
+		Help: "Time the work of asynchronous actions took, observed when it ends, by outcome (succeeded, failed).",
+		// Actions span sub-second calls to jobs of hours: 0.1 s to 7 h.
+		Buckets: prometheus.ExponentialBuckets(0.1, 4, 10),
+	}, []string{"machine", "action", "outcome"})
 )
 
-func init() { metrics.Registry.MustRegister(running, completed, failed) }
+func init() { metrics.Registry.MustRegister(running, completed, failed, durations) }
 
 // Key names an action: the object and the action's name.
 type Key struct {
@@ -353,7 +359,9 @@ func (p *Pool) run(k Key, r *run) {
 	}
 	p.count(r.job.Kind, 1)
 	stopBeat := p.heartbeat(k, r)
+	began := time.Now() // real time: how long the work held a slot
 	held, err := p.work(ctx, h)
+	took := time.Since(began)
 	stopBeat()
 	p.count(r.job.Kind, -1)
 	if held {
@@ -373,6 +381,11 @@ func (p *Pool) run(k Key, r *run) {
 	r.phase, r.err, r.result = ended, err, h.Result
 	q := p.queue
 	p.mu.Unlock()
+	outcome := "succeeded"
+	if err != nil {
+		outcome = "failed"
+	}
+	durations.WithLabelValues(p.machine, r.job.Kind, outcome).Observe(took.Seconds())
 	if err != nil {
 		failed.WithLabelValues(p.machine, r.job.Kind).Inc()
 		logged := err
