@@ -288,19 +288,13 @@
 // kfsm_state_duration_seconds, kfsm_objects, kfsm_stalled_objects,
 // kfsm_reconciling_objects, kfsm_handler_errors_total,
 // kfsm_status_write_errors_total and the action metrics. Package alerts
-// holds alert rules for them, and a Grafana dashboard.
-//
-// Each reconcile is an OpenTelemetry span, kfsm.Reconcile, with a child
-// span per handler, "kfsm.State <state>". Their attributes follow the
-// semantic conventions where these name the thing (k8s.namespace.name)
-// and are kfsm's own otherwise: kfsm.machine, kfsm.object.kind,
-// kfsm.object.name, kfsm.state. Each committed transition is an event of
-// its reconcile's span, kfsm.transition, with kfsm.transition.from, .to
-// and .reason. The reconciles of one object are linked across time, and
-// across processes: the status's last transition keeps the traceparent
-// of the reconcile that made it (Transition.TraceParent), and every later
-// reconcile of the object links its span to that one. The graph can be
-// drawn: see [Machine.Graph] and package graph.
+// holds alert rules for them, and a Grafana dashboard. Each reconcile is
+// an OpenTelemetry span with a child span per handler, their attributes by
+// the semantic conventions (k8s.namespace.name) or under kfsm.*; each
+// committed transition is a kfsm.transition event, and a reconcile links
+// to the span that made the object's last transition
+// (Transition.TraceParent). The graph can be drawn: see [Machine.Graph]
+// and package graph.
 //
 // # Changing the graph
 //

@@ -63,9 +63,9 @@ func (r *reconciler[T]) track(obj T) {
 	}
 	r.tracked[key] = now
 	if known {
-		r.b.metrics.count(was, -1)
+		r.b.metrics.Count(string(was.state), was.stalled, was.reconciling, -1)
 	}
-	r.b.metrics.count(now, 1)
+	r.b.metrics.Count(string(now.state), now.stalled, now.reconciling, 1)
 }
 
 // recorded tells the echo marks which applies of obj's children its
@@ -100,7 +100,7 @@ func (r *reconciler[T]) untrack(key types.NamespacedName) []OutputRef {
 		return strays
 	}
 	delete(r.tracked, key)
-	r.b.metrics.count(was, -1)
+	r.b.metrics.Count(string(was.state), was.stalled, was.reconciling, -1)
 	return strays
 }
 

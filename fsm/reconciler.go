@@ -170,9 +170,6 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 		}
 		return reconcile.Result{}, err
 	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		linkLastTransition(span, obj.FSMStatus())
-	}
 	if r.shards != nil {
 		slot, epoch, retry, ok := r.shards.Enter(obj.GetUID())
 		if !ok {
@@ -184,12 +181,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 			return reconcile.Result{}, err
 		}
 	}
-	if len(r.m.walkObservers) > 0 {
-		// Deferred after Exit, so that it runs before: the span lies
-		// within the time that this replica held the object's slot.
-		run.began = time.Now()
-		defer func() { run.ended = time.Now() }()
-	}
+	defer r.hold(ctx, obj, run)() // after Exit, so that it runs before
 	if leave, after := r.notOurs(ctx, obj); leave {
 		return reconcile.Result{RequeueAfter: after}, nil
 	}
@@ -247,6 +239,22 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 	committed = true
 	r.track(obj)
 	return r.result(req, w.out)
+}
+
+// hold links the reconcile's span to the object's last transition and
+// notes, for the OnWalk observers, when the reconcile began to hold the
+// object; the function it returns notes when it stopped. Deferred after a
+// sharded replica's Exit, that runs before it: the span lies within the
+// time that the replica held the object's slot.
+func (r *reconciler[T]) hold(ctx context.Context, obj T, run *walkRun[T]) func() {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		linkLastTransition(span, obj.FSMStatus())
+	}
+	if len(r.m.walkObservers) == 0 {
+		return func() {}
+	}
+	run.began = time.Now()
+	return func() { run.ended = time.Now() }
 }
 
 // notOurs reports whether to leave obj, and when to look again: soon on a

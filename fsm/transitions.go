@@ -83,9 +83,9 @@ func (w *walker[T]) commit() {
 		if span := trace.SpanFromContext(w.ctx); span.IsRecording() {
 			spanTransition(span, t)
 		}
-		r.b.metrics.transition(t.From, t.To, t.Reason)
+		r.b.metrics.Transition(string(t.From), string(t.To), t.Reason)
 		if n.spent >= 0 {
-			r.b.metrics.left(t.From, n.spent.Seconds())
+			r.b.metrics.Left(string(t.From), n.spent.Seconds())
 		}
 		if w.log.Enabled() {
 			w.log.Info("transition", "machine", r.m.name, "object", client.ObjectKeyFromObject(w.obj).String(), "from", t.From, "to", t.To, "reason", t.Reason)

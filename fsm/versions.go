@@ -157,7 +157,7 @@ func (r *reconciler[T]) newer(ctx context.Context, obj T) bool {
 		msg := fmt.Sprintf("graph version %d of machine %s wrote the object; this operator runs version %d and leaves it to a newer one", obj.FSMStatus().GraphVersion, r.m.name, r.b.plan.Version())
 		logf.FromContext(ctx).Info(msg, "machine", r.m.name, "object", key.String())
 		r.event(obj, nil, corev1.EventTypeWarning, ReasonNewerVersion, "Leave", msg)
-		r.b.metrics.leftNewer.Inc()
+		r.b.metrics.LeftNewer()
 	}
 	return true
 }

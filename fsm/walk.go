@@ -346,7 +346,7 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 	msg := w.r.errorText(err)
 	w.rest(cur, reason) // first: a pipeline resting somewhere new starts counting afresh
 	w.st.Failures++
-	w.r.b.metrics.handlerError(cur)
+	w.r.b.metrics.HandlerError(string(cur))
 	w.notify(corev1.EventTypeWarning, reason, string(cur), fmt.Sprintf("state %s failed (attempt %d): %s", cur, w.st.Failures, msg), related(err))
 	f := &HandlerError{State: cur, Attempt: int(w.st.Failures), Err: w.r.redactedError(err)}
 

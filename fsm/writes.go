@@ -101,7 +101,7 @@ func quiet(err error) bool { return apierrors.IsConflict(err) || apierrors.IsNot
 // made visible, and a smaller write tries to get the news through.
 func (r *reconciler[T]) unwritable(ctx context.Context, before T, err error) (reconcile.Result, error) {
 	msg := r.errorText(err)
-	r.b.metrics.statusWriteErrors.Inc()
+	r.b.metrics.StatusWriteError()
 	r.event(before, nil, corev1.EventTypeWarning, ReasonStatusWriteFailed, "WriteStatus",
 		"the status could not be written, so the last walk was not recorded: "+msg)
 	small := before.DeepCopyObject().(T)
