@@ -14,13 +14,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/cmd/internal/terminal"
@@ -31,12 +27,14 @@ const PluginName = "kubectl-fsm"
 
 // Options are the flags that every command takes, as kubectl's.
 type Options struct {
-	Kubeconfig, Context, Namespace string
-	AllNamespaces                  bool
+	// ConfigFlags are kubectl's global flags: --kubeconfig, --context,
+	// -n, --as, --token, --server, --request-timeout and the others. Nil
+	// for a new set, which AddFlags makes.
+	ConfigFlags   *genericclioptions.ConfigFlags
+	AllNamespaces bool
 	// Now is the time that durations count to; tests fix it.
 	Now func() time.Time
 
-	config    *rest.Config
 	namespace string // the namespace to use: the flag's, or the context's
 }
 
@@ -70,37 +68,32 @@ func NewPluginCommand(opts *Options) *cobra.Command {
 	return root
 }
 
-// AddFlags adds kubectl's connection flags to cmd and its subcommands.
+// AddFlags adds kubectl's global flags, and -A, to cmd and its
+// subcommands.
 func AddFlags(cmd *cobra.Command, opts *Options) {
-	f := cmd.PersistentFlags()
-	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
-	f.StringVarP(&opts.Namespace, "namespace", "n", "", "the namespace (default: the context's)")
-	f.BoolVarP(&opts.AllNamespaces, "all-namespaces", "A", false, "objects of all namespaces")
+	if opts.ConfigFlags == nil {
+		opts.ConfigFlags = genericclioptions.NewConfigFlags(true)
+	}
+	opts.ConfigFlags.AddFlags(cmd.PersistentFlags())
+	cmd.PersistentFlags().BoolVarP(&opts.AllNamespaces, "all-namespaces", "A", false, "objects of all namespaces")
 }
 
 // cluster connects to the cluster the flags name.
 func (o *Options) cluster() (inspect.Cluster, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
-	cfg, err := cc.ClientConfig()
+	if o.ConfigFlags == nil {
+		return inspect.Cluster{}, errors.New("kubectl's flags were not added to the command")
+	}
+	cfg, err := o.ConfigFlags.ToRESTConfig()
 	if err != nil {
 		return inspect.Cluster{}, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
-	o.config = cfg
-	o.namespace = o.Namespace
-	if o.namespace == "" {
-		if o.namespace, _, err = cc.Namespace(); err != nil {
-			return inspect.Cluster{}, err
-		}
+	if o.namespace, _, err = o.ConfigFlags.ToRawKubeConfigLoader().Namespace(); err != nil {
+		return inspect.Cluster{}, fmt.Errorf("reading the namespace: %w", err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	mapper, err := o.ConfigFlags.ToRESTMapper()
 	if err != nil {
 		return inspect.Cluster{}, err
 	}
-	cached := memory.NewMemCacheClient(dc)
-	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return inspect.Cluster{}, err
