@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/cmd/internal/terminal"
@@ -83,14 +84,35 @@ func kindOf(m *inspect.Machine) string {
 }
 
 func newGetCommand(opts *Options) *cobra.Command {
-	var output string
+	var output *getOutput
 	cmd := &cobra.Command{
 		Use:   "get RESOURCE",
 		Short: "List a machine's objects with their state, time in state and readiness",
-		Args:  cobra.ExactArgs(1),
+		Long: `Get lists the objects of the machine that drives RESOURCE: each one's state,
+the time it has been in it, its readiness and the reason, then a count per
+state. For a sharded machine, a REPLICA column names the replica that holds
+each object.
+
+Output formats (-o):
+  (none)           the table
+  wide             the table with FAILURES (the handler's failures in a row),
+                   ACTIONS (the actions running) and GRAPH (the version of
+                   the machine's graph that the object is recorded at)
+  name             RESOURCE.GROUP/NAME, as kubectl get -o name prints it
+  json, yaml       the objects as a v1 List, as kubectl get prints them
+  jsonpath=…       a JSONPath template over that List, as kubectl's
+  go-template=…    a Go template over that List, as kubectl's
+  custom-columns=HEADER:JSONPATH,…
+                   a column for each JSONPath, read from each object`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "name" && output != "json" {
-				return fmt.Errorf("-o %s: the formats are name and json (or none, for the table)", output)
+			table, wide := output.table()
+			var p printers.ResourcePrinter
+			if !table {
+				var err error
+				if p, err = output.printer(); err != nil {
+					return err
+				}
 			}
 			c, m, err := opts.machine(cmd.Context(), args[0])
 			if err != nil {
@@ -100,48 +122,43 @@ func newGetCommand(opts *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			switch output {
-			case "name":
-				for _, o := range objs {
-					printf(out, "%s/%s\n", m.GVR.Resource, o.Name)
-				}
-			case "json":
-				items := make([]any, len(objs))
-				for i, o := range objs {
-					items[i] = o.Unstructured.Object
-				}
-				data, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(out, string(terminal.JSON(data)))
-			default:
-				// A sharded machine's objects show the replica that holds
-				// them, if the Leases can be read.
-				holder, sharded := c.ShardHolders(cmd.Context(), m)
-				if !sharded {
-					holder = nil
-				}
-				writeGet(out, m, objs, opts.AllNamespaces, holder, opts.Now())
+			if !table {
+				return output.print(cmd.OutOrStdout(), p, objs)
 			}
+			// A sharded machine's objects show the replica that holds
+			// them, if the Leases can be read.
+			holder, sharded := c.ShardHolders(cmd.Context(), m)
+			if !sharded {
+				holder = nil
+			}
+			writeGet(cmd.OutOrStdout(), m, objs, getColumns{namespace: opts.AllNamespaces, wide: wide, holder: holder}, opts.Now())
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "name or json (default: a table)")
+	output = addGetOutput(cmd)
 	return cmd
 }
 
-func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamespace bool, holder func(types.UID) string, now time.Time) {
+// getColumns are the columns of get's table beyond the usual ones.
+type getColumns struct {
+	namespace bool                   // with -A
+	wide      bool                   // with -o wide
+	holder    func(types.UID) string // for a sharded machine
+}
+
+func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, cols getColumns, now time.Time) {
 	if len(objs) == 0 {
 		printf(w, "no %s\n", m.GVR.Resource)
 		return
 	}
 	header := []string{"NAME", "STATE", "FOR", "STATUS", "REASON"}
-	if withNamespace {
+	if cols.namespace {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
-	if holder != nil {
+	if cols.wide {
+		header = append(header, "FAILURES", "ACTIONS", "GRAPH")
+	}
+	if cols.holder != nil {
 		header = append(header, "REPLICA")
 	}
 	rows := [][]string{header}
@@ -149,11 +166,18 @@ func writeGet(w io.Writer, m *inspect.Machine, objs []inspect.Object, withNamesp
 	for _, o := range objs {
 		status, reason := summary(o)
 		row := []string{o.Name, string(o.Status.State), since(o.Status.StateSince, now), status, reason}
-		if withNamespace {
+		if cols.namespace {
 			row = append([]string{o.Namespace}, row...)
 		}
-		if holder != nil {
-			row = append(row, cmp.Or(holder(types.UID(o.UID)), "(moving)"))
+		if cols.wide {
+			var names []string
+			for _, rec := range running(o) {
+				names = append(names, rec.Name)
+			}
+			row = append(row, fmt.Sprint(o.Status.Failures), cmp.Or(strings.Join(names, ","), "-"), fmt.Sprintf("v%d", max(o.Status.GraphVersion, 1)))
+		}
+		if cols.holder != nil {
+			row = append(row, cmp.Or(cols.holder(types.UID(o.UID)), "(moving)"))
 		}
 		rows = append(rows, row)
 		perState[o.Status.State]++

@@ -210,6 +210,11 @@ func TestGolden(t *testing.T) {
 		{"graph-json", []string{"graph", "moose", "-o", "json"}, h},
 		{"get", []string{"get", "moose"}, h},
 		{"get-names", []string{"get", "moose", "-o", "name"}, h},
+		{"get-wide", []string{"get", "moose", "-o", "wide"}, h},
+		{"get-jsonpath", []string{"get", "moose", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.state}{"\n"}{end}`}, h},
+		{"get-custom-columns", []string{"get", "moose", "-o", "custom-columns=NAME:.metadata.name,STATE:{.status.state},READY:.status.conditions[?(@.type==\"Ready\")].status,NONE:.spec.nothing"}, h},
+		{"get-bad-format", []string{"get", "moose", "-o", "svg"}, h},
+		{"get-bad-columns", []string{"get", "moose", "-o", "custom-columns=NAME"}, h},
 		{"describe", []string{"describe", "moose/moose-01"}, h},
 		{"why-waiting", []string{"why", "moose/moose-01"}, h},
 		{"why-ready", []string{"why", "moose", "moose-02"}, h},
@@ -342,6 +347,19 @@ func TestRealKubectlRunsThePlugin(t *testing.T) {
 				{[]string{"fsm", "why", "moose/moose-03"}, "is Stalled in state Eating: RetriesExhausted"},
 				{[]string{"fsm", "retry", "moose/moose-03"}, "moose/moose-03 asked to retry"},
 				{[]string{"fsm", "demo"}, `unknown command "demo" for "kubectl fsm"`},
+				// kubectl's printers, and the wide table.
+				{[]string{"fsm", "get", "moose", "-o", "yaml"}, "kind: List\nmetadata:\n  resourceVersion: \"\"\n"},
+				{[]string{"fsm", "get", "moose", "-o", "jsonpath={.items[*].status.state}"}, "Roaming Sleeping Eating Tagged"},
+				{[]string{"fsm", "get", "moose", "-o", "custom-columns=NAME:.metadata.name,FAILURES:.status.failures"}, "moose-03  3\n"},
+				{[]string{"fsm", "get", "moose", "-o", "wide"}, "Waiting           0         upload-track  v1\n"},
+				{[]string{"fsm", "get", "moose", "-o", "wide"}, "FAILURES  ACTIONS       GRAPH\n"},
+				// kubectl's global flags: impersonation, and the request's
+				// time limit.
+				{[]string{"fsm", "get", "moose", "--as", "nobody"}, `User "nobody" cannot get resource "customresourcedefinitions"`},
+				{[]string{"fsm", "get", "moose", "--as", "nobody", "--as-group", "system:masters"}, "moose-03  Eating"},
+				{[]string{"fsm", "get", "moose", "--request-timeout", "1ns"}, "context deadline exceeded"},
+				{[]string{"fsm", "get", "moose", "--request-timeout", "30s"}, "moose-03  Eating"},
+				{[]string{"fsm", "get", "moose", "--request-timeout", "soon"}, "Invalid timeout value"},
 				{[]string{"plugin", "list"}, filepath.Join(bin, kubectlfsm.PluginName)},
 			} {
 				// kubectl takes no flags before a plugin's name: they follow it.
@@ -353,6 +371,16 @@ func TestRealKubectlRunsThePlugin(t *testing.T) {
 				if out := string(raw); !strings.Contains(out, c.want) {
 					t.Errorf("kubectl %s:\n%s\nwant it to say %q", strings.Join(c.args, " "), out, c.want)
 				}
+			}
+			// -o name prints what kubectl get -o name prints.
+			flags := []string{"--kubeconfig", h.kubeconfig, "-n", h.env.Namespace}
+			want, err := exec.Command(assets.Kubectl(), append([]string{"get", "moose", "-o", "name"}, flags...)...).Output()
+			if err != nil || len(want) == 0 {
+				t.Fatalf("kubectl get -o name: %v\n%s", err, want)
+			}
+			got, err := exec.Command(assets.Kubectl(), append([]string{"fsm", "get", "moose", "-o", "name"}, flags...)...).CombinedOutput()
+			if err != nil || string(got) != string(want) {
+				t.Errorf("kubectl fsm get -o name: %v\n%s\nwant what kubectl get -o name prints:\n%s", err, got, want)
 			}
 		})
 	}
