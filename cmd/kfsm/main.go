@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
-	"github.com/kfsm/kfsm/cmd/internal/terminal"
 )
 
 func main() {
@@ -28,9 +26,10 @@ func main() {
 		root, name = kubectlfsm.NewPluginCommand(nil), "kubectl fsm"
 	}
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, name+":", terminal.Text(err.Error()))
 		cancel()
-		os.Exit(1)
+		// kubectl fsm why reports a Stalled or failing object by its exit
+		// status too; any other error exits 1.
+		kubectlfsm.Exit(name, err)
 	}
 }
 

@@ -5,21 +5,19 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
-	"github.com/kfsm/kfsm/cmd/internal/terminal"
 )
 
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if err := kubectlfsm.NewPluginCommand(nil).ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "kubectl fsm:", terminal.Text(err.Error()))
 		cancel()
-		os.Exit(1)
+		// why reports a Stalled or failing object by its exit status too.
+		kubectlfsm.Exit("kubectl fsm", err)
 	}
 }

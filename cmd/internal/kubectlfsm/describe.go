@@ -36,16 +36,28 @@ type child struct {
 }
 
 func newDescribeCommand(opts *Options) *cobra.Command {
-	return newObjectCommand(opts, "describe", "Show an object on its machine's graph, its history, conditions, actions, children and events", writeDescribe)
+	return newObjectCommand(opts, "describe", "Show an object on its machine's graph, its history, conditions, actions, children and events", writeDescribe, nil)
 }
 
 func newWhyCommand(opts *Options) *cobra.Command {
-	return newObjectCommand(opts, "why", "Say what keeps an object from being Ready", writeWhy)
+	cmd := newObjectCommand(opts, "why", "Say what keeps an object from being Ready", writeWhy, whyExit)
+	cmd.Long = fmt.Sprintf(`Why says only what keeps the object from being Ready: the failing state's
+reason and message, the next attempt, the actions still running, the
+children that are not ready, and where a timeout will take it and when.
+
+Its exit status says the same to a script:
+  0  the object is Ready, or on its way there
+  1  an error: no such object, a bad flag, no cluster
+  %d  the object is Stalled: kfsm waits for a new spec or kubectl fsm retry
+  %d  its handler is failing, and kfsm retries it
+  %d  it is paused by the annotation %s`, ExitStalled, ExitFailing, ExitPaused, fsm.AnnotationPaused)
+	return cmd
 }
 
 // newObjectCommand is a command that reads one object with its children
-// and events and writes them.
-func newObjectCommand(opts *Options, verb, short string, write func(io.Writer, *inspect.Machine, inspect.Object, details, time.Time)) *cobra.Command {
+// and events and writes them; exit, if not nil, is the error that the
+// command returns after writing, for its exit status.
+func newObjectCommand(opts *Options, verb, short string, write func(io.Writer, *inspect.Machine, inspect.Object, details, time.Time), exit func(inspect.Object) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   verb + " RESOURCE/NAME",
 		Short: short,
@@ -60,7 +72,10 @@ func newObjectCommand(opts *Options, verb, short string, write func(io.Writer, *
 				return err
 			}
 			write(cmd.OutOrStdout(), m, obj, d, opts.Now())
-			return nil
+			if exit == nil {
+				return nil
+			}
+			return exit(obj)
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -134,7 +135,8 @@ func newHerd(t *testing.T) *herd {
 }
 
 // lostHerd is, in a namespace of its own so that get's golden still counts
-// four moose, a moose that an action's lost run stalled.
+// four moose, a moose that an action's lost run stalled and one whose
+// handler fails.
 func lostHerd(t *testing.T) *herd {
 	t.Helper()
 	e := fsmtest.New(t)
@@ -158,6 +160,13 @@ func lostHerd(t *testing.T) *herd {
 		Conditions: []metav1.Condition{ready, stalled},
 		Actions: []fsm.ActionRecord{{Name: "call-vet", Key: key, State: moose.Eating, Attempt: 1,
 			Started: micro(at(4 * time.Minute)), Heartbeat: ptr(micro(at(5 * time.Minute))), Progress: "dialled the vet; waiting for an answer"}},
+	})
+	// A moose whose handler fails, and that kfsm retries.
+	h.moose(t, "moose-06", nil, fsm.Status{
+		State: moose.Eating, StateSince: ptr(at(4 * time.Minute)), Failures: 2, RetryAt: ptr(micro(at(11 * time.Minute))),
+		History: []fsm.Transition{{To: moose.Tagged, Reason: "Created", Time: at(0)}, {From: moose.Tagged, To: moose.Eating, Reason: "Next", Time: at(4 * time.Minute)}},
+		Conditions: []metav1.Condition{{Type: fsm.ConditionReady, Status: metav1.ConditionFalse, Reason: "HandlerFailed",
+			Message: "eating: the feeder is empty", LastTransitionTime: at(5 * time.Minute), ObservedGeneration: 1}},
 	})
 	return h
 }
@@ -222,6 +231,7 @@ func TestGolden(t *testing.T) {
 		{"why-paused", []string{"why", "moose/moose-04"}, h},
 		{"describe-indeterminate", []string{"describe", "moose/moose-05"}, lost},
 		{"why-indeterminate", []string{"why", "moose/moose-05"}, lost},
+		{"why-failing", []string{"why", "moose/moose-06"}, lost},
 		{"unknown-resource", []string{"get", "elk"}, h},
 		{"bad-format", []string{"graph", "moose", "-o", "svg"}, h},
 	}
@@ -234,9 +244,20 @@ func TestGolden(t *testing.T) {
 			t.Errorf("get -A: %v\n%s", err, out)
 		}
 	})
+	// why's exit statuses; the other cases return no ExitError.
+	exits := map[string]int{"why-stalled": kubectlfsm.ExitStalled, "why-indeterminate": kubectlfsm.ExitStalled,
+		"why-failing": kubectlfsm.ExitFailing, "why-paused": kubectlfsm.ExitPaused}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := c.on.run(t, c.args...)
+			var exit *kubectlfsm.ExitError
+			code := 0
+			if errors.As(err, &exit) {
+				code, err = exit.Code, nil // why printed it all
+			}
+			if code != exits[c.name] {
+				t.Errorf("exit status %d, want %d", code, exits[c.name])
+			}
 			if err != nil {
 				out += "error: " + err.Error() + "\n"
 			}
@@ -323,7 +344,7 @@ func TestWatchPrintsEachNewTransition(t *testing.T) {
 // with kubectl's flags: built from cmd/kubectl-fsm, or the kfsm command
 // under the plugin's name.
 func TestRealKubectlRunsThePlugin(t *testing.T) {
-	h := newHerd(t)
+	h, lost := newHerd(t), lostHerd(t)
 	assets, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -381,6 +402,37 @@ func TestRealKubectlRunsThePlugin(t *testing.T) {
 			got, err := exec.Command(assets.Kubectl(), append([]string{"fsm", "get", "moose", "-o", "name"}, flags...)...).CombinedOutput()
 			if err != nil || string(got) != string(want) {
 				t.Errorf("kubectl fsm get -o name: %v\n%s\nwant what kubectl get -o name prints:\n%s", err, got, want)
+			}
+			// why's exit status reaches the shell, from the plugin alone
+			// and through kubectl, and why still explains.
+			for _, c := range []struct {
+				on     *herd
+				object string
+				code   int
+				says   string
+			}{
+				{h, "moose/moose-02", 0, "is Ready"},
+				{h, "moose/moose-01", 0, "is not Ready"},
+				{h, "moose/moose-03", kubectlfsm.ExitStalled, "is Stalled"},
+				{lost, "moose/moose-05", kubectlfsm.ExitStalled, "is Stalled"},
+				{lost, "moose/moose-06", kubectlfsm.ExitFailing, "the handler failed 2 times in a row"},
+				{h, "moose/moose-04", kubectlfsm.ExitPaused, "is paused"},
+				{h, "moose/moose-99", 1, "not found"},
+			} {
+				for _, run := range [][]string{{filepath.Join(bin, kubectlfsm.PluginName)}, {assets.Kubectl(), "fsm"}} {
+					args := append(run[1:], "why", c.object, "--kubeconfig", c.on.kubeconfig, "-n", c.on.env.Namespace)
+					out, err := exec.Command(run[0], args...).CombinedOutput()
+					code := 0
+					var exit *exec.ExitError
+					if errors.As(err, &exit) {
+						code = exit.ExitCode()
+					} else if err != nil {
+						t.Fatal(err)
+					}
+					if code != c.code || !strings.Contains(string(out), c.says) {
+						t.Errorf("%s why %s: exit status %d, want %d; it says\n%s\nwant it to say %q", filepath.Base(run[0]), c.object, code, c.code, out, c.says)
+					}
+				}
 			}
 		})
 	}

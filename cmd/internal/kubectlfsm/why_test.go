@@ -137,3 +137,32 @@ kfsm will not try again until the spec changes or you ask: kubectl fsm retry bac
 		})
 	}
 }
+
+// why's exit status tells a script what the explanation tells a person.
+func TestWhyExitStatus(t *testing.T) {
+	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: "R"}
+	}
+	ready, notReady := cond(fsm.ConditionReady, metav1.ConditionTrue), cond(fsm.ConditionReady, metav1.ConditionFalse)
+	stalled := cond(fsm.ConditionStalled, metav1.ConditionTrue)
+	cases := map[string]struct {
+		reason string
+		object inspect.Object
+		want   int
+	}{
+		"Ready":          {"a Ready object exits 0", inspect.Object{Status: fsm.Status{Conditions: []metav1.Condition{ready}}}, 0},
+		"Waiting":        {"an object on its way exits 0", inspect.Object{Status: fsm.Status{Conditions: []metav1.Condition{notReady}}}, 0},
+		"Stalled":        {"a Stalled object exits 2", inspect.Object{Status: fsm.Status{Failures: 3, Conditions: []metav1.Condition{notReady, stalled}}}, ExitStalled},
+		"Failing":        {"an object whose handler fails and is retried exits 3", inspect.Object{Status: fsm.Status{Failures: 1, Conditions: []metav1.Condition{notReady}}}, ExitFailing},
+		"Paused":         {"a paused object exits 4", inspect.Object{Paused: true, Status: fsm.Status{Conditions: []metav1.Condition{stalled}}}, ExitPaused},
+		"NewSpec":        {"a Stalled object with a spec kfsm has not seen exits 0", inspect.Object{Generation: 2, Status: fsm.Status{ObservedGeneration: 1, Conditions: []metav1.Condition{stalled}}}, 0},
+		"DeletingPaused": {"a paused object being deleted is read as deleted", inspect.Object{Paused: true, Deleting: true, Status: fsm.Status{Failures: 1}}, ExitFailing},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := ExitCode(whyExit(tc.object)); got != tc.want {
+				t.Errorf("%s: exit status %d, want %d", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
