@@ -36,7 +36,7 @@ type child struct {
 }
 
 func newDescribeCommand(opts *Options) *cobra.Command {
-	return newObjectCommand(opts, "describe", "Show an object on its machine's graph, its history, conditions, actions, children and events", writeDescribe, nil)
+	return newObjectCommand(opts, "describe", "Show an object's state, conditions, history, actions, children and events, then its machine's graph", writeDescribe, nil)
 }
 
 func newWhyCommand(opts *Options) *cobra.Command {
@@ -139,10 +139,10 @@ func eventTime(ev eventsv1.Event) time.Time {
 	return ev.DeprecatedLastTimestamp.Time
 }
 
+// writeDescribe writes the object's own data first, the most read
+// first, and the graph that it moves on last, with its state marked.
 func writeDescribe(w io.Writer, m *inspect.Machine, o inspect.Object, d details, now time.Time) {
 	st, reason := summary(o)
-	// An object not yet migrated is drawn on its own version's graph.
-	g, _ := m.GraphOf(o.Status.GraphVersion)
 	rows := [][]string{
 		{"Name:", o.Name},
 		{"Namespace:", o.Namespace},
@@ -161,14 +161,41 @@ func writeDescribe(w io.Writer, m *inspect.Machine, o inspect.Object, d details,
 	}
 	table(w, rows)
 
+	fmt.Fprintln(w, "\nConditions:")
+	conds := [][]string{{"  TYPE", "STATUS", "REASON", "FOR", "MESSAGE"}}
+	for _, c := range o.Status.Conditions {
+		conds = append(conds, []string{"  " + c.Type, string(c.Status), c.Reason, shortDuration(now.Sub(c.LastTransitionTime.Time)), c.Message})
+	}
+	table(w, conds)
+
+	section(w, "History", historyRows(o, now))
+	section(w, "Actions", actionRows(o, now))
+	section(w, "Children", childRows(d))
+	evs := [][]string{}
+	for _, ev := range d.events {
+		evs = append(evs, []string{"  " + shortDuration(now.Sub(eventTime(ev))) + " ago", ev.Type, ev.Reason, ev.Note})
+	}
+	section(w, "Events", evs)
+
+	// An object not yet migrated is drawn on its own version's graph.
+	g, _ := m.GraphOf(o.Status.GraphVersion)
 	fmt.Fprintln(w, "\nGraph:")
 	fmt.Fprint(w, indent(art(g, drawing{current: graph.State(o.Status.State)}), "  "))
+}
 
-	fmt.Fprintln(w, "\nHistory:")
-	if len(o.Status.History) == 0 {
+// section writes a titled table, or "(none)" under the title.
+func section(w io.Writer, title string, rows [][]string) {
+	fmt.Fprintf(w, "\n%s:\n", title)
+	if len(rows) == 0 {
 		fmt.Fprintln(w, "  (none)")
 	}
-	hist := [][]string{}
+	table(w, rows)
+}
+
+// historyRows are the object's transitions, each with the time it then
+// spent in the state it entered.
+func historyRows(o inspect.Object, now time.Time) [][]string {
+	rows := [][]string{}
 	for i, t := range o.Status.History {
 		end := now
 		if i+1 < len(o.Status.History) {
@@ -182,46 +209,22 @@ func writeDescribe(w io.Writer, m *inspect.Machine, o inspect.Object, d details,
 		if from == "" {
 			from = "(new)"
 		}
-		hist = append(hist, []string{"  " + t.Time.UTC().Format("2006-01-02 15:04:05"), from + " → " + string(t.To), t.Reason, "then " + stay + " in " + string(t.To)})
+		rows = append(rows, []string{"  " + t.Time.UTC().Format("2006-01-02 15:04:05"), from + " → " + string(t.To), t.Reason, "then " + stay + " in " + string(t.To)})
 	}
-	table(w, hist)
+	return rows
+}
 
-	fmt.Fprintln(w, "\nConditions:")
-	conds := [][]string{{"  TYPE", "STATUS", "REASON", "FOR", "MESSAGE"}}
-	for _, c := range o.Status.Conditions {
-		conds = append(conds, []string{"  " + c.Type, string(c.Status), c.Reason, shortDuration(now.Sub(c.LastTransitionTime.Time)), c.Message})
-	}
-	table(w, conds)
-
-	fmt.Fprintln(w, "\nActions:")
-	if len(o.Status.Actions) == 0 {
-		fmt.Fprintln(w, "  (none)")
-	}
-	table(w, actionRows(o, now))
-
-	fmt.Fprintln(w, "\nChildren:")
-	if len(d.children) == 0 {
-		fmt.Fprintln(w, "  (none)")
-	}
-	kids := [][]string{}
+// childRows are the object's children as a tree, with their readiness.
+func childRows(d details) [][]string {
+	rows := [][]string{}
 	for i, ch := range d.children {
 		branch := "├─"
 		if i == len(d.children)-1 {
 			branch = "└─"
 		}
-		kids = append(kids, []string{"  " + branch + " " + ch.ref.Kind + "/" + ch.ref.Name, ch.status, ch.reason})
+		rows = append(rows, []string{"  " + branch + " " + ch.ref.Kind + "/" + ch.ref.Name, ch.status, ch.reason})
 	}
-	table(w, kids)
-
-	fmt.Fprintln(w, "\nEvents:")
-	if len(d.events) == 0 {
-		fmt.Fprintln(w, "  (none)")
-	}
-	evs := [][]string{}
-	for _, ev := range d.events {
-		evs = append(evs, []string{"  " + shortDuration(now.Sub(eventTime(ev))) + " ago", ev.Type, ev.Reason, ev.Note})
-	}
-	table(w, evs)
+	return rows
 }
 
 // writeWhy says only what keeps the object from Ready.
