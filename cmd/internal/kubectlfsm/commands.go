@@ -35,7 +35,8 @@ func newGraphCommand(opts *Options) *cobra.Command {
 resource's CustomResourceDefinition and draws it: as boxes and arrows (-o text,
 the default), Mermaid, DOT or JSON. With --counts it shows how many objects are
 in each state (in the namespace, or all with -A).`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResource(opts),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, m, err := opts.machine(cmd.Context(), args[0])
 			if err != nil {
@@ -104,7 +105,8 @@ Output formats (-o):
   go-template=…    a Go template over that List, as kubectl's
   custom-columns=HEADER:JSONPATH,…
                    a column for each JSONPath, read from each object`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResource(opts),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			table, wide := output.table()
 			var p printers.ResourcePrinter
@@ -246,9 +248,10 @@ func newAnnotateCommand(opts *Options, verb string) *cobra.Command {
 		"resume": "Let kfsm run a paused object's handlers again",
 	}[verb]
 	return &cobra.Command{
-		Use:   verb + " RESOURCE/NAME",
-		Short: short,
-		Args:  cobra.RangeArgs(1, 2),
+		Use:               verb + " RESOURCE/NAME",
+		Short:             short,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeObject(opts),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, m, obj, err := opts.object(cmd.Context(), args)
 			if err != nil {
@@ -285,9 +288,10 @@ func newAnnotateCommand(opts *Options, verb string) *cobra.Command {
 
 func newWatchCommand(opts *Options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "watch RESOURCE",
-		Short: "Print each transition of a machine's objects as it happens, one line each",
-		Args:  cobra.ExactArgs(1),
+		Use:               "watch RESOURCE",
+		Short:             "Print each transition of a machine's objects as it happens, one line each",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResource(opts),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, m, err := opts.machine(cmd.Context(), args[0])
 			if err != nil {

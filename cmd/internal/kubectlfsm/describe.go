@@ -59,9 +59,10 @@ Its exit status says the same to a script:
 // command returns after writing, for its exit status.
 func newObjectCommand(opts *Options, verb, short string, write func(io.Writer, *inspect.Machine, inspect.Object, details, time.Time), exit func(inspect.Object) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   verb + " RESOURCE/NAME",
-		Short: short,
-		Args:  cobra.RangeArgs(1, 2),
+		Use:               verb + " RESOURCE/NAME",
+		Short:             short,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeObject(opts),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, m, obj, err := opts.object(cmd.Context(), args)
 			if err != nil {

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -36,7 +35,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
 	"github.com/kfsm/kfsm/examples/moose"
 	"github.com/kfsm/kfsm/examples/moose/v1alpha1"
@@ -337,104 +335,6 @@ func TestWatchPrintsEachNewTransition(t *testing.T) {
 	}
 	if got := out.String(); got != want {
 		t.Errorf("watch printed\n%q\nwant\n%q", got, want)
-	}
-}
-
-// kubectl runs the command as its plugin when kubectl-fsm is on PATH,
-// with kubectl's flags: built from cmd/kubectl-fsm, or the kfsm command
-// under the plugin's name.
-func TestRealKubectlRunsThePlugin(t *testing.T) {
-	h, lost := newHerd(t), lostHerd(t)
-	assets, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := os.Getenv("PATH")
-	for _, pkg := range []string{"kubectl-fsm", "kfsm"} {
-		t.Run(pkg, func(t *testing.T) {
-			bin := t.TempDir()
-			build := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../../"+pkg)
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("building the plugin: %v\n%s", err, out)
-			}
-			t.Setenv("PATH", bin+string(os.PathListSeparator)+path)
-			for _, c := range []struct {
-				args []string
-				want string
-			}{
-				{[]string{"fsm", "graph", "moose"}, "machine moose (examples.kfsm.dev/v1alpha1 Moose, Lifecycle mode)"},
-				{[]string{"fsm", "get", "moose"}, "4 objects: Tagged 1, Roaming 1, Eating 1, Sleeping 1"},
-				{[]string{"fsm", "describe", "moose/moose-01"}, "│▶ Roaming"},
-				{[]string{"fsm", "why", "moose/moose-03"}, "is Stalled in state Eating: RetriesExhausted"},
-				{[]string{"fsm", "retry", "moose/moose-03"}, "moose/moose-03 asked to retry"},
-				{[]string{"fsm", "demo"}, `unknown command "demo" for "kubectl fsm"`},
-				// kubectl's printers, and the wide table.
-				{[]string{"fsm", "get", "moose", "-o", "yaml"}, "kind: List\nmetadata:\n  resourceVersion: \"\"\n"},
-				{[]string{"fsm", "get", "moose", "-o", "jsonpath={.items[*].status.state}"}, "Roaming Sleeping Eating Tagged"},
-				{[]string{"fsm", "get", "moose", "-o", "custom-columns=NAME:.metadata.name,FAILURES:.status.failures"}, "moose-03  3\n"},
-				{[]string{"fsm", "get", "moose", "-o", "wide"}, "Waiting           0         upload-track  v1\n"},
-				{[]string{"fsm", "get", "moose", "-o", "wide"}, "FAILURES  ACTIONS       GRAPH\n"},
-				// kubectl's global flags: impersonation, and the request's
-				// time limit.
-				{[]string{"fsm", "get", "moose", "--as", "nobody"}, `User "nobody" cannot get resource "customresourcedefinitions"`},
-				{[]string{"fsm", "get", "moose", "--as", "nobody", "--as-group", "system:masters"}, "moose-03  Eating"},
-				{[]string{"fsm", "get", "moose", "--request-timeout", "1ns"}, "context deadline exceeded"},
-				{[]string{"fsm", "get", "moose", "--request-timeout", "30s"}, "moose-03  Eating"},
-				{[]string{"fsm", "get", "moose", "--request-timeout", "soon"}, "Invalid timeout value"},
-				{[]string{"plugin", "list"}, filepath.Join(bin, kubectlfsm.PluginName)},
-			} {
-				// kubectl takes no flags before a plugin's name: they follow it.
-				args := append(c.args, "--kubeconfig", h.kubeconfig, "-n", h.env.Namespace)
-				if c.args[0] == "plugin" {
-					args = c.args
-				}
-				raw, _ := exec.Command(assets.Kubectl(), args...).CombinedOutput()
-				if out := string(raw); !strings.Contains(out, c.want) {
-					t.Errorf("kubectl %s:\n%s\nwant it to say %q", strings.Join(c.args, " "), out, c.want)
-				}
-			}
-			// -o name prints what kubectl get -o name prints.
-			flags := []string{"--kubeconfig", h.kubeconfig, "-n", h.env.Namespace}
-			want, err := exec.Command(assets.Kubectl(), append([]string{"get", "moose", "-o", "name"}, flags...)...).Output()
-			if err != nil || len(want) == 0 {
-				t.Fatalf("kubectl get -o name: %v\n%s", err, want)
-			}
-			got, err := exec.Command(assets.Kubectl(), append([]string{"fsm", "get", "moose", "-o", "name"}, flags...)...).CombinedOutput()
-			if err != nil || string(got) != string(want) {
-				t.Errorf("kubectl fsm get -o name: %v\n%s\nwant what kubectl get -o name prints:\n%s", err, got, want)
-			}
-			// why's exit status reaches the shell, from the plugin alone
-			// and through kubectl, and why still explains.
-			for _, c := range []struct {
-				on     *herd
-				object string
-				code   int
-				says   string
-			}{
-				{h, "moose/moose-02", 0, "is Ready"},
-				{h, "moose/moose-01", 0, "is not Ready"},
-				{h, "moose/moose-03", kubectlfsm.ExitStalled, "is Stalled"},
-				{lost, "moose/moose-05", kubectlfsm.ExitStalled, "is Stalled"},
-				{lost, "moose/moose-06", kubectlfsm.ExitFailing, "the handler failed 2 times in a row"},
-				{h, "moose/moose-04", kubectlfsm.ExitPaused, "is paused"},
-				{h, "moose/moose-99", 1, "not found"},
-			} {
-				for _, run := range [][]string{{filepath.Join(bin, kubectlfsm.PluginName)}, {assets.Kubectl(), "fsm"}} {
-					args := append(run[1:], "why", c.object, "--kubeconfig", c.on.kubeconfig, "-n", c.on.env.Namespace)
-					out, err := exec.Command(run[0], args...).CombinedOutput()
-					code := 0
-					var exit *exec.ExitError
-					if errors.As(err, &exit) {
-						code = exit.ExitCode()
-					} else if err != nil {
-						t.Fatal(err)
-					}
-					if code != c.code || !strings.Contains(string(out), c.says) {
-						t.Errorf("%s why %s: exit status %d, want %d; it says\n%s\nwant it to say %q", filepath.Base(run[0]), c.object, code, c.code, out, c.says)
-					}
-				}
-			}
-		})
 	}
 }
 
