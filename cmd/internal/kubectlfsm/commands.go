@@ -99,7 +99,7 @@ Output formats (-o):
   wide             the table with FAILURES (the handler's failures in a row),
                    ACTIONS (the actions running) and GRAPH (the version of
                    the machine's graph that the object is recorded at)
-  name             RESOURCE.GROUP/NAME, as kubectl get -o name prints it
+  name             kind.group/name, as kubectl get -o name prints it
   json, yaml       the objects as a v1 List, as kubectl get prints them
   jsonpath=…       a JSONPath template over that List, as kubectl's
   go-template=…    a Go template over that List, as kubectl's

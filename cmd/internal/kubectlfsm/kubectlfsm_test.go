@@ -264,6 +264,24 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// get -o yaml leaves out the objects' managedFields, as kubectl get does,
+// unless --show-managed-fields asks for them.
+func TestGetYAMLLeavesOutManagedFields(t *testing.T) {
+	h := newHerd(t)
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"get", "moose", "-o", "yaml"}, false},
+		{[]string{"get", "moose", "-o", "YAML", "--show-managed-fields"}, true},
+	} {
+		out, err := h.run(t, c.args...)
+		if err != nil || !strings.Contains(out, "name: moose-04\n") || strings.Contains(out, "managedFields:") != c.want {
+			t.Errorf("kubectl fsm %s: %v; want managedFields shown %v:\n%s", strings.Join(c.args, " "), err, c.want, out)
+		}
+	}
+}
+
 // The knobs write the annotations that kfsm reads, and nothing else.
 func TestRetryPauseResume(t *testing.T) {
 	h := newHerd(t)

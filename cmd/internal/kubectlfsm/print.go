@@ -29,6 +29,8 @@ type getOutput struct {
 func addGetOutput(cmd *cobra.Command) *getOutput {
 	o := &getOutput{flags: genericclioptions.NewPrintFlags("")}
 	o.flags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format: wide, %s or custom-columns=HEADER:JSONPATH,... (default: the table)",
+		strings.Join(o.flags.AllowedFormats(), ", "))
 	return o
 }
 
@@ -36,7 +38,8 @@ func (o *getOutput) format() string { return *o.flags.OutputFormat }
 
 // table tells whether -o asks for kfsm's table, and whether wide.
 func (o *getOutput) table() (table, wide bool) {
-	return o.format() == "" || o.format() == "wide", o.format() == "wide"
+	wide = strings.EqualFold(o.format(), "wide")
+	return o.format() == "" || wide, wide
 }
 
 // printer is the printer that -o names, or an error that lists the
@@ -64,16 +67,21 @@ func (o *getOutput) print(w io.Writer, p printers.ResourcePrinter, objs []inspec
 	// JSON and YAML escape what they quote, and names are plain; a
 	// template or columns print values as they are, so each value is
 	// made one line first, its control characters escaped.
-	format, _, _ := strings.Cut(o.format(), "=")
+	format, _, _ := strings.Cut(strings.ToLower(o.format()), "=")
 	plain := format == "json" || format == "yaml" || format == "name"
 	for _, obj := range objs {
-		item := *obj.Unstructured
+		item := obj.Unstructured.DeepCopy()
 		if !plain {
 			item.Object = escapeValues(item.Object).(map[string]any)
 		}
-		list.Items = append(list.Items, item)
+		list.Items = append(list.Items, *item)
 	}
 	if format == "yaml" {
+		if !o.flags.JSONYamlPrintFlags.ShowManagedFields {
+			for i := range list.Items {
+				list.Items[i].SetManagedFields(nil)
+			}
+		}
 		return printYAML(w, list)
 	}
 	var buf bytes.Buffer
