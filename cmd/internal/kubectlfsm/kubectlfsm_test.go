@@ -67,6 +67,9 @@ type herd struct {
 
 func newHerd(t *testing.T) *herd {
 	t.Helper()
+	// kubectl, and the plugin as kubectl does, cache discovery on disk:
+	// in the test's own directory, not the user's.
+	t.Setenv("KUBECACHEDIR", t.TempDir())
 	// The operator publishes the graph when it starts; its own namespace
 	// is not the fixed moose's.
 	pub := fsmtest.New(t)
