@@ -27,15 +27,15 @@ func TestExplorePassesACorrectMachine(t *testing.T) {
 // Two replicas share a machine's gadgets; under every fault, no gadget
 // is reconciled by both at once, and every run passes.
 func TestExplorePassesAShardedMachine(t *testing.T) {
-	fsmtest.Explore(t, generated(false), fourGadgets, fsmtest.Replicas(2))
+	fsmtest.Explore(t, generated(false), twoGadgets, fsmtest.Replicas(2))
 }
 
-// fourGadgets makes four gadgets, once two replicas share the work, and
+// twoGadgets makes two gadgets, once two replicas share the work, and
 // deletes them.
-func fourGadgets(e *fsmtest.Env) {
+func twoGadgets(e *fsmtest.Env) {
 	e.Await("two replicas to hold slots", func() bool { return len(slotHolders(e)) == 2 })
 	var gs []*v1alpha1.Gadget
-	for i := range 4 {
+	for i := range 2 {
 		g := gadget()
 		g.Name = fmt.Sprintf("g-%d", i)
 		e.Create(g)

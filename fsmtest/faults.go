@@ -115,7 +115,8 @@ func AlsoRun(setup func(*Env) func(manager.Manager) error) FaultOption {
 // would.
 //
 // At every Await of the scenario, once the operator has been quiet for a
-// moment, Faults takes a snapshot: the status of the machine's objects
+// moment (and, after a crash or a restart, its new process has walked
+// every object), Faults takes a snapshot: the status of the machine's objects
 // (times, UIDs and resourceVersions left out), their finalizers, and
 // their children (kind, name, labels, annotations and content; generated
 // names and server-allocated fields left out). A faulty run must take the
@@ -326,11 +327,12 @@ func (s *snapshots) faulty() bool { return s != nil && s.point != "" }
 // last writes set off has happened.
 func (s *snapshots) moment() time.Duration { return 300*time.Millisecond + s.lag }
 
-// quiet waits until the operator has made no write for a moment.
+// quiet waits until the operator has made no write for a moment, with
+// its processes caught up and, under Replicas, every object's slot held.
 func (s *snapshots) quiet(e *Env) {
 	moment := s.moment()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if now := time.Now(); e.api.quietFor(now) > moment && s.trace.idleFor(now) > moment && e.held() {
+		if now := time.Now(); e.api.quietFor(now) > moment && s.trace.idleFor(now) > moment && e.held() && e.caughtUp() {
 			return
 		}
 	}

@@ -378,3 +378,30 @@ func charging(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 		})
 	}
 }
+
+// A restarted operator that is slow to start (a large cache to fill)
+// writes nothing meanwhile, yet it is not at rest: the snapshot of an
+// Await that already held waits until the new process has walked every
+// object, as the clean run's process had.
+func TestFaultsWaitForARestartedOperatorToCatchUp(t *testing.T) {
+	var mu sync.Mutex
+	made := map[string]int{} // machines made, by namespace
+	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		mu.Lock()
+		made[e.Namespace]++
+		later := made[e.Namespace] > 1
+		mu.Unlock()
+		if later {
+			time.Sleep(2 * time.Second)
+		}
+		return simple("slow-start", func(context.Context, *request) fsm.Result { return fsm.Next(Ready) })
+	}
+	fsmtest.Faults(t, machine, func(e *fsmtest.Env) {
+		a, b := gadget(), gadget()
+		a.Name, b.Name = "a", "b"
+		e.Create(a)
+		e.Create(b)
+		e.AwaitReady(a)
+		e.AwaitReady(b)
+	}, fsmtest.Only(fsmtest.Crash))
+}

@@ -38,6 +38,10 @@ type Operator struct {
 	started bool
 	closed  bool
 	faults  *faults
+	// starting counts the processes starting now; renewed is the walk
+	// from which a process that replaced another must have walked every
+	// object to be caught up, or -1.
+	starting, renewed int
 	// replacing serializes the replacements of processes: a restart the
 	// test asks for, and one after a crash.
 	replacing sync.Mutex
@@ -111,7 +115,7 @@ func RunFunc[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], opts ...R
 // newOperator prepares an operator of machine in e, to start; its first
 // start arranges for it to stop when the test ends.
 func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *faults, opts ...RunOption) *Operator {
-	o := &Operator{e: e, faults: f}
+	o := &Operator{e: e, faults: f, renewed: -1}
 	o.setup = func(p *process, s *fsm.Shards) ([]func(manager.Manager) error, error) {
 		m := machine(e)
 		if s != nil {
@@ -172,7 +176,16 @@ func (o *Operator) startProcess(i int) error {
 		p.n = prev.n + 1
 	}
 	o.procs[i] = p
+	o.starting++
+	if prev != nil {
+		o.renewed = o.e.walks.count()
+	}
 	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.starting--
+		o.mu.Unlock()
+	}()
 	if prev != nil {
 		o.e.actions.end(prev.life)
 	}
@@ -379,6 +392,36 @@ func (e *Env) RestartOperator() {
 	if started {
 		o.Restart()
 	}
+}
+
+// caughtUp reports whether the operator works as it will: no process of
+// it is starting, and one that replaced another after a crash or a
+// restart has walked every object since. Until then the new process is
+// filling its caches and writes nothing, and its quiet is no rest.
+// Replicas hold their objects' slots instead (see held).
+func (o *Operator) caughtUp() bool {
+	o.mu.Lock()
+	starting, from, one := o.starting, o.renewed, len(o.procs) == 1
+	o.mu.Unlock()
+	if starting > 0 || !one || from < 0 {
+		return starting == 0
+	}
+	if !o.e.resynced(from) {
+		return false
+	}
+	o.mu.Lock()
+	if o.renewed == from {
+		o.renewed = -1
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// caughtUp reports whether the operator's processes are caught up; see
+// Operator.caughtUp.
+func (e *Env) caughtUp() bool {
+	o, ok := e.driver.(*Operator)
+	return !ok || o.caughtUp()
 }
 
 // await polls cond until it holds, the operator working meanwhile. In a
