@@ -215,18 +215,8 @@ func scrape(t *testing.T, n int, every time.Duration) []map[string]float64 {
 		if i > 0 {
 			time.Sleep(every)
 		}
-		resp, err := http.Get(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		values := map[string]float64{}
-		for name, f := range families {
+		for name, f := range get(t, srv.URL) {
 			if !strings.HasPrefix(name, "kfsm_") {
 				continue
 			}
@@ -243,6 +233,22 @@ func scrape(t *testing.T, n int, every time.Duration) []map[string]float64 {
 		out = append(out, values)
 	}
 	return out
+}
+
+// get scrapes the metrics that url serves, by family.
+func get(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return families
 }
 
 func value(m *dto.Metric) (float64, bool) {

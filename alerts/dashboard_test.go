@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -124,11 +121,13 @@ func TestTheDashboardQueriesMetricsThatMachinesExport(t *testing.T) {
 	}
 	runSharded(t, e)
 
+	srv := httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	defer srv.Close()
 	metric := regexp.MustCompile(`\bkfsm_[a-z0-9_]+\b`)
 	var missing []string
 	deadline := time.Now().Add(time.Minute)
 	for {
-		exported := families(t)
+		exported := families(t, srv.URL)
 		missing = missing[:0]
 		for _, where := range slices.Sorted(maps.Keys(qs)) {
 			names := metric.FindAllString(qs[where], -1)
@@ -151,23 +150,11 @@ func TestTheDashboardQueriesMetricsThatMachinesExport(t *testing.T) {
 	}
 }
 
-// families scrapes the metrics that the process serves, over HTTP, and
-// reports which series names it exports: a histogram's _bucket, _sum and
-// _count included.
-func families(t *testing.T) func(string) bool {
+// families scrapes the metrics that url serves and reports which series
+// names it exports: a histogram's _bucket, _sum and _count included.
+func families(t *testing.T, url string) func(string) bool {
 	t.Helper()
-	srv := httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	parsed, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	parsed := get(t, url)
 	return func(name string) bool {
 		if f, ok := parsed[name]; ok && len(f.GetMetric()) > 0 {
 			return true

@@ -2,9 +2,9 @@ package fsm
 
 import (
 	"context"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,28 +50,19 @@ func linkLastTransition(span trace.Span, st *Status) {
 // traceParent formats the span context of ctx as a W3C traceparent, or
 // returns "" if ctx holds none that is sampled.
 func traceParent(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() || !sc.IsSampled() {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
 		return ""
 	}
-	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c.Get("traceparent")
 }
 
 // parseTraceParent reads what traceParent wrote.
 func parseTraceParent(s string) (trace.SpanContext, bool) {
-	parts := strings.Split(s, "-")
-	if len(parts) != 4 || parts[0] != "00" || len(parts[3]) != 2 {
-		return trace.SpanContext{}, false
-	}
-	tid, err := trace.TraceIDFromHex(parts[1])
-	if err != nil {
-		return trace.SpanContext{}, false
-	}
-	sid, err := trace.SpanIDFromHex(parts[2])
-	if err != nil {
-		return trace.SpanContext{}, false
-	}
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}), true
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": s})
+	sc := trace.SpanContextFromContext(ctx)
+	return sc, sc.IsValid()
 }
 
 // spanTransition records a committed transition as an event of the

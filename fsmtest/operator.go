@@ -403,10 +403,12 @@ func (o *Operator) caughtUp() bool {
 	o.mu.Lock()
 	starting, from, one := o.starting, o.renewed, len(o.procs) == 1
 	o.mu.Unlock()
-	if starting > 0 || !one || from < 0 {
-		return starting == 0
-	}
-	if !o.e.resynced(from) {
+	switch {
+	case starting > 0:
+		return false
+	case !one || from < 0:
+		return true
+	case !o.e.resynced(from):
 		return false
 	}
 	o.mu.Lock()
