@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/kfsm/kfsm/cmd/internal/inspect"
@@ -33,6 +32,10 @@ type counts struct {
 	// graph.Edges, and "start" and "delete" for the entries into the
 	// initial state and into the deletion path.
 	Edges map[string]int `json:"edges"`
+	// Gaps counts the times an object moved more often between two of its
+	// versions that the dashboard read than its history keeps: the edges
+	// then count fewer transitions than were made.
+	Gaps int `json:"gaps"`
 }
 
 type stateCounts struct {
@@ -40,29 +43,10 @@ type stateCounts struct {
 	Stalled int `json:"stalled"`
 }
 
-// edgeKey finds the edge that a recorded transition took.
-type edgeKey struct {
-	from, to graph.State
-	kind     graph.EdgeKind
-}
-
-// countObjects places objects on g: how many are in each state, and how
-// many transitions each edge saw since the given time, as their histories
-// record them. A history keeps only an object's latest transitions, so an
-// object that moved more often than that in the window counts less.
-func countObjects(g *graph.Graph, objects []inspect.Object, since time.Time) counts {
-	c := counts{States: map[string]stateCounts{}, Edges: map[string]int{}}
-	exact := map[edgeKey]string{}
-	pair := map[[2]graph.State]string{}
-	for i, e := range g.Edges() {
-		id := strconv.Itoa(i)
-		if _, ok := exact[edgeKey{e.From, e.To, e.Kind}]; !ok {
-			exact[edgeKey{e.From, e.To, e.Kind}] = id
-		}
-		if _, ok := pair[[2]graph.State{e.From, e.To}]; !ok {
-			pair[[2]graph.State{e.From, e.To}] = id
-		}
-	}
+// countObjects places objects on g: how many are in each state. The
+// counts on the edges come from the machine's ledger.
+func countObjects(g *graph.Graph, objects []inspect.Object) counts {
+	c := counts{States: map[string]stateCounts{}}
 	for _, s := range g.States {
 		c.States[string(s.Name)] = stateCounts{}
 	}
@@ -84,38 +68,8 @@ func countObjects(g *graph.Graph, objects []inspect.Object, since time.Time) cou
 			}
 			c.States[string(st)] = sc
 		}
-		for _, t := range o.Status.History {
-			if t.Time.Time.Before(since) {
-				continue
-			}
-			if id := edgeOf(t, exact, pair); id != "" {
-				c.Edges[id]++
-			}
-		}
 	}
 	return c
-}
-
-// edgeOf is the edge that transition t took: by its reason, the timeout
-// or retries edge between its states, else their exit.
-func edgeOf(t fsm.Transition, exact map[edgeKey]string, pair map[[2]graph.State]string) string {
-	switch {
-	case t.From == "":
-		return "start"
-	case t.Reason == fsm.ReasonDeleted:
-		return "delete"
-	}
-	kind := graph.Exit
-	switch t.Reason {
-	case fsm.ReasonTimeout:
-		kind = graph.TimeoutExit
-	case fsm.ReasonRetriesExhausted:
-		kind = graph.RetriesExit
-	}
-	if id, ok := exact[edgeKey{graph.State(t.From), graph.State(t.To), kind}]; ok {
-		return id
-	}
-	return pair[[2]graph.State{graph.State(t.From), graph.State(t.To)}]
 }
 
 func stalled(o inspect.Object) bool {

@@ -33,10 +33,14 @@
 //
 // # Caveats
 //
-// The counts on the edges come from the objects' status.history, which
-// keeps each object's latest transitions (ten unless the machine says
-// otherwise) and goes with the object: an object that moved more often in
-// the window, or that is gone, counts less than it moved.
+// The counts on the edges come from the transitions the dashboard has
+// seen: it reads each version of each object that its watch delivers and
+// keeps the transitions of the window from their status.history, those of
+// objects deleted since included. Before it started, it knows only what
+// the histories keep (ten transitions an object, unless the machine says
+// otherwise). An object that moves more often than its history keeps
+// between two versions the dashboard reads, as can happen when its watch
+// breaks and it lists again, loses transitions; the page counts such gaps.
 package dashboard
 
 import (
@@ -84,6 +88,7 @@ type Dashboard struct {
 	events  kubernetes.Interface
 	host    string
 	window  time.Duration
+	started time.Time
 	log     *log.Logger
 
 	// changed wakes the publisher when something it shows changed.
@@ -113,6 +118,7 @@ type watched struct {
 
 	mu      sync.Mutex
 	objects map[string]inspect.Object // by namespace/name
+	ledger  *ledger
 	rev     uint64
 }
 
@@ -143,7 +149,7 @@ func New(cfg *rest.Config, opts Options) (*Dashboard, error) {
 	}
 	d := &Dashboard{
 		cluster: inspect.Cluster{Dynamic: dyn, Metadata: meta, Mapper: mapper},
-		events:  events, host: cfg.Host, window: opts.Window, log: opts.ErrorLog,
+		events:  events, host: cfg.Host, window: opts.Window, log: opts.ErrorLog, started: time.Now(),
 		changed: make(chan struct{}, 1), crdsChanged: make(chan struct{}, 1), hub: newHub(),
 	}
 	if d.window <= 0 {
@@ -293,7 +299,7 @@ func (d *Dashboard) refresh(ctx context.Context) error {
 // watch starts watching a machine's objects.
 func (d *Dashboard) watch(ctx context.Context, key, identity string, m *inspect.Machine) *watched {
 	d.nextID++
-	w := &watched{Machine: m, key: key, identity: identity, objects: map[string]inspect.Object{}}
+	w := &watched{Machine: m, key: key, identity: identity, objects: map[string]inspect.Object{}, ledger: newLedger(m.Graph)}
 	w.svg = layout(key, fmt.Sprintf("m%d", d.nextID), m.Graph).svg()
 	inf := dynamicinformer.NewFilteredDynamicInformer(d.cluster.Dynamic, m.GVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	if err := inf.SetTransform(trim); err != nil {
@@ -310,6 +316,11 @@ func (d *Dashboard) watch(ctx context.Context, key, identity string, m *inspect.
 		}
 		o.Unstructured = nil
 		w.mu.Lock()
+		var before *inspect.Object
+		if b, ok := w.objects[o.Namespace+"/"+o.Name]; ok && b.UID == o.UID {
+			before = &b
+		}
+		w.ledger.record(before, o, time.Now().Add(-d.window))
 		w.objects[o.Namespace+"/"+o.Name] = o
 		w.rev++
 		w.mu.Unlock()
@@ -406,10 +417,10 @@ func (d *Dashboard) snapshot(now time.Time) snapshot {
 		for _, o := range w.objects {
 			objects = append(objects, o)
 		}
-		rev := w.rev
+		rev, edges, gaps := w.rev, w.ledger.count(now.Add(-d.window)), w.ledger.gaps
 		w.mu.Unlock()
-		c := countObjects(w.Graph, objects, now.Add(-d.window))
-		c.Key, c.Rev, c.Synced = w.key, rev, w.synced()
+		c := countObjects(w.Graph, objects)
+		c.Key, c.Rev, c.Synced, c.Edges, c.Gaps = w.key, rev, w.synced(), edges, gaps
 		s.Machines = append(s.Machines, c)
 	}
 	return s

@@ -238,56 +238,31 @@ func TestTheStreamSendsTheSnapshotAtOnce(t *testing.T) {
 
 func TestCountObjects(t *testing.T) {
 	g := doors().Graph()
-	at := func(min int) metav1.Time { return metav1.NewTime(time.Date(2030, 1, 1, 0, min, 0, 0, time.UTC)) }
-	object := func(state fsm.State, stalled bool, history ...fsm.Transition) objectFixture {
-		return objectFixture{state: state, stalled: stalled, history: history}
+	object := func(state fsm.State, stalled bool) objectFixture {
+		return objectFixture{state: state, stalled: stalled}
 	}
 	cases := map[string]struct {
 		reason  string
 		objects []objectFixture
-		since   metav1.Time
 		want    counts
 	}{
 		"Empty": {
 			reason: "every state shows, with no object",
-			since:  at(0),
-			want: counts{States: map[string]stateCounts{"Closed": {}, "Open": {}, "Removed": {}},
-				Edges: map[string]int{}},
+			want:   counts{States: map[string]stateCounts{"Closed": {}, "Open": {}, "Removed": {}}},
 		},
 		"PlacedPendingAndUnknown": {
 			reason: "objects count in their state; without a state they are pending; in a state the graph lacks, unknown",
-			since:  at(0),
 			objects: []objectFixture{
 				object("Closed", false), object("Closed", true), object("Open", false),
 				object("", false), object("Ajar", false),
 			},
 			want: counts{Objects: 5, Pending: 1, Unknown: 1,
-				States: map[string]stateCounts{"Closed": {Objects: 2, Stalled: 1}, "Open": {Objects: 1}, "Removed": {}},
-				Edges:  map[string]int{}},
-		},
-		"TransitionsInTheWindow": {
-			reason: "transitions count on their edge, by reason for a timeout; those before the window do not",
-			since:  at(10),
-			objects: []objectFixture{
-				object("Closed", false,
-					fsm.Transition{To: "Closed", Reason: fsm.ReasonCreated, Time: at(5)},
-					fsm.Transition{From: "Closed", To: "Open", Reason: fsm.ReasonNext, Time: at(9)},
-					fsm.Transition{From: "Open", To: "Closed", Reason: fsm.ReasonTimeout, Time: at(12)}),
-				object("Removed", false,
-					fsm.Transition{To: "Closed", Reason: fsm.ReasonCreated, Time: at(10)},
-					fsm.Transition{From: "Closed", To: "Open", Reason: fsm.ReasonNext, Time: at(11)},
-					fsm.Transition{From: "Open", To: "Closed", Reason: fsm.ReasonNext, Time: at(13)},
-					fsm.Transition{From: "Closed", To: "Removed", Reason: fsm.ReasonDeleted, Time: at(14)}),
-			},
-			// Edges: 0 Closed→Open, 1 Open→Closed, 2 Open→Closed (timeout).
-			want: counts{Objects: 2,
-				States: map[string]stateCounts{"Closed": {Objects: 1}, "Open": {}, "Removed": {Objects: 1}},
-				Edges:  map[string]int{"start": 1, "0": 1, "1": 1, "2": 1, "delete": 1}},
+				States: map[string]stateCounts{"Closed": {Objects: 2, Stalled: 1}, "Open": {Objects: 1}, "Removed": {}}},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := countObjects(g, fixtures(tc.objects), tc.since.Time)
+			got := countObjects(g, fixtures(tc.objects))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\ncountObjects: -want +got:\n%s", tc.reason, diff)
 			}
@@ -301,7 +276,7 @@ func TestCountObjectsTellsTheObjectsNotYetMigrated(t *testing.T) {
 	g := doors().Graph()
 	g.Version = 2
 	objects := fixtures([]objectFixture{{state: "Ajar"}, {state: "Ajar", version: 1}, {state: "Ajar", version: 2}, {state: "Closed", version: 1}})
-	got := countObjects(g, objects, time.Time{})
+	got := countObjects(g, objects)
 	if got.Objects != 4 || got.Earlier != 2 || got.Unknown != 1 || got.States["Closed"].Objects != 1 {
 		t.Errorf("countObjects = %+v, want 4 objects: 2 not yet migrated, 1 unknown, 1 in Closed", got)
 	}
@@ -385,7 +360,7 @@ func TestServeReturnsTheListenersError(t *testing.T) {
 type objectFixture struct {
 	state   fsm.State
 	stalled bool
-	history []fsm.Transition
+
 	version int32
 }
 
@@ -393,7 +368,7 @@ func fixtures(fs []objectFixture) []inspect.Object {
 	var out []inspect.Object
 	for i, f := range fs {
 		o := inspect.Object{Name: fmt.Sprintf("door-%d", i)}
-		o.Status.State, o.Status.History, o.Status.GraphVersion = f.state, f.history, f.version
+		o.Status.State, o.Status.GraphVersion = f.state, f.version
 		if f.stalled {
 			o.Status.Conditions = []metav1.Condition{{Type: fsm.ConditionStalled, Status: metav1.ConditionTrue, Reason: "Stopped"}}
 		}

@@ -104,6 +104,7 @@ func (d *Dashboard) render(w http.ResponseWriter, name string, view any) {
 type pageView struct {
 	Host     string
 	Window   string
+	Started  string // when the dashboard began to count transitions
 	Snapshot string // JSON, for the page's first counts
 	Body     machinesView
 }
@@ -142,7 +143,7 @@ func (d *Dashboard) servePage(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	d.render(w, "page", pageView{Host: d.host, Window: shortDuration(d.window), Snapshot: string(snap), Body: d.machinesView()})
+	d.render(w, "page", pageView{Host: d.host, Window: shortDuration(d.window), Started: clock(d.started), Snapshot: string(snap), Body: d.machinesView()})
 }
 
 func (d *Dashboard) serveMachines(w http.ResponseWriter, _ *http.Request) {

@@ -31,6 +31,7 @@
       case "earlier": return m.earlier ? `, ${m.earlier} of an earlier graph version, not yet migrated` : "";
       case "unknown": return m.unknown ? `, ${m.unknown} in a state the graph lacks` : "";
       case "synced": return m.synced ? "" : " (still listing)";
+      case "gaps": return m.gaps ? ` The arrows miss transitions: ${m.gaps} ${plural(m.gaps, "time an object", "times objects")} moved more often between two reads than ${plural(m.gaps, "its history keeps", "their histories keep")}.` : "";
     }
     return "";
   }
