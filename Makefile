@@ -38,9 +38,11 @@ seeded-bugs: assets
 	$(GO) -C examples test -tags seeded -count=1 -timeout 90m -v -run '^TestExploreCatchesEverySeededBug$$' ./internal/seeded
 
 ## fleet-test: the tests at the size of a fleet, too slow for make test: 1,000 objects in
-## every state of version 1 of a graph, migrated to version 2 under a manager
+## every state of version 1 of a graph, migrated to version 2 under a manager; and the
+## dashboard in a browser on a 50-state machine with 10,000 objects
 fleet-test: assets
 	$(GO) test -race -count=1 -run '^TestUnderManagerANewGraphVersionMigratesObjectsInFlight$$' ./fsm -versions.objects=1000
+	$(GO) test -race -count=1 -run '^TestTheDashboardAtAFleetsSize$$' ./cmd/internal/dashboard -dashboard.objects=10000
 
 ## scaffold-test: build kfsm, have it init a project into a temporary directory with this
 ## checkout as its kfsm and add a second kind with create api, then run the project's
@@ -78,9 +80,12 @@ bench:
 	$(GO) run ./bench $(BENCH)
 
 ## screenshot: take docs/dashboard.png, the README's picture of the demo's dashboard,
-## in the browser test of the demo (headless Chromium, fetched on first use)
+## in the browser test of the demo (headless Chromium, fetched on first use), and
+## docs/dashboard-fleet.png and docs/dashboard-fleet-dark.png, a 50-state machine with
+## 10,000 objects at 1,440 x 900, in light and dark mode
 screenshot:
 	$(GO) test -count=1 -run '^TestDemoDashboardInABrowser$$' ./cmd/kfsm -screenshot $(CURDIR)/docs/dashboard.png
+	$(GO) test -count=1 -run '^TestTheDashboardAtAFleetsSize$$' ./cmd/internal/dashboard -dashboard.objects=10000 -dashboard.screenshots=$(CURDIR)/docs
 
 ## assets: build the Kubernetes binaries once; later runs reuse the cache (the
 ## command compiles in seconds, so the build's progress shows at once)

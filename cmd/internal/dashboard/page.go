@@ -27,7 +27,7 @@ import (
 //go:embed web
 var web embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{"live": liveKey}).ParseFS(web, "web/*.html"))
+var pages = template.Must(template.New("").Funcs(template.FuncMap{"live": liveKey, "add": func(a, b int) int { return a + b }}).ParseFS(web, "web/*.html"))
 
 // maxRows bounds the objects listed for a state, and maxEvents the events
 // shown for an object.
@@ -49,6 +49,7 @@ func (d *Dashboard) handler(loopbackOnly bool) http.Handler {
 	mux.HandleFunc("GET /fragment/machines", d.serveMachines)
 	mux.HandleFunc("GET /fragment/state", d.serveState)
 	mux.HandleFunc("GET /fragment/object", d.serveObject)
+	mux.HandleFunc("GET /fragment/search", d.serveSearch)
 	mux.HandleFunc("GET /events", d.serveEvents)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -185,14 +186,7 @@ func (d *Dashboard) serveState(w http.ResponseWriter, r *http.Request) {
 			v.More++
 			continue
 		}
-		row := objectRow{Namespace: o.Namespace, Name: o.Name, Href: objectHref(m.key, o), Ready: "—", Notes: notes(m.Machine, o)}
-		if c := o.Condition(fsm.ConditionReady); c != nil {
-			row.Ready, row.ReadyReason = string(c.Status), c.Reason
-		}
-		if o.Status.StateSince != nil {
-			row.For = shortDuration(now.Sub(o.Status.StateSince.Time))
-		}
-		v.Rows = append(v.Rows, row)
+		v.Rows = append(v.Rows, row(m, o, now))
 	}
 	d.render(w, "state", v)
 }

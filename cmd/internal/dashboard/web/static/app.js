@@ -61,9 +61,11 @@
       if (kind === "edge") el.classList.toggle("zero", !m.edges[name]);
       if (kind === "objects") el.closest("a.state").classList.toggle("occupied", stateOf(m, name).objects > 0);
     }
-    const m = machines.get(panelMachine);
-    if (m && m.rev !== panelRev) {
-      panelRev = m.rev;
+    const rev = panelMachine === "*"
+      ? snap.machines.reduce((sum, m) => sum + m.rev, 0)
+      : (machines.get(panelMachine) || { rev: panelRev }).rev;
+    if (rev !== panelRev) {
+      panelRev = rev;
       refreshPanel();
     }
   }
@@ -100,8 +102,12 @@
       panelURL = "/fragment/state?" + new URLSearchParams({ machine: parts[1], state: parts[2] });
     } else if (parts[0] === "object" && parts.length === 4) {
       panelURL = "/fragment/object?" + new URLSearchParams({ machine: parts[1], namespace: parts[2], name: parts[3] });
+    } else if (parts[0] === "search" && parts.length === 2) {
+      panelURL = "/fragment/search?" + new URLSearchParams({ q: parts[1] });
+      if (search.value.trim() !== parts[1].trim()) search.value = parts[1];
     }
-    panelMachine = panelURL ? parts[1] : "";
+    // A search follows every machine, any other panel its own.
+    panelMachine = panelURL ? (parts[0] === "search" ? "*" : parts[1]) : "";
     panelRev = -1;
     select();
     if (!panelURL) {
@@ -184,6 +190,22 @@
   setInterval(() => {
     if (panelURL.startsWith("/fragment/object")) refreshPanel();
   }, 5000);
+
+  // The search box shows its results in the panel as one types, without
+  // filling the browser's history with every letter.
+  const search = document.getElementById("search");
+  let typing = 0;
+  search.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      const q = search.value.trim();
+      const hash = q ? "#search/" + encodeURIComponent(q) : "";
+      if (location.hash === hash) return;
+      history.replaceState(null, "", hash || location.pathname);
+      route();
+    }, 120);
+  });
+  search.form.addEventListener("submit", (e) => e.preventDefault());
 
   window.addEventListener("hashchange", route);
   size();

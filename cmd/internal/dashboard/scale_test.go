@@ -1,0 +1,214 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfsm/kfsm/cmd/internal/browser"
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/graph"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+var (
+	fleetObjects = flag.Int("dashboard.objects", 300, "how many objects TestTheDashboardAtAFleetsSize places on the 50-state machine")
+	fleetShots   = flag.String("dashboard.screenshots", "", "also save the 50-state machine's page, light and dark, as PNG files in this directory")
+)
+
+// publishFleet publishes fleetGraph on the gadgets' CRD, as its operator
+// would, until the test ends. No operator runs: the test writes the
+// gadgets' status itself.
+func publishFleet(t *testing.T, e *fsmtest.Env) *graph.Graph {
+	t.Helper()
+	g := fleetGraph()
+	data, err := g.CompactJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	value, err := json.Marshal(fsm.PublishedGraph{
+		Machine: g.Name, Graph: data,
+		Resource: fsm.PublishedResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Gadget", Resource: "gadgets"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(value any) {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		crd.SetName("gadgets.testing.kfsm.dev")
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{fsm.AnnotationGraphPrefix + g.Name: value}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Client.Patch(context.Background(), crd, client.RawPatch(types.MergePatchType, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(string(value))
+	t.Cleanup(func() { patch(nil) })
+	return g
+}
+
+// placeGadgets creates gadgets c-00000, c-00001, … and writes each one's
+// status: in the state that state(i) names, with a history that entered it
+// from the state before it in the graph. Sixteen writers share the work.
+func placeGadgets(t *testing.T, e *fsmtest.Env, from, to int, state func(i int) graph.State) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if err := placeGadget(t.Context(), e, i, state(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(next)
+		for i := from; i < to; i++ {
+			select {
+			case next <- i:
+			case <-t.Context().Done():
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func placeGadget(ctx context.Context, e *fsmtest.Env, i int, state graph.State) error {
+	g := &v1alpha1.Gadget{}
+	key := client.ObjectKey{Namespace: e.Namespace, Name: fmt.Sprintf("c-%05d", i)}
+	if err := e.Client.Get(ctx, key, g); err != nil {
+		g = &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		if err := e.Client.Create(ctx, g); err != nil {
+			return fmt.Errorf("creating %s: %w", key, err)
+		}
+	}
+	now := metav1.Now()
+	from := fsm.State("Pending")
+	if g.Status.State != "" {
+		from = g.Status.State
+	}
+	g.Status.Status = fsm.Status{
+		State: fsm.State(state), StateSince: &now, ObservedGeneration: g.Generation,
+		History: append(g.Status.History, fsm.Transition{From: from, To: fsm.State(state), Reason: fsm.ReasonNext, Time: now}),
+	}
+	if i%97 == 0 {
+		g.Status.Conditions = []metav1.Condition{{Type: fsm.ConditionStalled, Status: metav1.ConditionTrue, Reason: "RetriesExhausted", Message: "gave up", LastTransitionTime: now}}
+	}
+	if err := e.Client.Status().Update(ctx, g); err != nil {
+		return fmt.Errorf("placing %s in %s: %w", key, state, err)
+	}
+	return nil
+}
+
+// clusterCounts is how many gadgets the API server has in each state, as
+// a JavaScript object literal's JSON.
+func clusterCounts(t *testing.T, e *fsmtest.Env) string {
+	t.Helper()
+	var list v1alpha1.GadgetList
+	if err := e.Client.List(t.Context(), &list, client.InNamespace(e.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, g := range list.Items {
+		counts[string(g.Status.State)]++
+	}
+	data, _ := json.Marshal(counts)
+	return string(data)
+}
+
+// pageCounts is a JavaScript expression: the page's count of objects in
+// each state of the fleet machine, without the states it shows empty.
+const pageCounts = `(() => {
+  const out = {};
+  for (const el of document.querySelectorAll("[data-live]")) {
+    const [kind, machine, state] = JSON.parse(el.dataset.live);
+    if (kind === "objects" && machine === "managed-cluster" && el.textContent !== "0") out[state] = Number(el.textContent);
+  }
+  return JSON.stringify(Object.fromEntries(Object.entries(out).sort()));
+})()`
+
+// The page at the size of a real operator's fleet: a 50-state machine
+// with many objects (300 in make test, 10,000 in make fleet-test). The
+// counts equal the cluster's within five seconds of a change, and a
+// search narrows every object to one in under a second.
+func TestTheDashboardAtAFleetsSize(t *testing.T) {
+	p := browser.Open(t)
+	e := fsmtest.New(t)
+	g := publishFleet(t, e)
+	n := *fleetObjects
+	began := time.Now()
+	placeGadgets(t, e, 0, n, func(i int) graph.State { return g.States[i*i%len(g.States)].Name })
+	t.Logf("%d gadgets created and placed in %v", n, time.Since(began).Round(time.Millisecond))
+	s := serve(t, e)
+	p.Do("opening the page at 1,440 × 900", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(s.url),
+		chromedp.WaitVisible(chromedp.CSS(`svg.graph a.state[data-machine="managed-cluster"]`)))
+	want := clusterCounts(t, e)
+	took := p.Await(fmt.Sprintf("the page to count the %d gadgets as the cluster does", n),
+		pageCounts+" === "+jsString(want), pageCounts, time.Minute)
+	t.Logf("the page counted %d objects %v after it opened", n, took.Round(time.Millisecond))
+
+	// A hundred gadgets move: the page follows within five seconds.
+	placeGadgets(t, e, 0, min(n, 100), func(i int) graph.State { return g.States[(i*i+7)%len(g.States)].Name })
+	written := time.Now()
+	want = clusterCounts(t, e)
+	p.Await("the page to follow 100 moves", pageCounts+" === "+jsString(want), pageCounts, 5*time.Second-time.Since(written))
+	t.Logf("the page showed 100 moves within %v of their last write", time.Since(written).Round(time.Millisecond))
+
+	// A search narrows every object to one.
+	name := fmt.Sprintf("c-%05d", n/2+1)
+	found := fmt.Sprintf(`(document.querySelector("#panel .found") || {}).textContent === "1 object." && document.querySelector("#panel a.object").textContent.endsWith(%q)`, "/"+name)
+	p.Do("typing a name into the search box", chromedp.Focus(chromedp.CSS("#search")))
+	start := time.Now()
+	p.Do("typing", chromedp.SendKeys(chromedp.CSS("#search"), name))
+	p.Await("the search to find "+name+" alone", found, panelText, time.Second)
+	t.Logf("the search found %s among %d objects %v after the last key", name, n, time.Since(start).Round(time.Millisecond))
+	if *fleetShots != "" {
+		shoot(t, p)
+	}
+	p.CheckQuiet()
+	s.checkReadOnly(t)
+}
+
+// shoot saves the page with the search open, in light and in dark mode.
+func shoot(t *testing.T, p *browser.Page) {
+	p.SaveScreenshot(filepath.Join(*fleetShots, "dashboard-fleet.png"))
+	p.Do("emulating a dark system setting", chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+		_, err := cdp.Call(ctx, target, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+		})
+		return err
+	}))
+	p.SaveScreenshot(filepath.Join(*fleetShots, "dashboard-fleet-dark.png"))
+}
+
+// jsString quotes s for JavaScript.
+func jsString(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
+}
