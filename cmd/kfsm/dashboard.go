@@ -23,7 +23,12 @@ its graph in the cluster: the graph, with the number of objects in each state
 and the transitions of the last five minutes on each edge, kept live as objects
 move. Choose a state to list its objects, and an object to see its timeline
 (transitions, with how long it stayed in each state, and its recent events),
-its conditions and its children.
+its conditions and its children. The search box finds objects by name and by
+state:, ns:, cond: and machine: filters.
+
+An arrow counts every transition the dashboard saw in the objects' versions
+as they changed, those of objects deleted since included; for the time before
+it started, those that the objects' histories keep.
 
 The dashboard only reads: get, list and watch on CustomResourceDefinitions,
 on the machines' resources and on events.k8s.io events. It never reads
