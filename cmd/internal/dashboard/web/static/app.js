@@ -6,6 +6,7 @@
   const main = document.getElementById("machines");
   const panel = document.getElementById("panel");
   const status = document.getElementById("live");
+  const graphs = window.kfsmGraphs;
   const hint = panel.innerHTML;
   let latest = null;
   let panelURL = "";
@@ -33,14 +34,6 @@
       case "synced": return m.synced ? "" : " (still listing)";
     }
     return "";
-  }
-
-  // A graph shrinks to fit the page down to 70% of its size, and scrolls
-  // beyond, so that its text stays readable.
-  function size() {
-    for (const svg of main.querySelectorAll("svg.graph")) {
-      svg.style.minWidth = `${Math.round(0.7 * svg.viewBox.baseVal.width)}px`;
-    }
   }
 
   function apply(snap) {
@@ -74,8 +67,11 @@
     try {
       const r = await fetch("/fragment/machines");
       if (r.ok) {
-        main.innerHTML = await r.text();
-        size();
+        const html = await r.text();
+        const was = graphs.focused();
+        main.innerHTML = html;
+        graphs.setup(main);
+        graphs.refocus(was, main);
       }
     } catch (e) {
       // The event stream reports the server as gone; the next snapshot retries.
@@ -184,8 +180,20 @@
     if (panelURL.startsWith("/fragment/object")) refreshPanel();
   }, 5000);
 
+  // A skip link moves the focus without changing the address, whose
+  // fragment says what the panel shows.
+  for (const a of document.querySelectorAll("a.skip")) {
+    a.addEventListener("click", (e) => {
+      const target = document.getElementById(a.getAttribute("href").slice(1));
+      if (!target) return;
+      e.preventDefault();
+      target.focus({ preventScroll: true });
+      target.scrollIntoView({ block: "start" });
+    });
+  }
+
   window.addEventListener("hashchange", route);
-  size();
+  graphs.setup(main);
   apply(JSON.parse(main.dataset.snapshot));
   route();
 
