@@ -347,3 +347,87 @@ func checkFleetSwap(t *testing.T, p *browser.Page, e *fsmtest.Env) {
 		t.Errorf("after the swap, the graph's tab stops are %q, want %s alone", got, state)
 	}
 }
+
+// The fleet's graph, fitted to its area at 1,440 × 900, draws every
+// state's name at 9px or larger.
+func TestTheFleetGraphIsReadableWhenFitted(t *testing.T) {
+	p, _ := openFleet(t)
+	type size struct {
+		State string  `json:"state"`
+		Px    float64 `json:"px"`
+	}
+	sizes := browser.Eval[[]size](p, `[...document.querySelectorAll('`+fleetSection+` a.state')].map(a => {
+		const t = a.querySelector("text.name"), m = t.getScreenCTM();
+		return {state: a.dataset.state, px: parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b)};
+	})`)
+	if len(sizes) != 50 {
+		t.Fatalf("the page draws %d states of the fleet, want 50", len(sizes))
+	}
+	small := 0
+	smallest := sizes[0]
+	for _, s := range sizes {
+		if s.Px < 9 {
+			small++
+		}
+		if s.Px < smallest.Px {
+			smallest = s
+		}
+	}
+	if small > 0 {
+		p.Screenshot("fleet-small")
+		t.Errorf("fitted at scale %.3f, %d of the 50 states' names are drawn smaller than 9px, the smallest, %s's, at %.1fpx",
+			browser.Eval[float64](p, fleetScale), small, smallest.State, smallest.Px)
+	}
+}
+
+// drawingFaults lists what overlaps in the fleet's drawing as the browser
+// renders it, in the drawing's units: two state boxes; an edge's text box
+// and another's, or a state's box; an edge's path and the box of a state
+// other than its ends (those that its first and last points touch),
+// sampled every 2 units.
+const drawingFaults = `(() => {
+	const svg = document.querySelector('` + fleetSection + ` svg.graph');
+	const toDrawing = svg.getScreenCTM().inverse();
+	const matrix = el => toDrawing.multiply(el.getScreenCTM());
+	const box = el => {
+		const b = el.getBBox(), m = matrix(el);
+		const corners = [[b.x, b.y], [b.x + b.width, b.y], [b.x, b.y + b.height], [b.x + b.width, b.y + b.height]]
+			.map(([x, y]) => new DOMPoint(x, y).matrixTransform(m));
+		const xs = corners.map(p => p.x), ys = corners.map(p => p.y);
+		return {x0: Math.min(...xs), y0: Math.min(...ys), x1: Math.max(...xs), y1: Math.max(...ys)};
+	};
+	const overlap = (a, b) => Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0) > 0.5 && Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0) > 0.5;
+	const inside = (p, b, margin) => p.x > b.x0 + margin && p.x < b.x1 - margin && p.y > b.y0 + margin && p.y < b.y1 - margin;
+	const edgeName = el => { const g = el.closest("g.edge, g.entry"); const t = g && g.querySelector("title"); return t ? t.textContent.split(":")[0] : "an edge"; };
+	const states = [...svg.querySelectorAll("a.state")].map(a => ({name: a.dataset.state, ...box(a.querySelector("rect"))}));
+	const texts = [...svg.querySelectorAll(".edge-text")].filter(t => t.textContent.trim() !== "")
+		.map(t => ({name: '"' + t.textContent.trim() + '" of ' + edgeName(t), ...box(t)}));
+	const faults = [];
+	states.forEach((a, i) => states.slice(i + 1).forEach(b => overlap(a, b) && faults.push("the boxes of " + a.name + " and " + b.name + " overlap")));
+	texts.forEach((a, i) => {
+		texts.slice(i + 1).forEach(b => overlap(a, b) && faults.push("the text " + a.name + " overlaps the text " + b.name));
+		states.forEach(s => overlap(a, s) && faults.push("the text " + a.name + " overlaps the box of " + s.name));
+	});
+	for (const path of svg.querySelectorAll("g.edge path, g.entry path")) {
+		const m = matrix(path), length = path.getTotalLength(), points = [];
+		for (let l = 0; l < length + 2; l += 2) points.push(DOMPoint.fromPoint(path.getPointAtLength(Math.min(l, length))).matrixTransform(m));
+		const first = points[0], last = points[points.length - 1];
+		for (const s of states) {
+			if (inside(first, s, -6) || inside(last, s, -6)) continue;
+			if (points.some(p => inside(p, s, 1))) faults.push("the path of " + edgeName(path) + " crosses the box of " + s.name);
+		}
+	}
+	return faults;
+})()`
+
+// The fleet's drawing, as a real browser renders it, has no overlaps: no
+// two state boxes overlap, no edge's text overlaps another's or a state's
+// box, and no edge passes through a state other than its ends.
+func TestTheFleetGraphRendersWithoutOverlaps(t *testing.T) {
+	p, _ := openFleet(t)
+	faults := browser.Eval[[]string](p, drawingFaults)
+	if len(faults) > 0 {
+		p.Screenshot("fleet-overlaps")
+		t.Errorf("the fleet's drawing has %d overlaps:\n\t%s", len(faults), strings.Join(faults, "\n\t"))
+	}
+}
