@@ -65,9 +65,9 @@ window.kfsmGraphs = (() => {
   }
 
   // layout sizes a graph's area: as tall as the drawing when it fits at
-  // 100%, and otherwise the window's height less the page's header and
-  // the machine's heading, so that the graph fills the window when its
-  // heading is at the top.
+  // 100%, and otherwise at most the window's height less the page's
+  // header and the machine's heading, so that the whole area is in sight
+  // when the heading is at the top.
   function layout(g) {
     const header = document.querySelector("body > header");
     const heading = g.section.firstElementChild;
@@ -80,7 +80,11 @@ window.kfsmGraphs = (() => {
     g.large = g.base.w > g.W || g.base.h > room();
     g.wrap.classList.toggle("large", g.large);
     if (g.mini) g.mini.svg.style.display = g.large ? "" : "none";
-    g.H = g.large ? room() : g.base.h;
+    // A large graph's area is as tall as the drawing is when it fits the
+    // width, within the room; and tall enough to zoom in, unless the
+    // drawing is not.
+    const fitted = g.base.h * Math.min(1, g.W / g.base.w);
+    g.H = g.large ? Math.min(room(), Math.max(Math.min(minRoom, g.base.h), fitted)) : g.base.h;
     g.wrap.style.height = `${Math.round(g.H)}px`;
     // The drawing's own box, unrounded, so that the viewBox has its
     // proportions exactly.
