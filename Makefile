@@ -78,9 +78,12 @@ bench:
 	$(GO) run ./bench $(BENCH)
 
 ## screenshot: take docs/dashboard.png, the README's picture of the demo's dashboard,
-## in the browser test of the demo (headless Chromium, fetched on first use)
+## in the browser test of the demo (headless Chromium, fetched on first use), and
+## docs/dashboard-fleet.png and docs/dashboard-fleet-dark.png, a 50-state machine's
+## page at 1,440 × 900, fitted, in light and dark mode
 screenshot:
 	$(GO) test -count=1 -run '^TestDemoDashboardInABrowser$$' ./cmd/kfsm -screenshot $(CURDIR)/docs/dashboard.png
+	$(GO) test -count=1 -run '^TestTheFleetGraphInABrowser$$' ./cmd/internal/dashboard -screenshots $(CURDIR)/docs
 
 ## assets: build the Kubernetes binaries once; later runs reuse the cache (the
 ## command compiles in seconds, so the build's progress shows at once)
