@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -98,6 +100,17 @@ func (p *Page) Await(what, expr, shown string, timeout time.Duration) time.Durat
 		p.t.Fatalf("%s did not happen within %v: %v\nthe page shows: %s", what, timeout, err, Eval[string](p, shown))
 	}
 	return time.Since(start)
+}
+
+// PrefersColorScheme makes the page's prefers-color-scheme "light" or
+// "dark"; "" gives it the system's again.
+func (p *Page) PrefersColorScheme(scheme string) {
+	p.t.Helper()
+	features := []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	p.Do("preferring the colour scheme "+scheme, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features})
+		return err
+	}))
 }
 
 // Screenshot saves the tab as name.png among the test's artifacts.

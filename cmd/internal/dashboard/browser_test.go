@@ -139,6 +139,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	if got := browser.Eval[float64](p, `document.querySelector("svg.graph text.name").getBoundingClientRect().height`); got < 12 {
 		t.Errorf("the states' names are drawn %.1fpx high, want at least 12", got)
 	}
+	if got := browser.Eval[string](p, `getComputedStyle(document.querySelector("svg.overview")).display`); got != "none" {
+		t.Errorf("the door's graph, which fits its area, shows an overview (display %s)", got)
+	}
 
 	// The page ran without an error; the refused write below logs one.
 	p.CheckQuiet()
@@ -259,10 +262,19 @@ func publishGadgets(t *testing.T, e *fsmtest.Env) {
 		Initial("Copying").
 		State("Copying", func(context.Context, *fsm.Request[*v1alpha1.Gadget]) fsm.Result { return fsm.Next("Copied") }, fsm.To("Copied")).
 		State("Copied", nil, fsm.Final())
-	key, value, err := m.GraphAnnotation(fsm.PublishedResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Gadget", Resource: "gadgets"})
+	key, value, err := m.GraphAnnotation(gadgetsResource)
 	if err != nil {
 		t.Fatal(err)
 	}
+	annotateGadgets(t, e, key, value)
+}
+
+var gadgetsResource = fsm.PublishedResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Gadget", Resource: "gadgets"}
+
+// annotateGadgets sets an annotation on the gadgets' CRD until the test
+// ends.
+func annotateGadgets(t *testing.T, e *fsmtest.Env, key, value string) {
+	t.Helper()
 	patch := func(value any) {
 		crd := &metav1.PartialObjectMetadata{}
 		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})

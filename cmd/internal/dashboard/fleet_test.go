@@ -1,9 +1,12 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/graph"
 )
 
@@ -79,6 +82,25 @@ func fleetGraph() *graph.Graph {
 		final("Deleted"),
 	}
 	return &graph.Graph{Name: "managed-cluster", Mode: graph.Lifecycle, States: states}
+}
+
+// publishFleet publishes fleetGraph on the gadgets' CRD, alone, as its
+// operator would, until the test ends. No operator runs: the tests write
+// the gadgets' status themselves.
+func publishFleet(t *testing.T, e *fsmtest.Env) *graph.Graph {
+	t.Helper()
+	unpublish(t, e)
+	g := fleetGraph()
+	data, err := g.CompactJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	value, err := json.Marshal(fsm.PublishedGraph{Machine: g.Name, Resource: gadgetsResource, Graph: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotateGadgets(t, e, fsm.AnnotationGraphPrefix+g.Name, string(value))
+	return g
 }
 
 func TestTheFleetGraphIsValidAndHasFiftyStates(t *testing.T) {

@@ -10,12 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/cmd/internal/browser"
@@ -29,40 +25,6 @@ var (
 	fleetObjects = flag.Int("dashboard.objects", 300, "how many objects TestTheDashboardAtAFleetsSize places on the 50-state machine")
 	fleetShots   = flag.String("dashboard.screenshots", "", "also save the 50-state machine's page, light and dark, as PNG files in this directory")
 )
-
-// publishFleet publishes fleetGraph on the gadgets' CRD, as its operator
-// would, until the test ends. No operator runs: the test writes the
-// gadgets' status itself.
-func publishFleet(t *testing.T, e *fsmtest.Env) *graph.Graph {
-	t.Helper()
-	g := fleetGraph()
-	data, err := g.CompactJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	value, err := json.Marshal(fsm.PublishedGraph{
-		Machine: g.Name, Graph: data,
-		Resource: fsm.PublishedResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Gadget", Resource: "gadgets"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := func(value any) {
-		crd := &metav1.PartialObjectMetadata{}
-		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-		crd.SetName("gadgets.testing.kfsm.dev")
-		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{fsm.AnnotationGraphPrefix + g.Name: value}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Client.Patch(context.Background(), crd, client.RawPatch(types.MergePatchType, data)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	patch(string(value))
-	t.Cleanup(func() { patch(nil) })
-	return g
-}
 
 // placeGadgets creates gadgets c-00000, c-00001, … and writes each one's
 // status: in the state that state(i) names, with a history that entered it
@@ -126,17 +88,20 @@ func placeGadget(ctx context.Context, e *fsmtest.Env, i int, state graph.State) 
 	return nil
 }
 
-// clusterCounts is how many gadgets the API server has in each state, as
-// a JavaScript object literal's JSON.
-func clusterCounts(t *testing.T, e *fsmtest.Env) string {
+// clusterCounts is how many gadgets the API server has in each state of
+// g, as JSON.
+func clusterCounts(t *testing.T, e *fsmtest.Env, g *graph.Graph) string {
 	t.Helper()
 	var list v1alpha1.GadgetList
-	if err := e.Client.List(t.Context(), &list, client.InNamespace(e.Namespace)); err != nil {
+	// Every namespace: earlier tests' gadgets stay, and the page counts them.
+	if err := e.Client.List(t.Context(), &list); err != nil {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for _, g := range list.Items {
-		counts[string(g.Status.State)]++
+	for _, o := range list.Items {
+		if _, ok := g.Lookup(graph.State(o.Status.State)); ok {
+			counts[string(o.Status.State)]++
+		}
 	}
 	data, _ := json.Marshal(counts)
 	return string(data)
@@ -168,7 +133,7 @@ func TestTheDashboardAtAFleetsSize(t *testing.T) {
 	s := serve(t, e)
 	p.Do("opening the page at 1,440 × 900", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(s.url),
 		chromedp.WaitVisible(chromedp.CSS(`svg.graph a.state[data-machine="managed-cluster"]`)))
-	want := clusterCounts(t, e)
+	want := clusterCounts(t, e, g)
 	took := p.Await(fmt.Sprintf("the page to count the %d gadgets as the cluster does", n),
 		pageCounts+" === "+jsString(want), pageCounts, time.Minute)
 	t.Logf("the page counted %d objects %v after it opened", n, took.Round(time.Millisecond))
@@ -176,7 +141,7 @@ func TestTheDashboardAtAFleetsSize(t *testing.T) {
 	// A hundred gadgets move: the page follows within five seconds.
 	placeGadgets(t, e, 0, min(n, 100), func(i int) graph.State { return g.States[(i*i+7)%len(g.States)].Name })
 	written := time.Now()
-	want = clusterCounts(t, e)
+	want = clusterCounts(t, e, g)
 	p.Await("the page to follow 100 moves", pageCounts+" === "+jsString(want), pageCounts, 5*time.Second-time.Since(written))
 	t.Logf("the page showed 100 moves within %v of their last write", time.Since(written).Round(time.Millisecond))
 
@@ -198,12 +163,7 @@ func TestTheDashboardAtAFleetsSize(t *testing.T) {
 // shoot saves the page with the search open, in light and in dark mode.
 func shoot(t *testing.T, p *browser.Page) {
 	p.SaveScreenshot(filepath.Join(*fleetShots, "dashboard-fleet.png"))
-	p.Do("emulating a dark system setting", chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
-		_, err := cdp.Call(ctx, target, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
-		})
-		return err
-	}))
+	p.PrefersColorScheme("dark")
 	p.SaveScreenshot(filepath.Join(*fleetShots, "dashboard-fleet-dark.png"))
 }
 

@@ -6,6 +6,7 @@
   const main = document.getElementById("machines");
   const panel = document.getElementById("panel");
   const status = document.getElementById("live");
+  const graphs = window.kfsmGraphs;
   const hint = panel.innerHTML;
   let latest = null;
   let panelURL = "";
@@ -34,14 +35,6 @@
       case "gaps": return m.gaps ? ` The arrows miss transitions: ${m.gaps} ${plural(m.gaps, "time an object", "times objects")} moved more often between two reads than ${plural(m.gaps, "its history keeps", "their histories keep")}.` : "";
     }
     return "";
-  }
-
-  // A graph shrinks to fit the page down to 70% of its size, and scrolls
-  // beyond, so that its text stays readable.
-  function size() {
-    for (const svg of main.querySelectorAll("svg.graph")) {
-      svg.style.minWidth = `${Math.round(0.7 * svg.viewBox.baseVal.width)}px`;
-    }
   }
 
   function apply(snap) {
@@ -77,8 +70,11 @@
     try {
       const r = await fetch("/fragment/machines");
       if (r.ok) {
-        main.innerHTML = await r.text();
-        size();
+        const html = await r.text();
+        const was = graphs.focused();
+        main.innerHTML = html;
+        graphs.setup(main);
+        graphs.refocus(was, main);
       }
     } catch (e) {
       // The event stream reports the server as gone; the next snapshot retries.
@@ -207,8 +203,20 @@
   });
   search.form.addEventListener("submit", (e) => e.preventDefault());
 
+  // A skip link moves the focus without changing the address, whose
+  // fragment says what the panel shows.
+  for (const a of document.querySelectorAll("a.skip")) {
+    a.addEventListener("click", (e) => {
+      const target = document.getElementById(a.getAttribute("href").slice(1));
+      if (!target) return;
+      e.preventDefault();
+      target.focus({ preventScroll: true });
+      target.scrollIntoView({ block: "start" });
+    });
+  }
+
   window.addEventListener("hashchange", route);
-  size();
+  graphs.setup(main);
   apply(JSON.parse(main.dataset.snapshot));
   route();
 
