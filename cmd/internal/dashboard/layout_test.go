@@ -261,6 +261,44 @@ func TestTheFleetGraphIsReadableOnAScreen(t *testing.T) {
 	}
 }
 
+// BenchmarkLayout lays out the 50-state machine: first as for a
+// dashboard's first graph, with Graphviz started anew (its WebAssembly is
+// compiled before, when the package is initialised); later with Graphviz
+// running; and again for a graph laid out before, as the page's requests
+// find it.
+func BenchmarkLayout(b *testing.B) {
+	g := fleetGraph()
+	b.Run("first", func(b *testing.B) {
+		for b.Loop() {
+			dot.Lock()
+			if dot.gv != nil {
+				if err := dot.gv.Close(); err != nil {
+					b.Fatal(err)
+				}
+				dot.gv = nil
+			}
+			dot.Unlock()
+			if _, err := layoutAfresh(g); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("later", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := layoutAfresh(g); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := drawingOf(g); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // A graph that fails validation is drawn all the same, as far as it goes:
 // an edge to a state the graph lacks is left out.
 func TestDrawingOfGraphsThatFailValidation(t *testing.T) {
