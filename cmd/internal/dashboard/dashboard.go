@@ -10,6 +10,11 @@
 // serves is built into the binary: no script, style or font comes from
 // the network.
 //
+// A graph is laid out once for each of its versions, by Graphviz's dot,
+// which runs in the binary as WebAssembly, and drawn as inline SVG; a
+// graph too long to read on a screen is folded into bands set side by
+// side, with the edges between bands routed around them.
+//
 // # Guarantees
 //
 //   - It only reads: its requests to the API server are get, list and

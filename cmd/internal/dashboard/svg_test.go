@@ -54,7 +54,7 @@ func TestGraphDrawingsMatchGoldenFiles(t *testing.T) {
 			if err := g.Validate(); err != nil {
 				t.Fatalf("the test graph is invalid: %v", err)
 			}
-			got := layout(g.Name, "m1", g).svg()
+			got := draw(t, g.Name, g)
 			if err := wellFormed(got); err != nil {
 				t.Fatalf("the drawing is not well-formed XML: %v\n%s", err, got)
 			}
@@ -71,7 +71,7 @@ func TestGraphDrawingsMatchGoldenFiles(t *testing.T) {
 			if diff := cmp.Diff(string(want), got); diff != "" {
 				t.Errorf("the drawing differs from %s (run with -update if the change is meant): -want +got:\n%s", path, diff)
 			}
-			if again := layout(g.Name, "m1", g).svg(); again != got {
+			if again := draw(t, g.Name, g); again != got {
 				t.Error("two drawings of one graph differ")
 			}
 		})
@@ -82,7 +82,7 @@ func TestGraphDrawingsMatchGoldenFiles(t *testing.T) {
 // number, and every edge a count, each with a key the page updates.
 func TestDrawingShowsEveryStateAndEdge(t *testing.T) {
 	g := testGraphs["retries"]
-	svg := layout("updater", "m1", g).svg()
+	svg := draw(t, "updater", g)
 	for _, s := range g.States {
 		for _, want := range []string{
 			`href="#state/updater/` + string(s.Name) + `"`,
@@ -112,13 +112,23 @@ func TestDrawingEscapesNames(t *testing.T) {
 		{Name: `<b>"A"&`, Initial: true, Exits: []graph.State{"B"}},
 		{Name: "B", Final: true},
 	}}
-	svg := layout(`m"<`, "m1", g).svg()
+	svg := draw(t, `m"<`, g)
 	if strings.Contains(svg, `<b>`) || strings.Contains(svg, `m"<`) {
 		t.Errorf("a name went into the drawing unescaped:\n%s", svg)
 	}
 	if err := wellFormed(svg); err != nil {
 		t.Errorf("the drawing is not well-formed XML: %v", err)
 	}
+}
+
+// draw lays g out afresh, not from the drawings kept, and draws it.
+func draw(t testing.TB, machine string, g *graph.Graph) string {
+	t.Helper()
+	d, err := layoutAfresh(g)
+	if err != nil {
+		t.Fatalf("laying out %s: %v", machine, err)
+	}
+	return d.svg(machine, "m1")
 }
 
 func wellFormed(s string) error {
