@@ -104,8 +104,9 @@ func (d *Dashboard) render(w http.ResponseWriter, name string, view any) {
 // pageView is the whole page.
 type pageView struct {
 	Host     string
-	Window   string
-	Started  string // when the dashboard began to count transitions
+	// Window is how far back the arrows count, and Started when the
+	// dashboard began to watch the transitions they count.
+	Window, Started string
 	Snapshot string // JSON, for the page's first counts
 	Body     machinesView
 }

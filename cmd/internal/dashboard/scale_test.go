@@ -145,6 +145,10 @@ func TestTheDashboardAtAFleetsSize(t *testing.T) {
 	p.Await("the page to follow 100 moves", pageCounts+" === "+jsString(want), pageCounts, 5*time.Second-time.Since(written))
 	t.Logf("the page showed 100 moves within %v of their last write", time.Since(written).Round(time.Millisecond))
 
+	if *fleetShots != "" {
+		shoot(t, p)
+	}
+
 	// A search narrows every object to one.
 	name := fmt.Sprintf("c-%05d", n/2+1)
 	found := fmt.Sprintf(`(document.querySelector("#panel .found") || {}).textContent === "1 object." && document.querySelector("#panel a.object").textContent.endsWith(%q)`, "/"+name)
@@ -153,18 +157,21 @@ func TestTheDashboardAtAFleetsSize(t *testing.T) {
 	p.Do("typing", chromedp.SendKeys(chromedp.CSS("#search"), name))
 	p.Await("the search to find "+name+" alone", found, panelText, time.Second)
 	t.Logf("the search found %s among %d objects %v after the last key", name, n, time.Since(start).Round(time.Millisecond))
-	if *fleetShots != "" {
-		shoot(t, p)
-	}
+
+	// Closing the details gives the graph the whole width again.
+	p.Do("closing the details", chromedp.Click(chromedp.CSS("button.close-panel")))
+	p.Await("the details to close and the graph to fit the width", `!document.body.classList.contains("panel-open") && `+statesOutOfSight+`.length === 0 && document.querySelector("#search").value === ""`, panelText, 5*time.Second)
 	p.CheckQuiet()
 	s.checkReadOnly(t)
 }
 
-// shoot saves the page with the search open, in light and in dark mode.
+// shoot saves the page, in light and in dark mode.
 func shoot(t *testing.T, p *browser.Page) {
+	t.Helper()
 	p.SaveScreenshot(filepath.Join(*fleetShots, "dashboard-fleet.png"))
 	p.PrefersColorScheme("dark")
 	p.SaveScreenshot(filepath.Join(*fleetShots, "dashboard-fleet-dark.png"))
+	p.PrefersColorScheme("")
 }
 
 // jsString quotes s for JavaScript.

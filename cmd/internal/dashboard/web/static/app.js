@@ -7,7 +7,6 @@
   const panel = document.getElementById("panel");
   const status = document.getElementById("live");
   const graphs = window.kfsmGraphs;
-  const hint = panel.innerHTML;
   let latest = null;
   let panelURL = "";
   let panelMachine = "";
@@ -104,10 +103,11 @@
     }
     // A search follows every machine, any other panel its own.
     panelMachine = panelURL ? (parts[0] === "search" ? "*" : parts[1]) : "";
+    document.body.classList.toggle("panel-open", panelURL !== "");
     panelRev = -1;
     select();
     if (!panelURL) {
-      panel.innerHTML = hint;
+      panel.textContent = "";
       return;
     }
     loadPanel(true);
@@ -214,6 +214,18 @@
       target.scrollIntoView({ block: "start" });
     });
   }
+
+  // Closing the details gives the graphs the whole width again.
+  function closePanel() {
+    search.value = "";
+    history.replaceState(null, "", location.pathname);
+    route();
+    main.focus({ preventScroll: true });
+  }
+  document.querySelector(".close-panel").addEventListener("click", closePanel);
+  panel.parentElement.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") closePanel();
+  });
 
   window.addEventListener("hashchange", route);
   graphs.setup(main);

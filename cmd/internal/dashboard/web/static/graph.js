@@ -14,7 +14,7 @@ window.kfsmGraphs = (() => {
   const maxScale = 4;
   const step = 1.25; // of a button's or key's zoom
   const minRoom = 320; // px: the least height a large graph gets
-  const overview = { w: 180, h: 72 }; // px: the most the overview takes
+  const overview = { w: 160, h: 56 }; // px: the most the overview takes
 
   const views = new Map(); // machine → {s, x, y, fitted}
   const stops = new Map(); // machine → the state that has the tab stop
@@ -22,6 +22,7 @@ window.kfsmGraphs = (() => {
 
   // setup makes views of the graphs under root, after the page drew them.
   function setup(root) {
+    watchWidth.observe(root);
     graphs = [...root.querySelectorAll("section.machine")].map(make).filter(Boolean);
     for (const g of graphs) layout(g);
   }
@@ -379,10 +380,21 @@ window.kfsmGraphs = (() => {
     if (act) act();
   });
 
+  // The graphs follow the window's size, and the machines' width, which
+  // changes as the details open and close.
   let resizing = 0;
-  addEventListener("resize", () => {
+  const relayout = () => {
     cancelAnimationFrame(resizing);
     resizing = requestAnimationFrame(() => graphs.forEach(layout));
+  };
+  addEventListener("resize", relayout);
+  let width = 0;
+  const watchWidth = new ResizeObserver((entries) => {
+    const w = Math.round(entries[entries.length - 1].contentRect.width);
+    if (w !== width) {
+      width = w;
+      relayout();
+    }
   });
 
   // focused says what has the focus among the graphs, to give it back
