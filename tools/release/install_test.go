@@ -152,7 +152,9 @@ func TestAUserInstallsTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := t.TempDir()
-	writeProxy(t, proxy, clone, mods, version)
+	if err := writeProxy(proxy, clone, mods, version); err != nil {
+		t.Fatal(err)
+	}
 	u := newUser(t, proxy)
 
 	u.run(t, t.TempDir(), "go", "install", "github.com/kfsm/kfsm/cmd/kfsm@"+version)
