@@ -66,7 +66,9 @@ release:
 
 ## release-test: make release in a clone of this commit, serve its tags from a module proxy
 ## on disk, and install and use the release as a user does, with an empty module cache
-## (the build cache and the Kubernetes binaries are the machine's)
+## (the build cache and the Kubernetes binaries are the machine's); check its krew manifest
+## with krew's validator, and install kubectl-fsm from it and each platform's archive with
+## krew (both built from the Go module proxy into the user cache on first use)
 release-test:
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -timeout 50m -v .
 
