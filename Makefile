@@ -59,13 +59,18 @@ scaffold-test: assets
 
 ## release: check the tree and tag kfsm's modules at VERSION, here, pushing nothing
 ## (make release VERSION=v0.2.0; CONTRIBUTING.md says what it checks). It runs make test
-## first, unless TESTED names this commit as one that passed it in the same run.
+## first, unless TESTED names this commit as one that passed it in the same run. Then
+## it builds kubectl-fsm's archives for each platform into dist/, with their SHA256SUMS
+## and krew's manifest, fsm.yaml, whose URLs are under DOWNLOAD_URL ({version} for the
+## version; the GitHub release's by default)
 release:
-	GOWORK=off $(GO) -C tools/release run . -repo "$(CURDIR)" -version "$(VERSION)" -tested "$(TESTED)"
+	GOWORK=off $(GO) -C tools/release run . -repo "$(CURDIR)" -version "$(VERSION)" -tested "$(TESTED)" $(if $(DOWNLOAD_URL),-download-url "$(DOWNLOAD_URL)")
 
 ## release-test: make release in a clone of this commit, serve its tags from a module proxy
 ## on disk, and install and use the release as a user does, with an empty module cache
-## (the build cache and the Kubernetes binaries are the machine's)
+## (the build cache and the Kubernetes binaries are the machine's); check its krew manifest
+## with krew's validator, and install kubectl-fsm from it and each platform's archive with
+## krew (both built from the Go module proxy into the user cache on first use)
 release-test:
 	GOWORK=off $(GO) -C tools/release test -race -count=1 -timeout 50m -v .
 

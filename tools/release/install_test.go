@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/mod/modfile"
+	"sigs.k8s.io/krew/pkg/index"
 )
 
 // A user of kfsm, with a module proxy that serves kfsm's tags, the
@@ -132,13 +136,16 @@ func wantRequires(t *testing.T, dir, path, version string) {
 }
 
 // The release as its users get it: make release tags a clone of this
-// commit, a module proxy on disk serves the tags, and, with module and
-// build caches that start empty, go install installs kfsm, kfsm init
-// writes a project that requires the release and passes its own make
-// verify and make test, and go get gets the CloudEvents sink. Outside the
-// workspace, the tagged tree's modules load as their go.mod and go.sum
-// say. The module cache starts empty; the build cache and the Kubernetes
-// binaries in the user cache directory are the machine's.
+// commit and builds the kubectl plugin's archives and krew's manifest.
+// krew's validator passes the manifest, and krew installs the plugin from
+// it and each platform's archive; it refuses a broken manifest. A module
+// proxy on disk serves the tags, and, with module and build caches that
+// start empty, go install installs kfsm, kfsm init writes a project that
+// requires the release and passes its own make verify and make test, and
+// go get gets the CloudEvents sink. Outside the workspace, the tagged
+// tree's modules load as their go.mod and go.sum say. The module cache
+// starts empty; the build cache and the Kubernetes binaries in the user
+// cache directory are the machine's.
 func TestAUserInstallsTheRelease(t *testing.T) {
 	isolateGit(t)
 	const version = "v0.1.0"
@@ -147,12 +154,17 @@ func TestAUserInstallsTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	clone := releasedClone(t, repo, version)
+	t.Run("Krew", func(t *testing.T) { installsWithKrew(t, clone, version) })
+	t.Run("KrewRefusesABrokenManifest", func(t *testing.T) { krewRefusesABrokenManifest(t, clone, version) })
+
 	mods, err := workspaceModules(clone)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy := t.TempDir()
-	writeProxy(t, proxy, clone, mods, version)
+	if err := writeProxy(proxy, clone, mods, version); err != nil {
+		t.Fatal(err)
+	}
 	u := newUser(t, proxy)
 
 	u.run(t, t.TempDir(), "go", "install", "github.com/kfsm/kfsm/cmd/kfsm@"+version)
@@ -183,5 +195,126 @@ func TestAUserInstallsTheRelease(t *testing.T) {
 		if len(m.requires) > 0 {
 			u.output(t, filepath.Join(clone, m.dir), "go", "list", "-mod=readonly", "-deps", "-test", "./...")
 		}
+	}
+}
+
+// installsWithKrew checks the plugin that make release built into the
+// clone's dist/: krew's validator passes fsm.yaml; krew installs the
+// plugin from it and each platform's archive, as krew on that platform
+// does, with the binary built for it at the release and the LICENSE; and
+// the binary of this machine's platform, run from krew's bin directory,
+// names the release.
+func installsWithKrew(t *testing.T, clone, version string) {
+	k := buildKrew(t)
+	p := kubectlFsm("https://github.com/kfsm/kfsm/releases/download/{version}")
+	dist := filepath.Join(clone, distDir)
+	manifest := filepath.Join(dist, p.name+".yaml")
+	if err := k.validate(t, manifest); err != nil {
+		t.Fatalf("validate-krew-manifest refuses %s: %v", manifest, err)
+	}
+	m := readManifest(t, manifest)
+	if m.Spec.Version != version || len(m.Spec.Platforms) != len(p.platforms) {
+		t.Fatalf("the manifest is of %q with %d platforms, want %s with %d", m.Spec.Version, len(m.Spec.Platforms), version, len(p.platforms))
+	}
+	var sums strings.Builder
+	for i, on := range p.platforms {
+		name := p.archiveName(version, on)
+		sum := sha256File(t, filepath.Join(dist, name))
+		fmt.Fprintf(&sums, "%s  %s\n", sum, name)
+		if got := m.Spec.Platforms[i]; got.Sha256 != sum || got.URI != "https://github.com/kfsm/kfsm/releases/download/"+version+"/"+name {
+			t.Errorf("the manifest's platform %s downloads %s with SHA-256 %s, want the release's %s with %s", on, got.URI, got.Sha256, name, sum)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS")); err != nil || string(data) != sums.String() {
+		t.Errorf("SHA256SUMS is\n%s(%v)\nwant\n%s", data, err, sums.String())
+	}
+
+	for _, on := range p.platforms {
+		root, err := k.install(t, manifest, filepath.Join(dist, p.archiveName(version, on)), on)
+		if err != nil {
+			t.Errorf("krew install of the plugin for %s: %v", on, err)
+			continue
+		}
+		bin := filepath.Join(root, "bin", p.executable(on))
+		if err := builtAt(bin, "github.com/kfsm/kfsm", version, on); err != nil {
+			t.Errorf("krew installed for %s: %v", on, err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "store", p.name, version, "LICENSE")); err != nil {
+			t.Errorf("krew installed no LICENSE for %s: %v", on, err)
+		}
+		if on != (platform{runtime.GOOS, runtime.GOARCH}) {
+			continue
+		}
+		out, err := exec.CommandContext(t.Context(), bin, "version").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "kubectl fsm "+version+", ") {
+			t.Errorf("kubectl-fsm version, installed by krew, printed %q (%v), want kubectl fsm %s first", out, err, version)
+		}
+	}
+}
+
+// krewRefusesABrokenManifest checks that the checks of installsWithKrew
+// can fail: krew's validator or krew install refuses each manifest that
+// is broken in a way that a user's install would trip on.
+func krewRefusesABrokenManifest(t *testing.T, clone, version string) {
+	k := buildKrew(t)
+	p := kubectlFsm("https://github.com/kfsm/kfsm/releases/download/{version}")
+	dist := filepath.Join(clone, distDir)
+	on := platform{"linux", "amd64"}
+	for name, tc := range map[string]struct {
+		reason string
+		// file is the manifest's file name, fsm.yaml unless it is set.
+		file   string
+		change func(m *index.Plugin)
+		// byInstall is whether krew install refuses it, which krew's
+		// validator passes; otherwise the validator refuses it.
+		byInstall bool
+	}{
+		"WrongSha256": {
+			reason:    "krew install checks the archive against the manifest's SHA-256.",
+			change:    func(m *index.Plugin) { m.Spec.Platforms[0].Sha256 = m.Spec.Platforms[1].Sha256 },
+			byInstall: true,
+		},
+		"BinNotInTheArchive": {
+			reason:    "krew install links the bin that the archive holds.",
+			change:    func(m *index.Plugin) { m.Spec.Platforms[0].Bin = "kubectl-other" },
+			byInstall: true,
+		},
+		"NameNotTheFileName": {
+			reason: "krew's index finds a plugin by its file name.",
+			file:   "kubectl-fsm.yaml",
+			change: func(*index.Plugin) {},
+		},
+		"OverlappingPlatforms": {
+			reason: "One platform selects each os and arch.",
+			change: func(m *index.Plugin) { delete(m.Spec.Platforms[1].Selector.MatchLabels, "arch") },
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := readManifest(t, filepath.Join(dist, p.name+".yaml"))
+			tc.change(&m)
+			file := tc.file
+			if file == "" {
+				file = p.name + ".yaml"
+			}
+			manifest := filepath.Join(t.TempDir(), file)
+			writeManifest(t, manifest, m)
+			err := k.validate(t, manifest)
+			if !tc.byInstall {
+				if err == nil {
+					t.Errorf("%s\nvalidate-krew-manifest passed the broken manifest", tc.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s\nvalidate-krew-manifest refused it; krew install is the check that must: %v", tc.reason, err)
+			}
+			root, err := k.install(t, manifest, filepath.Join(dist, p.archiveName(version, on)), on)
+			if err == nil {
+				t.Errorf("%s\nkrew install installed the plugin from the broken manifest", tc.reason)
+			}
+			if _, err := os.Lstat(filepath.Join(root, "bin", p.executable(on))); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s\nkrew install left the plugin in its bin directory (%v)", tc.reason, err)
+			}
+		})
 	}
 }

@@ -30,7 +30,9 @@ type release struct {
 	tested string
 	// test runs the tests, when tested is empty.
 	test func(context.Context) error
-	out  io.Writer
+	// plugin is the kubectl plugin to build and publish for krew, or nil.
+	plugin *plugin
+	out    io.Writer
 }
 
 func (r *release) run(ctx context.Context) error {
@@ -48,7 +50,16 @@ func (r *release) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.tag(mods, commit)
+	if err := r.tag(mods, commit); err != nil {
+		return err
+	}
+	if r.plugin == nil {
+		return nil
+	}
+	if err := r.dist(ctx, mods, commit); err != nil {
+		return fmt.Errorf("the release is tagged, but its kubectl plugin is not built (delete the tags and reset the release commit to start again): %w", err)
+	}
+	return nil
 }
 
 // check lists every problem that makes the tree not ready for the
@@ -61,6 +72,9 @@ func (r *release) check() ([]module, error) {
 	mods, err := workspaceModules(r.repo)
 	if err != nil {
 		problems = append(problems, err)
+	}
+	if r.plugin != nil {
+		problems = append(problems, r.checkPlugin(mods)...)
 	}
 	status, err := git(r.repo, "status", "--porcelain")
 	if err != nil {

@@ -56,6 +56,7 @@ func kit(t *testing.T) string {
 		"go.mod":       "module example.com/kit\n\ngo 1.26.0\n",
 		"kit.go":       "package kit\n\n// Name is the kit's name.\nconst Name = \"kit\"\n",
 		"LICENSE":      "The kit's license.\n",
+		".gitignore":   "dist/\n",
 		"CHANGELOG.md": "# Changelog\n\n## [0.1.0] - 2026-01-31\n\n- The first release.\n",
 		"lib/go.mod":   "module example.com/kit/lib\n\ngo 1.26.0\n\nrequire example.com/kit v0.1.0\n",
 		"lib/lib.go":   "package lib\n\nimport \"example.com/kit\"\n\n// Name is the kit's name.\nfunc Name() string { return kit.Name }\n",
@@ -108,7 +109,9 @@ func buildsFromAProxy(t *testing.T, repo, version string) {
 		t.Fatal(err)
 	}
 	proxy := t.TempDir()
-	writeProxy(t, proxy, repo, mods, version)
+	if err := writeProxy(proxy, repo, mods, version); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("go", "build", "-o", os.DevNull, ".")
 	cmd.Dir = filepath.Join(repo, "app")
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=file://"+filepath.ToSlash(proxy), "GOSUMDB=off", "GOFLAGS=-mod=readonly -modcacherw")

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"runtime"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/kfsm/kfsm/cmd/internal/inspect"
 	"github.com/kfsm/kfsm/cmd/internal/terminal"
+	"github.com/kfsm/kfsm/internal/buildinfo"
 )
 
 // PluginName is the file name under which kubectl finds the plugin.
@@ -65,7 +67,21 @@ func NewPluginCommand(opts *Options) *cobra.Command {
 	}
 	AddFlags(root, opts)
 	root.AddCommand(Commands(opts)...)
+	root.AddCommand(newVersionCommand())
 	return root
+}
+
+// newVersionCommand is kubectl fsm version. The kfsm command has a
+// version of its own, so it is not among Commands.
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the versions of kubectl fsm and Go",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "kubectl fsm %s, built with %s\n", buildinfo.Version(), runtime.Version())
+		},
+	}
 }
 
 // AddFlags adds kubectl's global flags, and -A, to cmd and its
