@@ -97,7 +97,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	took := p.Await("the counts to show the door that opened",
 		liveText("objects", "Open")+` === "1" && `+liveText("objects", "Closed")+` === "2"`, panelText, 5*time.Second)
 	t.Logf("the page showed the move %v after the status did", took.Round(time.Millisecond))
-	if got := browser.Eval[string](p, liveText("noun", "Open")); got != "object" {
+	if got := browser.Eval[string](p, liveText("noun", "Open")); got != " object" {
 		t.Errorf("one object in Open reads %q objects, want the singular", got)
 	}
 	if got := browser.Eval[string](p, `document.querySelector("section.machine p.meta").innerText`); !strings.Contains(got, "3 objects.") {

@@ -103,12 +103,12 @@ func (d *Dashboard) render(w http.ResponseWriter, name string, view any) {
 
 // pageView is the whole page.
 type pageView struct {
-	Host     string
+	Host string
 	// Window is how far back the arrows count, and Started when the
 	// dashboard began to watch the transitions they count.
 	Window, Started string
-	Snapshot string // JSON, for the page's first counts
-	Body     machinesView
+	Snapshot        string // JSON, for the page's first counts
+	Body            machinesView
 }
 
 type machinesView struct {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,13 @@ const pageCounts = `(() => {
   return JSON.stringify(Object.fromEntries(Object.entries(out).sort()));
 })()`
 
+// countsOutsideBoxes lists the states whose count line is wider than
+// their box.
+const countsOutsideBoxes = `[...document.querySelectorAll("a.state")].flatMap(a => {
+  const box = a.querySelector("rect").getBBox(), text = a.querySelector("text.count").getBBox();
+  return text.x < box.x || text.x + text.width > box.x + box.width ? [a.dataset.state + ": " + a.querySelector("text.count").textContent] : [];
+})`
+
 // The page at the size of a real operator's fleet: a 50-state machine
 // with many objects (300 in make test, 10,000 in make fleet-test). The
 // counts equal the cluster's within five seconds of a change, and a
@@ -137,6 +145,9 @@ func TestTheDashboardAtAFleetsSize(t *testing.T) {
 	took := p.Await(fmt.Sprintf("the page to count the %d gadgets as the cluster does", n),
 		pageCounts+" === "+jsString(want), pageCounts, time.Minute)
 	t.Logf("the page counted %d objects %v after it opened", n, took.Round(time.Millisecond))
+	if over := browser.Eval[[]string](p, countsOutsideBoxes); len(over) > 0 {
+		t.Errorf("the counts of %d states run out of their boxes: %s", len(over), strings.Join(over, "; "))
+	}
 
 	// A hundred gadgets move: the page follows within five seconds.
 	placeGadgets(t, e, 0, min(n, 100), func(i int) graph.State { return g.States[(i*i+7)%len(g.States)].Name })

@@ -138,7 +138,7 @@ func drawBox(b *strings.Builder, x *box, machine string) {
 		top += tagHeight
 	}
 	fmt.Fprintf(b, `<text class="name" x="%s" y="%s">%s</text>`, f(cx), f(top+21), esc(string(s.Name)))
-	fmt.Fprintf(b, `<text class="count" x="%s" y="%s"><tspan data-live="%s">0</tspan> <tspan data-live="%s">objects</tspan><tspan class="stalled" data-live="%s"></tspan></text>`,
+	fmt.Fprintf(b, `<text class="count" x="%s" y="%s"><tspan data-live="%s">0</tspan><tspan data-live="%s"> objects</tspan><tspan class="stalled" data-live="%s"></tspan></text>`,
 		f(cx), f(top+38), live("objects", machine, string(s.Name)), live("noun", machine, string(s.Name)), live("stalled", machine, string(s.Name)))
 	b.WriteString("</a>\n")
 }

@@ -19,7 +19,8 @@
   function text(kind, m, name) {
     switch (kind) {
       case "objects": return String(stateOf(m, name).objects);
-      case "noun": return plural(stateOf(m, name).objects, "object", "objects");
+      // "3 objects", or "3, 1 stalled" when some are stalled.
+      case "noun": return stateOf(m, name).stalled ? "" : " " + plural(stateOf(m, name).objects, "object", "objects");
       case "stalled": {
         const n = stateOf(m, name).stalled;
         return n ? `, ${n} stalled` : "";
@@ -44,21 +45,38 @@
       return;
     }
     const machines = new Map(snap.machines.map((m) => [m.key, m]));
+    const changed = new Set();
     for (const el of main.querySelectorAll("[data-live]")) {
       const [kind, key, name] = JSON.parse(el.dataset.live);
       const m = machines.get(key);
       if (!m) continue;
       const t = text(kind, m, name);
-      if (el.textContent !== t) el.textContent = t;
+      if (el.textContent !== t) {
+        el.textContent = t;
+        changed.add(el.closest("text"));
+      }
       if (kind === "edge") el.classList.toggle("zero", !m.edges[name]);
       if (kind === "objects") el.closest("a.state").classList.toggle("occupied", stateOf(m, name).objects > 0);
     }
+    for (const t of changed) if (t && t.classList.contains("count")) fitInBox(t);
     const rev = panelMachine === "*"
       ? snap.machines.reduce((sum, m) => sum + m.rev, 0)
       : (machines.get(panelMachine) || { rev: panelRev }).rev;
     if (rev !== panelRev) {
       panelRev = rev;
       refreshPanel();
+    }
+  }
+
+  // fitInBox narrows a state's count line to its box when its numbers
+  // outgrew the room that the drawing left for them.
+  function fitInBox(t) {
+    const box = t.closest("a.state").querySelector("rect");
+    const room = box.width.baseVal.value - 8;
+    t.removeAttribute("textLength");
+    if (t.getComputedTextLength() > room) {
+      t.setAttribute("lengthAdjust", "spacingAndGlyphs");
+      t.setAttribute("textLength", String(room));
     }
   }
 
