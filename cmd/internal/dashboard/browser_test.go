@@ -24,8 +24,12 @@ import (
 
 // liveText is a JavaScript expression for the text of the element that
 // shows a live value of the door machine.
-func liveText(kind, key string) string {
-	k, _ := json.Marshal(liveKey(kind, "door", key))
+func liveText(kind, key string) string { return liveTextOf("door", kind, key) }
+
+// liveTextOf is a JavaScript expression for the text of the element that
+// shows a live value of a machine.
+func liveTextOf(machine, kind, key string) string {
+	k, _ := json.Marshal(liveKey(kind, machine, key))
 	return fmt.Sprintf(`([...document.querySelectorAll("[data-live]")].find(e => e.dataset.live === %s) || {}).textContent`, k)
 }
 

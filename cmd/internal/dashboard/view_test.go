@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -59,10 +58,7 @@ func openFleet(t *testing.T) (*browser.Page, *fsmtest.Env) {
 
 // fleetLive is a JavaScript expression for the text of the element that
 // shows a live value of the fleet machine.
-func fleetLive(kind, key string) string {
-	k, _ := json.Marshal(liveKey(kind, "managed-cluster", key))
-	return fmt.Sprintf(`([...document.querySelectorAll("[data-live]")].find(e => e.dataset.live === %s) || {}).textContent`, k)
-}
+func fleetLive(kind, key string) string { return liveTextOf("managed-cluster", kind, key) }
 
 // statesOutOfSight lists the fleet's states whose box is not all inside
 // both the window and the graph's area.
