@@ -70,8 +70,9 @@ type ActionFunc func(ctx context.Context, run *ActionRun) error
 // ActionRun is what an action's work, or its Observe function, gets.
 type ActionRun struct {
 	// Key names this run of the action. It stays the same when the run
-	// is resumed after a restart, a failover or a slot handed over: send
-	// it as an idempotency key to the system that the action changes.
+	// is resumed after a restart, a failover or a slot handed over, and
+	// when it is retried after a failure: send it as an idempotency key
+	// to the system that the action changes.
 	Key string
 	// Attempt is the handler's attempt that started the action.
 	Attempt int
@@ -107,15 +108,19 @@ type actionOptions struct {
 
 // Idempotent declares that the action's work may run again under the same
 // key, as when it sends ActionRun.Key as an idempotency key: kfsm resumes
-// an interrupted run by running the work again, with the last checkpoint.
+// an interrupted run by running the work again, with the last checkpoint,
+// as it retries a failed one.
 func Idempotent() ActionOption { return func(o *actionOptions) { o.idempotent = true } }
 
-// Observe declares how to tell whether an interrupted run took effect:
-// observe checks the system the action changes, by ActionRun.Key, and
-// reports done (then the action succeeded, with the Result observe sets)
-// or not done (then the work runs again, with the last checkpoint). An
-// error means it cannot tell yet: kfsm asks again after a backoff, and
-// never runs the work meanwhile.
+// Observe declares how to tell whether an interrupted or failed run took
+// effect: observe checks the system the action changes, by ActionRun.Key,
+// and reports done (then the action succeeded, with the Result observe
+// sets) or not done (then the work runs again, with the last checkpoint).
+// kfsm asks it before it resumes a run lost to a restart and before it
+// retries a run whose work returned an error, since an error can come
+// after the effect (an answer lost, a timeout). An error means it cannot
+// tell yet: kfsm asks again after a backoff, and never runs the work
+// meanwhile.
 func Observe(observe func(ctx context.Context, run *ActionRun) (done bool, err error)) ActionOption {
 	return func(o *actionOptions) { o.observe = observe }
 }
@@ -152,17 +157,27 @@ func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Ac
 		switch {
 		case rec.Outcome != "":
 			// Told once: the handler's answer to it is written with the
-			// record's removal, in one write.
+			// record's change, in one write.
 			a := w.reported(k, rec)
-			w.dropAction(i)
+			if a.State == ActionFailed {
+				keepForRetry(rec)
+			} else {
+				w.dropAction(i)
+			}
 			return a
 		case known:
 			return Action{State: ActionPending, Key: rec.Key, Progress: rec.Progress}
 		case !w.retrying && rec.State == w.req.State:
-			if !o.idempotent && o.observe == nil {
+			failed := rec.Error != ""
+			if !failed && !o.idempotent && o.observe == nil {
 				lost := *rec
 				w.indeterminate = &lost
 				return Action{State: ActionIndeterminate, Key: rec.Key, Progress: rec.Progress}
+			}
+			if failed {
+				// The retry of a failed run: a run of its own under the
+				// same key, from now.
+				rec.Error, rec.Started = "", metav1.NewMicroTime(w.now)
 			}
 			w.prepare(k, rec, work, o, true)
 			return Action{State: ActionPending, Key: rec.Key, Progress: rec.Progress}
@@ -191,6 +206,15 @@ func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Ac
 func recordKey(uid types.UID, state State, name string, attempt int32, version string) string {
 	sum := sha256.Sum256([]byte(string(uid) + "\x00" + string(state) + "\x00" + name + "\x00" + strconv.Itoa(int(attempt)) + "\x00" + version))
 	return hex.EncodeToString(sum[:16])
+}
+
+// keepForRetry turns the record of a failed run, once the handler was
+// told, into the intent of its retry: a failure may come after the effect
+// (an answer lost, a timeout), so the next run of the action keeps the
+// key and, with Observe, asks first. The error stays until that run
+// starts.
+func keepForRetry(rec *ActionRecord) {
+	rec.Outcome, rec.Ended, rec.Result = "", nil, ""
 }
 
 // reported is a record's outcome, with the run's own error while this

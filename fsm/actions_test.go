@@ -567,3 +567,100 @@ func after(d time.Duration) <-chan struct{} {
 	time.AfterFunc(d, func() { close(c) })
 	return c
 }
+
+// cloud is an outside system whose first call makes its effect and loses
+// the answer, as a 500 or a timeout after the effect does. It honours
+// keys when told to: a call under a key it has seen makes no new effect.
+type cloud struct {
+	honoursKeys bool
+
+	mu       sync.Mutex
+	calls    []string // the key of each call
+	effects  map[string]int
+	observed []string // the key of each question
+}
+
+func (c *cloud) work(_ context.Context, run *fsm.ActionRun) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, run.Key)
+	if c.effects == nil {
+		c.effects = map[string]int{}
+	}
+	if !c.honoursKeys || c.effects[run.Key] == 0 {
+		c.effects[run.Key]++
+	}
+	if len(c.calls) == 1 {
+		return errors.New("500 Internal Server Error: the answer was lost after the effect")
+	}
+	run.Result = "made"
+	return nil
+}
+
+func (c *cloud) observe(_ context.Context, run *fsm.ActionRun) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observed = append(c.observed, run.Key)
+	if c.effects[run.Key] > 0 {
+		run.Result = "found"
+		return true, nil
+	}
+	return false, nil
+}
+
+func (c *cloud) billed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.effects {
+		n += v
+	}
+	return n
+}
+
+// An answer lost after the effect is an ambiguous failure: the retry that
+// the handler's Fail brings keeps the run's key, and an action with
+// Observe asks before it runs the work again. Each effect happens once
+// when the outside system honours the key, or with Observe.
+func TestARetryAfterALostAnswerKeepsTheKey(t *testing.T) {
+	for name, tc := range map[string]struct {
+		honoursKeys bool
+		opts        func(c *cloud) []fsm.ActionOption
+		wantCalls   int
+		wantNote    string
+		wantBilled  int
+	}{
+		"Idempotent": {honoursKeys: true, opts: func(*cloud) []fsm.ActionOption { return []fsm.ActionOption{fsm.Idempotent()} }, wantCalls: 2, wantNote: "made", wantBilled: 1},
+		"Observe":    {opts: func(c *cloud) []fsm.ActionOption { return []fsm.ActionOption{fsm.Observe(c.observe)} }, wantCalls: 1, wantNote: "found", wantBilled: 1},
+		// The work said it failed: without Observe the retry runs it
+		// again, under the same key, which a system that honours keys
+		// turns into no second effect.
+		"Neither": {honoursKeys: true, opts: func(*cloud) []fsm.ActionOption { return nil }, wantCalls: 2, wantNote: "made", wantBilled: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			c := &cloud{honoursKeys: tc.honoursKeys}
+			fsmtest.Run(e.fe, durableMachine("actions-lost-answer-"+strings.ToLower(name), c.work, tc.opts(c)...))
+			e.gadget("g", v1alpha1.GadgetSpec{})
+			e.fe.Await("the gadget to finish", func() bool { return e.get("g").Status.State == "Finished" })
+			c.mu.Lock()
+			calls, observed := slices.Clone(c.calls), slices.Clone(c.observed)
+			c.mu.Unlock()
+			if len(calls) != tc.wantCalls || slices.Compact(slices.Clone(calls))[0] != calls[0] || len(slices.Compact(slices.Clone(calls))) != 1 {
+				t.Errorf("the work ran under keys %v, want %d runs under one key", calls, tc.wantCalls)
+			}
+			if name == "Observe" && (len(observed) != 1 || observed[0] != calls[0]) {
+				t.Errorf("Observe was asked under keys %v, want once, under the failed run's key %s", observed, calls[0])
+			}
+			if got := c.billed(); got != tc.wantBilled {
+				t.Errorf("the cloud made %d effects, want %d", got, tc.wantBilled)
+			}
+			if note := e.get("g").Status.Note; note != tc.wantNote {
+				t.Errorf("the handler was told result %q, want %q", note, tc.wantNote)
+			}
+			if recs := e.get("g").Status.Actions; recs != nil {
+				t.Errorf("once the state was left, the status keeps records %+v", recs)
+			}
+		})
+	}
+}

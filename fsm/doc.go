@@ -166,9 +166,15 @@
 // the work again under the same key, which the work sends as an
 // idempotency key; with neither it stalls the object with reason
 // ActionIndeterminate, for a person to check and annotate kfsm.dev/retry.
-// Each external effect thus happens once when the action has a key the
-// outside system honours or an Observe, and otherwise at most once, the
-// object stopped rather than the effect repeated.
+// A run whose work returned an error is retried, when the handler asks
+// again, under the same key, and with [Observe] only once it reported the
+// effect not done: an error may come after the effect, as when its
+// answer is lost or times out. Each external effect thus happens once
+// when the action has a key the outside system honours or an Observe;
+// with neither, a run lost to a crash happens at most once, the object
+// stopped rather than the effect repeated, and a run whose work failed
+// is run again, so its work must return an error only when it knows the
+// effect did not happen.
 //
 // Deleting the object cancels the actions started before the deletion,
 // whose records stay for the deletion path to clean up after, and leaving

@@ -107,10 +107,13 @@ func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
 // ActionPending. Once it returns, the object is reconciled at once, the
 // outcome is recorded, and calls report ActionSucceeded (with the Result
 // that work set) or ActionFailed with the error, on any replica and after
-// any restart, for as long as the object stays in the state. A failure is
-// reported until the handler's attempt changes, as when it returns Fail:
-// the next attempt's call starts the action anew, so the state's Retries
-// bound a failing action. Leaving the state drops its records and cancels
+// any restart, for as long as the object stays in the state. A success is
+// reported once, and its record dropped. A failure is reported once too,
+// and its record kept as the intent of the retry: the next call (as after
+// the handler's Fail and its backoff) runs the action again under the
+// same key, asking Observe first if given, since an error may come after
+// the effect (an answer lost, a timeout). The state's Retries bound a
+// failing action. Leaving the state drops its records and cancels
 // its runs. Deleting the object cancels the actions started before the
 // deletion, whose records stay in Status.Actions without an outcome: the
 // deletion path finds there, by key, what to clean up after.

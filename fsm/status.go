@@ -128,8 +128,8 @@ type ActionRecord struct {
 	Name string `json:"name,omitempty"`
 	// key names this run of the action, from the object's UID, the state,
 	// the attempt and the status write that recorded the intent. It stays
-	// the same across restarts: the action's work gets it, to send as an
-	// idempotency key.
+	// the same across restarts and the retries of a failed run: the
+	// action's work gets it, to send as an idempotency key.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
@@ -162,7 +162,9 @@ type ActionRecord struct {
 	// ended is when the outcome was recorded.
 	// +optional
 	Ended *metav1.MicroTime `json:"ended,omitempty"`
-	// error is why a failed action failed.
+	// error is why a failed action failed. Once the handler was told, the
+	// record stays without an outcome and with the error, as the intent
+	// of the retry under the same key, until that retry starts.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

@@ -42,8 +42,8 @@ func actionRows(o inspect.Object, now time.Time) []actionRow {
 		switch {
 		case rec.Outcome == fsm.ActionSucceeded.String():
 			row.Status, row.Class, row.Ending = rec.Outcome, "succeeded", clip(prefixed("result: ", rec.Result))
-		case rec.Outcome != "":
-			row.Status, row.Class, row.Ending = rec.Outcome, "failed", clip(prefixed("error: ", rec.Error))
+		case rec.Outcome != "" || rec.Error != "": // ended, or failed and waiting for its retry
+			row.Status, row.Class, row.Ending = fsm.ActionFailed.String(), "failed", clip(prefixed("error: ", rec.Error))
 		case o.Indeterminate(rec):
 			row.Status, row.Class, row.Indeterminate = fsm.ActionIndeterminate.String(), "indeterminate", true
 		default:

@@ -14,14 +14,18 @@ import (
 // row shows: the whole is up to 1024 bytes, and the status has it.
 const clipAt = 60
 
-// actionStatus is a record's word: Succeeded or Failed once it ended,
-// Indeterminate when kfsm stalled the object on it, Running otherwise. A
+// actionStatus is a record's word: Succeeded or Failed once it ended
+// (Failed too while a failed run waits for its retry under the same
+// key), Indeterminate when kfsm stalled the object on it, Running
+// otherwise. A
 // Running record whose heartbeat is old may be a lost run that kfsm has
 // not looked at yet; the heartbeat's age lets the reader judge.
 func actionStatus(o inspect.Object, rec fsm.ActionRecord) string {
 	switch {
 	case rec.Outcome != "":
 		return rec.Outcome
+	case rec.Error != "":
+		return fsm.ActionFailed.String()
 	case o.Indeterminate(rec):
 		return fsm.ActionIndeterminate.String()
 	}
@@ -32,7 +36,7 @@ func actionStatus(o inspect.Object, rec fsm.ActionRecord) string {
 func running(o inspect.Object) []fsm.ActionRecord {
 	var out []fsm.ActionRecord
 	for _, rec := range o.Status.Actions {
-		if rec.Outcome == "" && !o.Indeterminate(rec) {
+		if rec.Outcome == "" && rec.Error == "" && !o.Indeterminate(rec) {
 			out = append(out, rec)
 		}
 	}
