@@ -139,6 +139,13 @@
 //     that is not, or an Observe that misses an effect: count the
 //     effects where the action makes them and show the count in the
 //     status, and a second effect is a divergence.
+//   - OutsideFailures: each call that the clean run made to an outside
+//     system, as its fake declares it with Env.Outside and makes its
+//     effects through Outside.Call, fails before its effect, makes its
+//     effect and loses its answer, and makes its effect and times out.
+//     It finds a retry that repeats an effect after an ambiguous
+//     failure: an action's key not sent to the system, or an Observe
+//     that misses the effect.
 //
 // Each faulty run is compared with the clean run at every Await: the
 // objects' status (without times, UIDs and versions), finalizers and

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,8 +58,10 @@ type Env struct {
 	parents, owned []schema.GroupVersionKind
 	resources      map[string]apiKey // the group and resource of each machine's objects
 	driver         driver
-	snap           *snapshots // set in fault-injection runs
-	processes      sync.Map   // the operator process of each machine: *fsm.Machine[T] → *process
+	snap           *snapshots   // set in fault-injection runs
+	faults         *faults      // set in fault-injection runs, for Outside's calls
+	calls          atomic.Int64 // calls to outside systems so far
+	processes      sync.Map     // the operator process of each machine: *fsm.Machine[T] → *process
 }
 
 // New gives the test a namespace of its own in the package's cluster.

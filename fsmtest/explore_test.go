@@ -137,6 +137,14 @@ func restless(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 	}
 }
 
+// A VM created in an action that sends its key as the client token and
+// observes by it is made once under every pair of faults: calls that
+// fail, lose their answer or time out after the effect, beside crashes,
+// failed writes and late events.
+func TestExplorePassesAMachineWhoseCallsLoseTheirAnswers(t *testing.T) {
+	fsmtest.Explore(t, provisioning(false), createAndDelete, fsmtest.Depth(2))
+}
+
 // The broken machines of sloppy, and one that never comes to rest, fail
 // Explore at depth 1, each with its faults, a replay command, and the
 // transitions beside the clean run's. They run in a test process of their

@@ -55,10 +55,17 @@ const (
 	// twice, or whose effect is lost, when their run is: count the
 	// effects with Effects, from the fake of the service the action calls.
 	CrashInAction Fault = "crash-in-action"
+	// OutsideFailures strikes each call that the clean run made to an
+	// outside system (Env.Outside), three times: the call fails before
+	// its effect, it makes its effect and its answer is lost, and it
+	// makes its effect and its caller times out. It finds retries that
+	// repeat an effect after an answer lost on the wire, and effects
+	// that a failure loses: count them with Effects.
+	OutsideFailures Fault = "outside-failures"
 )
 
 // AllFaults are the classes Faults injects unless told otherwise.
-var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts, CrashInAction}
+var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts, CrashInAction, OutsideFailures}
 
 // FaultOption changes what Faults does.
 type FaultOption func(*faultOptions)
@@ -174,12 +181,12 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 
 	var clean *snapshots
 	var writes []Write
-	var actions int
+	var actions, calls int
 	if !t.Run("clean", func(t *testing.T) {
 		clean = &snapshots{holdUntil: -1}
 		e := run(t, nil, clean)
-		writes, actions = e.api.all(), e.actions.started()
-		t.Logf("the clean run made %d writes, started %d actions and took %d snapshots", len(writes), actions, len(clean.taken))
+		writes, actions, calls = e.api.all(), e.actions.started(), int(e.calls.Load())
+		t.Logf("the clean run made %d writes, started %d actions, made %d calls outside and took %d snapshots", len(writes), actions, calls, len(clean.taken))
 	}) {
 		return
 	}
@@ -223,6 +230,16 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 					one(fmt.Sprintf("start-%d", k), fmt.Sprintf("crash as the work of action %d starts", k), scheduled(schedule{{Kind: atomActionStart, N: k}}), &snapshots{holdUntil: -1})
 					one(fmt.Sprintf("end-%d", k), fmt.Sprintf("crash as the work of action %d returns, before its outcome is written", k),
 						scheduled(schedule{{Kind: atomActionEnd, N: k}}), &snapshots{holdUntil: -1})
+				}
+			case OutsideFailures:
+				if calls == 0 {
+					t.Logf("the clean run made no call to an outside system")
+				}
+				for k := 1; k <= calls; k++ {
+					for _, kind := range []atomKind{atomCallFail, atomCallLost, atomCallTimeout} {
+						a := atom{Kind: kind, N: k}
+						one(fmt.Sprintf("%s-%d", kind, k), a.describe("to an outside system"), scheduled(schedule{a}), &snapshots{holdUntil: -1})
+					}
 				}
 			case Bursts:
 				last := clean.lastChange()

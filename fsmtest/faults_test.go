@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,10 @@ var sloppy = map[string]struct {
 	// An action declared Idempotent whose effect is not: a crash inside
 	// it charges twice.
 	"ChargesTwice": {class: fsmtest.CrashInAction, machine: charging, scenario: createAndDelete, caught: `crash as the work of action 1 (starts|returns)`},
+	// A create retried after its answer was lost as an action of a new
+	// name, so under a new client token, and never observed: a second VM.
+	// A crash does not show it: the action that was cut is observed.
+	"LostAnswerBillsTwice": {class: fsmtest.OutsideFailures, machine: provisioning, scenario: createAndDelete, caught: `call 1 \(to an outside system\) made its effect, and (its answer was lost|its caller timed out)`},
 }
 
 func createAndDelete(e *fsmtest.Env) {
@@ -404,4 +409,55 @@ func TestFaultsWaitForARestartedOperatorToCatchUp(t *testing.T) {
 		e.AwaitReady(a)
 		e.AwaitReady(b)
 	}, fsmtest.Only(fsmtest.Crash))
+}
+
+// vms is the cloud that provisioning's action creates VMs in: the VMs of
+// each gadget, by namespace and name, each under the client token its
+// create came with. A create under a token it has seen makes no new VM,
+// as AWS's client tokens do; a create without one always does.
+var vms = struct {
+	sync.Mutex
+	made map[string][]string
+}{made: map[string][]string{}}
+
+// provisioning creates a VM for a gadget in an action, through the
+// cloud's fake declared as an outside system, and shows in its status how
+// many VMs the gadget has. It sends the action's key as the client token
+// and observes the cloud by it. Broken, it names the action after the
+// handler's attempt, so that a failed create is retried as a new action,
+// under a new key.
+func provisioning(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+	return func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		cloud := e.Outside("cloud")
+		return simple("provisioning", func(_ context.Context, r *request) fsm.Result {
+			who := r.Object.Namespace + "/" + r.Object.Name
+			made := func() []string {
+				vms.Lock()
+				defer vms.Unlock()
+				return slices.Clone(vms.made[who])
+			}
+			name := "provision"
+			if broken {
+				name = fmt.Sprintf("provision-%d", r.Attempt)
+			}
+			a := r.Action(name, func(_ context.Context, run *fsm.ActionRun) error {
+				return cloud.Call("create", func() error {
+					vms.Lock()
+					defer vms.Unlock()
+					if !slices.Contains(vms.made[who], run.Key) {
+						vms.made[who] = append(vms.made[who], run.Key)
+					}
+					return nil
+				})
+			}, fsm.Observe(func(_ context.Context, run *fsm.ActionRun) (bool, error) { return slices.Contains(made(), run.Key), nil }))
+			switch a.State {
+			case fsm.ActionPending:
+				return fsm.Wait(0, "Provisioning")
+			case fsm.ActionFailed:
+				return fsm.Fail(a.Err)
+			}
+			r.Object.Status.Count = int32(len(made()))
+			return fsm.Next(Ready)
+		})
+	}
 }

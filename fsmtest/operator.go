@@ -116,6 +116,9 @@ func RunFunc[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], opts ...R
 // start arranges for it to stop when the test ends.
 func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *faults, opts ...RunOption) *Operator {
 	o := &Operator{e: e, faults: f, renewed: -1}
+	if f != nil {
+		e.faults = f
+	}
 	o.setup = func(p *process, s *fsm.Shards) ([]func(manager.Manager) error, error) {
 		m := machine(e)
 		if s != nil {

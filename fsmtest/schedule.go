@@ -19,8 +19,8 @@ import (
 )
 
 // atom is one fault of a schedule that Explore runs, at a point of the
-// run: a write, a watch event, or the start or end of an action, each
-// counted from 1 in the run.
+// run: a write, a watch event, the start or end of an action, or a call
+// to an outside system, each counted from 1 in the run.
 type atom struct {
 	Kind atomKind
 	N    int
@@ -39,6 +39,9 @@ const (
 	atomRelist      atomKind = "relist"       // the watch of Res breaks at its event N, which is lost; the cache lists anew
 	atomActionStart atomKind = "action-start" // the process dies as the work of action N starts
 	atomActionEnd   atomKind = "action-end"   // the process dies as the work of action N returns, before its outcome is written
+	atomCallFail    atomKind = "call-fail"    // call N to an outside system fails before its effect
+	atomCallLost    atomKind = "call-lost"    // call N makes its effect, and its answer is lost
+	atomCallTimeout atomKind = "call-timeout" // call N makes its effect, and its caller times out
 	atomLag         atomKind = "lag"          // every watch event reaches the operator late
 	atomBurst       atomKind = "burst"        // the operator starts once the scenario made its last change but one
 )
@@ -64,6 +67,9 @@ func (a atom) describe(at string) string {
 		atomRelist:      "watch broken at event %d (%s), which was lost, and the cache listed anew",
 		atomActionStart: "crash as the work of action %d (%s) starts",
 		atomActionEnd:   "crash as the work of action %d (%s) returns, before its outcome is written",
+		atomCallFail:    "call %d (%s) failed before its effect",
+		atomCallLost:    "call %d (%s) made its effect, and its answer was lost",
+		atomCallTimeout: "call %d (%s) made its effect, and its caller timed out",
 	}[a.Kind]
 	switch a.Kind {
 	case atomLag:
@@ -101,10 +107,10 @@ func parseSchedule(text string) (schedule, error) {
 		case (a.Kind == atomDelay || a.Kind == atomRelist) && len(fields) == 3:
 			a.Res = fields[1]
 			a.N, err = strconv.Atoi(fields[2])
-		case slices.Contains([]atomKind{atomCrash, atomFail, atomConflict, atomClock, atomActionStart, atomActionEnd}, a.Kind) && len(fields) == 2:
+		case slices.Contains([]atomKind{atomCrash, atomFail, atomConflict, atomClock, atomActionStart, atomActionEnd, atomCallFail, atomCallLost, atomCallTimeout}, a.Kind) && len(fields) == 2:
 			a.N, err = strconv.Atoi(fields[1])
 		default:
-			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, clock:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, lag or burst", part)
+			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, clock:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, call-fail:N, call-lost:N, call-timeout:N, lag or burst", part)
 		}
 		if err != nil || (len(fields) > 1 && a.N < 1) {
 			return nil, fmt.Errorf("fsmtest: fault %q: the number must be a count from 1", part)
@@ -293,6 +299,18 @@ func (tr *tracker) action(a atom, obj types.NamespacedName, name string) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.add([]atom{a}, fmt.Sprintf("%s of %s", name, obj.Name), true, a.Kind, name, obj.Name)
+}
+
+// call records call n to an outside system, about to make its effect,
+// and returns its seq.
+func (tr *tracker) call(n int, system, op string) int {
+	if tr == nil {
+		return 0
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	atoms := []atom{{Kind: atomCallFail, N: n}, {Kind: atomCallLost, N: n}, {Kind: atomCallTimeout, N: n}}
+	return tr.add(atoms, system+" "+op, true, "call", system, op)
 }
 
 // struck notes that fault a struck at the point seq.
