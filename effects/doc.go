@@ -46,6 +46,15 @@
 // Once what a sent has reached the service, the round starts process b,
 // without a crash point, and waits until every gadget rests.
 //
+// Two more points lose an answer rather than a process, in modes keys and
+// observe: the service applies the first charge it receives and answers
+// it 500 (lost-answer), or holds its answer until the caller gives up
+// (timeout; the operator then runs with a request timeout of one
+// second). The charge's work fails, the handler's Fail retries it, and
+// process a, which lives on, finishes every charge. In mode neither
+// there is nothing to compare: the work said the charge failed, and
+// without a key the service honours or an Observe it is charged again.
+//
 // A handover round, in modes keys and observe, runs two replicas sharded
 // as package scaleout runs them (fsm.NewShards, LeaseDuration 4 s,
 // RenewDeadline 3 s, RetryPeriod 1 s). Replica a starts alone and charges
@@ -63,7 +72,8 @@
 // # What the tests prove
 //
 // In modes keys and observe, every gadget is Charged, its order charged
-// exactly once, its status.note the charge's id (no outcome lost) and no
+// exactly once (after a lost answer too: the retry is asked for under the
+// same key, or only after Observe found no charge), its status.note the charge's id (no outcome lost) and no
 // action left in its status. In mode observe, kfsm asks again about an
 // order whose first answer was an error, and charges nothing meanwhile.
 // In the handover rounds b also charges some gadgets, resuming some of

@@ -57,7 +57,7 @@ const (
 )
 
 // points are the crash points, in the order the summary lists them.
-var points = []string{beforeIntent, afterIntent, beforeEffect, afterEffect, beforeOutcome, sigkill, handover}
+var points = []string{beforeIntent, afterIntent, beforeEffect, afterEffect, beforeOutcome, sigkill, lostAnswer, timeout, handover}
 
 // mode is how the operator resumes an interrupted charge, and whether the
 // service honours idempotency keys: Observe is for a service that does
@@ -92,7 +92,10 @@ func TestEachEffectOnce(t *testing.T) {
 		for i := range *rounds {
 			for _, point := range points {
 				for _, m := range modes {
-					if point == handover && m.name == "neither" {
+					if (point == handover || point == lostAnswer || point == timeout) && m.name == "neither" {
+						// Nothing to compare: no handover without
+						// a resume, and a failed charge without a
+						// key or an Observe is charged again.
 						continue
 					}
 					t.Run(fmt.Sprintf("%s/%s/%d", m.name, point, i+1), func(t *testing.T) {
@@ -101,8 +104,12 @@ func TestEachEffectOnce(t *testing.T) {
 						t.Cleanup(func() { <-sem }) // the last cleanup: after the processes are gone
 						r := newRound(t, m, point)
 						defer sum.add(r)
-						if point == handover {
+						switch point {
+						case handover:
 							r.handover(bin)
+							return
+						case lostAnswer, timeout:
+							r.lose(bin)
 							return
 						}
 						r.crash(bin)
@@ -205,6 +212,28 @@ func (r *round) crash(bin string) {
 	r.svc.waitQuiet(within)
 	r.start(bin, "b", r.flags, false)
 	r.check(r.converge())
+}
+
+// lose runs a round in which the service applies the first charge it
+// receives and loses its answer: a 500, or no answer until process a's
+// request times out. The charge's work fails, and a retries it.
+func (r *round) lose(bin string) {
+	flags := r.flags
+	if r.point == timeout {
+		flags.callTimeout = time.Second
+	}
+	r.svc.arm(r.point, nil)
+	a := r.start(bin, "a", flags, false)
+	r.create()
+	gs := r.converge()
+	r.crashed = r.svc.first()
+	r.check(gs)
+	if posts := r.svc.postsOf(r.crashed); r.mode.name == "keys" && posts < 2 {
+		r.violation("%s's first charge lost its answer, and it was asked for %d times, want again under its key", r.crashed, posts)
+	}
+	if q := len(a.said("observe")); r.mode.name == "observe" && q == 0 {
+		r.violation("%s's first charge lost its answer, and a did not ask the service about it before charging again", r.crashed)
+	}
 }
 
 // handover runs a round in which replica a holds every slot and charges

@@ -20,6 +20,8 @@ type operatorFlags struct {
 	// crash is the operator's own crash point, if any.
 	crash   string
 	sharded bool
+	// callTimeout, when set, bounds each request to the service.
+	callTimeout time.Duration
 }
 
 func (f operatorFlags) args(identity string) []string {
@@ -31,6 +33,9 @@ func (f operatorFlags) args(identity string) []string {
 		"-mode", f.mode,
 		"-crash", f.crash,
 		fmt.Sprintf("-sharded=%t", f.sharded),
+	}
+	if f.callTimeout > 0 {
+		args = append(args, "-call-timeout", f.callTimeout.String())
 	}
 	if f.sharded {
 		args = append(args,

@@ -21,6 +21,13 @@ const (
 	afterEffect  = "after-effect"
 )
 
+// The service's lost answers: the first charge it receives is applied,
+// and then answered 500, or not answered until its caller gives up.
+const (
+	lostAnswer = "lost-answer"
+	timeout    = "timeout"
+)
+
 // service is the payment service that the operator charges: the outside
 // system whose effects the test counts. Every charge it applies is an
 // effect, whether or not its caller is still there to hear the answer.
@@ -39,7 +46,8 @@ type service struct {
 	inflight int            // requests being served
 	lastSeen time.Time      // when the last request arrived
 	// crash is the point at which the first charge has the operator
-	// killed, by kill, which returns once it is dead.
+	// killed, by kill, which returns once it is dead; or the way its
+	// answer is lost, lostAnswer or timeout.
 	crash string
 	kill  func()
 	// firstPost is closed when the first charge arrives, of firstOrder.
@@ -123,8 +131,15 @@ func (s *service) charge(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	e := s.apply(order, key)
-	if first && crash == afterEffect {
+	switch {
+	case first && crash == afterEffect:
 		kill()
+	case first && crash == lostAnswer:
+		http.Error(w, "the charge was made, and its answer lost", http.StatusInternalServerError)
+		return
+	case first && crash == timeout:
+		<-req.Context().Done() // the caller gave up
+		return
 	}
 	if held != nil {
 		<-held
@@ -201,7 +216,8 @@ func (s *service) postsOf(order string) int {
 	return s.posts[order]
 }
 
-// arm has the first charge kill the operator with kill, at point.
+// arm has the first charge kill the operator with kill, at point, or lose
+// its answer, as point says.
 func (s *service) arm(point string, kill func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -13,6 +13,9 @@
 // observe (fsm.Observe, which asks the service for the order's charges)
 // or neither.
 //
+// -call-timeout bounds each request to the service: a charge whose
+// answer takes longer fails, as a timeout does, whatever the service did.
+//
 // -crash kills the process with SIGKILL the first time it reaches the
 // point named: before-intent, just before it sends the first status
 // write that records an action's intent; after-intent, right after that
@@ -72,6 +75,7 @@ type options struct {
 	identity, namespace, service, mode, crash string
 	sharded                                   bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
+	callTimeout                               time.Duration
 	workers, actionLimit                      int
 }
 
@@ -86,6 +90,7 @@ func main() {
 	flag.DurationVar(&o.leaseDuration, "lease-duration", 4*time.Second, "how long a replica's slots outlive its last renewal")
 	flag.DurationVar(&o.renewDeadline, "renew-deadline", 3*time.Second, "how long a replica tries to renew before it gives its slots up")
 	flag.DurationVar(&o.retryPeriod, "retry-period", time.Second, "how often a replica renews its Lease and reads the others'")
+	flag.DurationVar(&o.callTimeout, "call-timeout", 2*time.Minute, "how long a charge may take before the process gives up on its answer")
 	flag.IntVar(&o.workers, "workers", 4, "how many gadgets the process reconciles at once")
 	flag.IntVar(&o.actionLimit, "action-limit", 16, "how many charges run at once")
 	flag.Parse()
@@ -152,7 +157,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	c := &charges{service: o.service, mode: o.mode, out: out, crash: crash, http: &http.Client{Timeout: 2 * time.Minute}}
+	c := &charges{service: o.service, mode: o.mode, out: out, crash: crash, http: &http.Client{Timeout: o.callTimeout}}
 	m := fsm.New[*v1alpha1.Gadget]("effects", fsm.Lifecycle).
 		Initial(Charge).
 		State(Charge, c.charge, fsm.To(Charged)).
