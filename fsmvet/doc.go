@@ -141,12 +141,16 @@
 //   - A machine is followed through variables, fields, parameters and
 //     results across the package's functions, so that a machine built by
 //     helpers is checked as a whole.
-//   - A state may be declared more than once, one way or another as a
-//     flag says, with a handler that branches on the same flag. Each
-//     declaration is one possibility: a Next is reported, once for each
-//     declaration, only when every declaration of its state that may run
-//     the handler refuses it. A declaration whose name, handler or exits
-//     the analysis cannot read may allow anything.
+//   - A handler that several machines register is checked against each
+//     of them, with its own states: what one machine allows makes nothing
+//     legal in another.
+//   - A state may be declared more than once on a machine, one way or
+//     another as a flag says, with a handler that branches on the same
+//     flag. Each declaration is one possibility: a Next is reported, once
+//     for each declaration, only when every declaration of its state on
+//     the machine that may run the handler refuses it. A declaration whose
+//     name, handler, exits or machine the analysis cannot read may allow
+//     anything.
 //
 // # Assumptions
 //

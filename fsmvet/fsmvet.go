@@ -137,12 +137,13 @@ func (c *checker) checkState(d *stateDecl) {
 	}
 }
 
-// allowedElsewhere reports whether another declaration of d's state, one
-// that may run handler ref, may allow n. Only one of them is in force at
-// run time, chosen by a flag that the handler may test as well.
+// allowedElsewhere reports whether another declaration of d's state on
+// the same machine, one that may run handler ref, may allow n. Only one
+// of them is in force at run time, chosen by a flag that the handler may
+// test as well. What another machine allows says nothing of d's.
 func (c *checker) allowedElsewhere(d *stateDecl, ref *funcRef, n *nextSite) bool {
 	for _, o := range c.states {
-		if o == d || o.nameKnown && o.name != d.name || o.handlerKnown && !slices.Contains(o.funcs, ref) {
+		if o == d || o.nameKnown && o.name != d.name || o.handlerKnown && !slices.Contains(o.funcs, ref) || !d.mayShareMachine(o) {
 			continue
 		}
 		if !o.exitsKnown {
@@ -160,7 +161,7 @@ func (c *checker) allowedElsewhere(d *stateDecl, ref *funcRef, n *nextSite) bool
 func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, bad string) {
 	var others []string
 	for _, o := range c.sharing[ref.key] {
-		if o.name != d.name && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) && !slices.Contains(others, o.name) {
+		if o.name != d.name && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) && d.mayShareMachine(o) && !slices.Contains(others, o.name) {
 			if _, _, ok := choose(n.events, o.exits); ok {
 				others = append(others, o.name)
 			}

@@ -139,6 +139,16 @@ type stateDecl struct {
 	open     bool // the state may belong to a machine the analysis does not know
 }
 
+// mayShareMachine reports whether d and o may be declared on one machine:
+// they are on one, or the analysis does not know all of the machines of
+// either.
+func (d *stateDecl) mayShareMachine(o *stateDecl) bool {
+	if d.open || o.open || len(d.machines) == 0 || len(o.machines) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(d.machines, func(m *machine) bool { return slices.Contains(o.machines, m) })
+}
+
 // machineSet is the machines an expression may denote; open says that it
 // may also denote one the analysis does not know.
 type machineSet struct {
