@@ -75,6 +75,9 @@ type machine struct {
 	// see: the machine was passed to code outside the package, or a
 	// State call's machine could not be traced.
 	open bool
+	// current is the machine of the package's code that m is an earlier
+	// version of, when m is one kept in a test file.
+	current *machine
 }
 
 func (m *machine) names() []string {
