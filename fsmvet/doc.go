@@ -78,6 +78,46 @@
 // refusal (a Stalled condition with reason IllegalTransition) gives the
 // same reason in the same words.
 //
+// # Machines kept from an earlier release
+//
+// A project keeps its last release's machine in a test file, to run the
+// migration from it (docs/upgrades.md, and the web app example's
+// VersionOne). The analyzer knows such a machine as a machine declared in
+// a test file with the name of one that the package's other files declare
+// at a later version, and it checks the kept machine as what it is: the
+// old graph, running the current code's handlers where it shares them.
+//
+//   - The current code is checked against the current machine: what the
+//     kept machine allows makes nothing legal there, and no finding of the
+//     kept machine lands on a line of the package's code.
+//
+//   - A Next of the current code that the kept machine refuses is a
+//     warning ([KeptVersion]), at the handler of the kept state in the test
+//     file. The refusal is real: the kept machine would stop an object
+//     that the test moves through that state, with IllegalTransition. But
+//     it is the test's, not the release's, and it matters only if the
+//     test moves objects through the state. Where the current version's
+//     migrations move the objects of one of the state's exits to the
+//     Next's target, as a rename does, the warning names that exit, for a
+//     handler of the test's to return, as the kept release's did:
+//
+//     server_test.go:20:23: warning: machine server as kept at version 1
+//     refuses a Next of version 2's code at server.go:44: state
+//     Provisioning asks to move to Starting, but no state Starting is
+//     declared; its exits are [Booting]; version 2 moves the objects of
+//     Booting to Starting: a handler of the test's that returns
+//     Next(booting) takes that exit, as version 1's did
+//
+//   - The test's own handlers are checked against the kept machine, as
+//     any code: a Next there that it refuses is an error, at its line.
+//
+//   - Dead states and unused exits are not reported in a kept machine:
+//     its graph is the release's, which the test must not change.
+//
+// A test's machine that is no earlier version is checked as any machine;
+// what it refuses of the package's code is reported at the handler that
+// it registers, in the test file.
+//
 // # Running it
 //
 // kfsm vet runs the analyzer on packages, test files included:
@@ -141,12 +181,16 @@
 //   - A machine is followed through variables, fields, parameters and
 //     results across the package's functions, so that a machine built by
 //     helpers is checked as a whole.
-//   - A state may be declared more than once, one way or another as a
-//     flag says, with a handler that branches on the same flag. Each
-//     declaration is one possibility: a Next is reported, once for each
-//     declaration, only when every declaration of its state that may run
-//     the handler refuses it. A declaration whose name, handler or exits
-//     the analysis cannot read may allow anything.
+//   - A handler that several machines register is checked against each
+//     of them, with its own states: what one machine allows makes nothing
+//     legal in another.
+//   - A state may be declared more than once on a machine, one way or
+//     another as a flag says, with a handler that branches on the same
+//     flag. Each declaration is one possibility: a Next is reported, once
+//     for each declaration, only when every declaration of its state on
+//     the machine that may run the handler refuses it. A declaration whose
+//     name, handler, exits or machine the analysis cannot read may allow
+//     anything.
 //
 // # Assumptions
 //

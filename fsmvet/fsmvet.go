@@ -27,8 +27,10 @@ that is not among the state's exits, or that the machine does not declare.
 It reports a machine that no longer declares a state of a released version
 kept in its lock file (NAME.graph.lock.json beside the package), with no
 migration to move the state's objects. It warns about states that nothing
-moves to and exits that a handler never takes. What it cannot resolve, such
-as a state computed at run time, it skips.`,
+moves to and exits that a handler never takes. A machine that a test file
+keeps from an earlier release is checked against its own graph, and a Next of
+the current code that it refuses is a warning in the test file. What it
+cannot resolve, such as a state computed at run time, it skips.`,
 	URL: "https://pkg.go.dev/github.com/kfsm/kfsm/fsmvet",
 	Run: run,
 }
@@ -46,7 +48,8 @@ func init() {
 // transition at run time. StrandedState is an error too: an upgrade would
 // stop objects. DeadState and UnusedExit are warnings: code that can
 // never run, which a dynamic target the analyzer cannot see may still
-// explain; UncheckedLock is a warning that a check could not run.
+// explain; UncheckedLock is a warning that a check could not run;
+// KeptVersion is a warning about a test's copy of an earlier release.
 const (
 	// IllegalNext is a Next to a state that is not among the exits of the
 	// state whose handler returns it.
@@ -71,12 +74,17 @@ const (
 	// cannot check it against: its states or versions are not all
 	// constant, or are declared outside the package.
 	UncheckedLock = "unchecked-lock"
+	// KeptVersion is a Next of the package's code that a machine kept
+	// from an earlier release in a test file refuses: the code speaks the
+	// current graph, and the kept machine stops an object that the test
+	// moves through the state.
+	KeptVersion = "kept-version"
 )
 
 // IsWarning reports whether diagnostics of the category are warnings
 // rather than errors.
 func IsWarning(category string) bool {
-	return category == DeadState || category == UnusedExit || category == UncheckedLock
+	return category == DeadState || category == UnusedExit || category == UncheckedLock || category == KeptVersion
 }
 
 const fsmPath = "github.com/kfsm/kfsm/fsm"
@@ -88,6 +96,7 @@ func run(pass *analysis.Pass) (any, error) {
 	c := newChecker(pass)
 	c.index()
 	c.declarations()
+	c.keptVersions()
 	c.check()
 	return nil, nil
 }
@@ -137,12 +146,13 @@ func (c *checker) checkState(d *stateDecl) {
 	}
 }
 
-// allowedElsewhere reports whether another declaration of d's state, one
-// that may run handler ref, may allow n. Only one of them is in force at
-// run time, chosen by a flag that the handler may test as well.
+// allowedElsewhere reports whether another declaration of d's state on
+// the same machine, one that may run handler ref, may allow n. Only one
+// of them is in force at run time, chosen by a flag that the handler may
+// test as well. What another machine allows says nothing of d's.
 func (c *checker) allowedElsewhere(d *stateDecl, ref *funcRef, n *nextSite) bool {
 	for _, o := range c.states {
-		if o == d || o.nameKnown && o.name != d.name || o.handlerKnown && !slices.Contains(o.funcs, ref) {
+		if o == d || o.nameKnown && o.name != d.name || o.handlerKnown && !slices.Contains(o.funcs, ref) || !d.mayShareMachine(o) {
 			continue
 		}
 		if !o.exitsKnown {
@@ -160,7 +170,7 @@ func (c *checker) allowedElsewhere(d *stateDecl, ref *funcRef, n *nextSite) bool
 func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, bad string) {
 	var others []string
 	for _, o := range c.sharing[ref.key] {
-		if o.name != d.name && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) && !slices.Contains(others, o.name) {
+		if o.name != d.name && o.nameKnown && o.exitsKnown && n.allowed.allows(o.name) && d.mayShareMachine(o) && !slices.Contains(others, o.name) {
 			if _, _, ok := choose(n.events, o.exits); ok {
 				others = append(others, o.name)
 			}
@@ -171,9 +181,22 @@ func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, b
 		// follow: it may return this Next only from the others.
 		return
 	}
+	// A machine of a test refuses the package's code: the refusal is the
+	// test's, and goes where the test registers the handler.
+	var at ast.Node = n.call
+	if c.inTest(d.call) && !c.inTest(n.call) {
+		if k := d.kept(); k != nil {
+			c.keptRefusal(d, k, n, bad)
+			return
+		}
+		at = d.handler
+	}
 	category := IllegalNext
 	undeclared := len(others) == 0 && c.undeclared(d, bad)
 	msg := refusal.Why(refusal.Present, d.name, n.events, bad, d.exits, undeclared, typo.Closest(bad, c.declared(d)))
+	if at != n.call {
+		msg += "; the Next is at " + c.where(n.call)
+	}
 	switch {
 	case len(others) > 0:
 		category = SharedHandler
@@ -184,7 +207,7 @@ func (c *checker) illegal(d *stateDecl, ref *funcRef, s *summary, n *nextSite, b
 	default:
 		msg += "; kfsm refuses the transition at run time: " + c.fix(d, n, bad)
 	}
-	c.report(n.call, category, msg)
+	c.report(at, category, msg)
 }
 
 // fix says how to make n legal: the fsm.To to declare, or, for a move
@@ -255,6 +278,9 @@ func (c *checker) declared(d *stateDecl) []string {
 // unusedExits warns about the exits of d that its handler never takes,
 // when the analysis reads every result the handler can return.
 func (c *checker) unusedExits(d *stateDecl) {
+	if d.kept() != nil {
+		return // a kept release's graph is what it was, whatever the code takes now
+	}
 	taken, ok := c.taken(d)
 	if !ok || len(d.funcs) == 0 {
 		return
@@ -299,7 +325,7 @@ func (c *checker) taken(d *stateDecl) (map[string]bool, bool) {
 // deadStates warns about the states of m that nothing moves to, when the
 // analysis sees the whole machine.
 func (c *checker) deadStates(m *machine) {
-	if m.open || !m.edgesKnown {
+	if m.open || !m.edgesKnown || m.current != nil {
 		return
 	}
 	targeted := map[string]bool{}

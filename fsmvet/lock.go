@@ -14,11 +14,19 @@ import (
 	"github.com/kfsm/kfsm/graph"
 )
 
-// versionDecl is one Version call: the version it declares, and the
-// states whose objects its migrations move.
+// versionDecl is one Version call: the version it declares, and its
+// migrations.
 type versionDecl struct {
-	n     int
-	moved []string
+	n          int
+	migrations []migrationDecl
+}
+
+// migrationDecl is one migration: the states whose objects it moves, and
+// the state it moves them to, "" when a split's function picks it or
+// the analysis cannot read it.
+type migrationDecl struct {
+	from []string
+	to   string
 }
 
 // version records a Version call on the machines of set.
@@ -33,8 +41,8 @@ func (c *checker) version(call *ast.CallExpr, set machineSet) {
 		}
 		d.n, known = int(n), exact
 		for _, arg := range call.Args[1:] {
-			moved, ok := c.migrationFrom(arg)
-			d.moved, known = append(d.moved, moved...), known && ok
+			mig, ok := c.migration(arg)
+			d.migrations, known = append(d.migrations, mig), known && ok
 		}
 	}
 	for _, m := range set.ms {
@@ -43,32 +51,40 @@ func (c *checker) version(call *ast.CallExpr, set machineSet) {
 	}
 }
 
-// migrationFrom returns the states whose objects the migration e moves.
-func (c *checker) migrationFrom(e ast.Expr) ([]string, bool) {
+// migration reads the migration e, and says whether it knows the states
+// whose objects e moves.
+func (c *checker) migration(e ast.Expr) (migrationDecl, bool) {
 	call, ok := ast.Unparen(e).(*ast.CallExpr)
 	if !ok || len(call.Args) == 0 {
-		return nil, false
+		return migrationDecl{}, false
 	}
-	from := call.Args[:1]
+	var d migrationDecl
+	from, to := call.Args[:1], ast.Expr(nil)
 	switch fsmFunc(c.callee(call)) {
-	case "Rename", "Remove", "Split":
+	case "Rename", "Remove":
+		if len(call.Args) > 1 {
+			to = call.Args[1]
+		}
+	case "Split":
 	case "Merge":
 		if call.Ellipsis.IsValid() {
-			return nil, false
+			return migrationDecl{}, false
 		}
-		from = call.Args[1:]
+		from, to = call.Args[1:], call.Args[0]
 	default:
-		return nil, false
+		return migrationDecl{}, false
 	}
-	var states []string
+	if to != nil {
+		d.to, _ = c.stateConst(to)
+	}
 	for _, a := range from {
 		s, ok := c.stateConst(a)
 		if !ok {
-			return nil, false
+			return migrationDecl{}, false
 		}
-		states = append(states, s)
+		d.from = append(d.from, s)
 	}
-	return states, true
+	return d, true
 }
 
 // checkLock reports a machine that would strand the objects of a state of
@@ -110,10 +126,7 @@ func (c *checker) strands(m *machine, l *graph.Lock) error {
 	if m.open || !m.namesKnown() || !m.versionsKnown {
 		return errUnread
 	}
-	current := 1
-	for _, v := range m.versions {
-		current = max(current, v.n)
-	}
+	current := m.version()
 	names := m.names()
 	stranded := func(earlier *graph.Graph) []graph.State {
 		var out []graph.State
@@ -127,10 +140,45 @@ func (c *checker) strands(m *machine, l *graph.Lock) error {
 	return l.Update(&graph.Graph{Name: m.name, Version: current}, stranded)
 }
 
+// version is the version of m's graph: the highest that it declares.
+func (m *machine) version() int {
+	current := 1
+	for _, v := range m.versions {
+		current = max(current, v.n)
+	}
+	return current
+}
+
 // moves reports whether a migration of a version after from, up to
 // current, moves the objects of state.
 func (m *machine) moves(from, current int, state string) bool {
 	return slices.ContainsFunc(m.versions, func(v versionDecl) bool {
-		return v.n > from && v.n <= current && slices.Contains(v.moved, state)
+		return v.n > from && v.n <= current && slices.ContainsFunc(v.migrations, func(d migrationDecl) bool {
+			return slices.Contains(d.from, state)
+		})
 	})
+}
+
+// migrated returns the state that m's migrations of the versions after
+// from move the objects of state to, version by version: state itself
+// when none moves them, "" when the analysis cannot tell.
+func (m *machine) migrated(state string, from int) string {
+	for n := from + 1; n <= m.version(); n++ {
+		for _, v := range m.versions {
+			if v.n != n {
+				continue
+			}
+			// Each migration of a version moves the objects it finds at
+			// the version before: one of them at most moves state's.
+			i := slices.IndexFunc(v.migrations, func(d migrationDecl) bool { return slices.Contains(d.from, state) })
+			if i < 0 {
+				continue
+			}
+			if state = v.migrations[i].to; state == "" {
+				return ""
+			}
+			break
+		}
+	}
+	return state
 }

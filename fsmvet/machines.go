@@ -75,6 +75,9 @@ type machine struct {
 	// see: the machine was passed to code outside the package, or a
 	// State call's machine could not be traced.
 	open bool
+	// current is the machine of the package's code that m is an earlier
+	// version of, when m is one kept in a test file.
+	current *machine
 }
 
 func (m *machine) names() []string {
@@ -137,6 +140,16 @@ type stateDecl struct {
 
 	machines []*machine
 	open     bool // the state may belong to a machine the analysis does not know
+}
+
+// mayShareMachine reports whether d and o may be declared on one machine:
+// they are on one, or the analysis does not know all of the machines of
+// either.
+func (d *stateDecl) mayShareMachine(o *stateDecl) bool {
+	if d.open || o.open || len(d.machines) == 0 || len(o.machines) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(d.machines, func(m *machine) bool { return slices.Contains(o.machines, m) })
 }
 
 // machineSet is the machines an expression may denote; open says that it

@@ -62,8 +62,9 @@ released version, kept in the machine's lock file (NAME.graph.lock.json in
 the package's directory, which make generate writes), with no migration
 (Machine.Version) to move the state's objects: once the operator is
 upgraded, they would stop. It warns about states that nothing moves to,
-exits that no handler takes, and a machine with a lock file whose states
-or versions it cannot read. What it cannot resolve, such as a target
+exits that no handler takes, a machine with a lock file whose states or
+versions it cannot read, and a Next of the current code that a machine
+kept from an earlier release in a test file refuses. What it cannot resolve, such as a target
 computed at run time, it skips.
 
 Vet exits with status 1 when it finds an error; warnings alone do not fail
@@ -80,7 +81,7 @@ https://pkg.go.dev/github.com/kfsm/kfsm/fsmvet.`,
 			return vet(cmd.OutOrStdout(), patterns, warnings, tests)
 		},
 	}
-	cmd.Flags().BoolVar(&warnings, "warnings", true, "also report states that nothing moves to, exits that no handler takes and locks that cannot be checked")
+	cmd.Flags().BoolVar(&warnings, "warnings", true, "also report states that nothing moves to, exits that no handler takes, locks that cannot be checked and what a kept earlier machine refuses")
 	cmd.Flags().BoolVar(&tests, "tests", true, "also check the packages' test files")
 	return cmd
 }
