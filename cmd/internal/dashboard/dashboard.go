@@ -13,7 +13,11 @@
 // A graph is laid out once for each of its versions, by Graphviz's dot,
 // which runs in the binary as WebAssembly, and drawn as inline SVG; a
 // graph too long to read on a screen is folded into bands set side by
-// side, with the edges between bands routed around them.
+// side, with the edges between bands routed around them. The native code
+// that the WebAssembly is compiled into is cached in the user's cache
+// directory if only the user may write it, or else kept in memory; never
+// in the temporary directory that the machine's users share (package
+// graphvizcache).
 //
 // # Guarantees
 //
@@ -46,6 +50,12 @@
 // otherwise). An object that moves more often than its history keeps
 // between two versions the dashboard reads, as can happen when its watch
 // breaks and it lists again, loses transitions; the page counts such gaps.
+//
+// Every program that links the package starts Graphviz before main,
+// whether it lays out a graph or not: go-graphviz compiles its
+// WebAssembly when it is initialised, and offers no way to wait. The
+// first start with an empty cache compiles (about half a second); later
+// ones load the code from the cache (some tens of milliseconds).
 package dashboard
 
 import (
@@ -162,6 +172,9 @@ func New(cfg *rest.Config, opts Options) (*Dashboard, error) {
 	}
 	if d.log == nil {
 		d.log = log.Default()
+	}
+	if graphvizCache != nil {
+		d.log.Printf("dashboard: %v; Graphviz's compiled code is kept in memory only", graphvizCache)
 	}
 	return d, nil
 }

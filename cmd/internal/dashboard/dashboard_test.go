@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,6 +29,9 @@ import (
 // One API server serves the package's tests. Only the browser test
 // creates doors, so the counts it reads are its own.
 func TestMain(m *testing.M) {
+	if what := os.Getenv(graphvizChildEnv); what != "" {
+		os.Exit(graphvizChild(what))
+	}
 	fsmtest.Main(m, fsmtest.Options{
 		CRDPaths:    []string{filepath.Join("..", "..", "..", "internal", "testapi", "crd")},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},

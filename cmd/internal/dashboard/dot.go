@@ -12,7 +12,15 @@ import (
 	"sync"
 
 	"github.com/goccy/go-graphviz"
+
+	"github.com/kfsm/kfsm/cmd/internal/dashboard/internal/graphvizcache"
 )
+
+// graphvizCache is why go-graphviz, which compiled Graphviz when it was
+// initialised, before this package, keeps the code in memory only, or
+// nil. Package graphvizcache pointed its cache at the user's own
+// directory for that time; this sets TMPDIR back.
+var graphvizCache = graphvizcache.Restore()
 
 // source is band c of the graph in the DOT language; bands nil is the
 // whole graph in one band. An edge that leaves the band ends at a point
