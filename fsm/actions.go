@@ -317,6 +317,18 @@ func (w *walker[T]) leaveActions(state State) {
 	}
 }
 
+// dropEndedActions drops the records of the state's actions that ended,
+// or failed and wait for a retry, once its handler converged without
+// asking about them: nothing waits on them any more.
+func (w *walker[T]) dropEndedActions(state State) {
+	w.st.Actions = slices.DeleteFunc(w.st.Actions, func(rec ActionRecord) bool {
+		return rec.State == state && (rec.Outcome != "" || rec.Error != "")
+	})
+	if len(w.st.Actions) == 0 {
+		w.st.Actions = nil
+	}
+}
+
 func (w *walker[T]) dropAction(i int) {
 	w.st.Actions = slices.Delete(w.st.Actions, i, i+1)
 	if len(w.st.Actions) == 0 {

@@ -664,3 +664,48 @@ func TestARetryAfterALostAnswerKeepsTheKey(t *testing.T) {
 		})
 	}
 }
+
+// A state that converges without asking about an action that ended, or
+// failed, wants it no more: its record is dropped with the Done, rather
+// than kept in the status for as long as the object rests there.
+func TestAnEndedActionThatNoOneAsksAboutIsDroppedOnDone(t *testing.T) {
+	for name, fail := range map[string]bool{"Succeeded": false, "Failed": true} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			release := make(chan struct{})
+			m := fsm.New[*gadget]("actions-unasked-"+strings.ToLower(name), fsm.Lifecycle).
+				Initial("Serving").
+				State("Serving", func(_ context.Context, r *request) fsm.Result {
+					if r.Object.Spec.Mode == "skip" {
+						return fsm.Done() // the job is not wanted any more
+					}
+					a := r.Action("job", func(ctx context.Context, _ *fsm.ActionRun) error {
+						select {
+						case <-release:
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+						if fail {
+							return errors.New("the job failed")
+						}
+						return nil
+					})
+					switch a.State {
+					case fsm.ActionPending:
+						return fsm.Wait(0, "Working")
+					case fsm.ActionFailed:
+						return fsm.Fail(a.Err)
+					}
+					return fsm.Done()
+				}, fsm.To("Retired")).
+				State("Retired", done, fsm.Final())
+			fsmtest.Run(e.fe, m)
+			e.gadget("g", v1alpha1.GadgetSpec{})
+			e.fe.Await("the job to run", func() bool { return len(e.get("g").Status.Actions) == 1 })
+			e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "skip" })
+			e.fe.Await("the gadget to be Ready", func() bool { return ready(e, "g") })
+			close(release)
+			e.fe.Await("the ended job's record to be dropped", func() bool { return e.get("g").Status.Actions == nil })
+		})
+	}
+}

@@ -113,7 +113,9 @@ func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
 // the handler's Fail and its backoff) runs the action again under the
 // same key, asking Observe first if given, since an error may come after
 // the effect (an answer lost, a timeout). The state's Retries bound a
-// failing action. Leaving the state drops its records and cancels
+// failing action. A handler that returns Done without asking about an
+// action that ended, or failed, drops its record: nothing waits on it.
+// Leaving the state drops its records and cancels
 // its runs. Deleting the object cancels the actions started before the
 // deletion, whose records stay in Status.Actions without an outcome: the
 // deletion path finds there, by key, what to clean up after.

@@ -219,6 +219,7 @@ func (w *walker[T]) run(cur State) outcome {
 			res = indeterminateStop(w.indeterminate)
 		}
 		if res.kind == resultDone {
+			w.dropEndedActions(cur)
 			if err := w.pruneOnDone(def); err != nil {
 				res = Fail(err)
 			}
