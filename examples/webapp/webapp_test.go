@@ -344,8 +344,8 @@ func TestVersionTwoMigratesAnAppInFlight(t *testing.T) {
 
 // A web app's life under every combination of faults that fsmtest
 // explores (two at a time with -kfsm.depth=2, as make explore runs it):
-// created, un-exposed, reconfigured and deleted, its DNS record following
-// it.
+// created, un-exposed, reconfigured, renamed and deleted, its DNS record
+// following it.
 func TestWebAppSurvivesFaults(t *testing.T) {
 	machine, scenario, opts := underFaults(t)
 	fsmtest.Explore(t, machine, scenario, opts...)
@@ -364,9 +364,13 @@ func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.WebApp],
 		e.AwaitReady(app)
 		e.Update(app, func() { app.Spec.Config["GREETING"] = "hi" })
 		e.AwaitReady(app)
+		e.Update(app, func() { app.Spec.DNSName = "shop.example.org" })
+		e.AwaitReady(app)
+		moved := map[string]string{"shop.example.org": target}
+		e.Await("the DNS record to move", func() bool { return cmp.Equal(moved, registry(e).Records()) })
 		e.Delete(app)
 		e.AwaitGone(app)
-		e.Await("the DNS record to go", func() bool { return record(e, "shop.example.com") == "" })
+		e.Await("every DNS record to go", func() bool { return len(registry(e).Records()) == 0 })
 	}, nil
 }
 
