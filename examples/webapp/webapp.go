@@ -142,12 +142,30 @@ func applyService(ctx context.Context, r *request) error {
 	})
 }
 
+// register points spec.dnsName at the app's Service and removes the
+// record of the name registered before, if the spec names another now
+// (or none). The new name goes in first: both names point at the same
+// Service, so the app answers under one of them at every moment, and a
+// registry that refuses the new name leaves the old one serving.
+//
+// Only the name in status.registeredDNSName is ever removed, never one
+// the operator did not register. The status records the new name in the
+// pass's status write; a crash before it leaves the old name recorded,
+// and the next pass registers the new one and removes the old one again,
+// both idempotent.
 func (o *Operator) register(ctx context.Context, r *request) fsm.Result {
-	if name := r.Object.Spec.DNSName; name != "" {
-		if err := o.DNS.Register(ctx, name, target(r.Object)); err != nil {
+	app := r.Object
+	if name := app.Spec.DNSName; name != "" {
+		if err := o.DNS.Register(ctx, name, target(app)); err != nil {
 			return fsm.Fail(err)
 		}
 	}
+	if old := app.Status.RegisteredDNSName; old != "" && old != app.Spec.DNSName {
+		if err := o.DNS.Deregister(ctx, old); err != nil {
+			return fsm.Fail(err)
+		}
+	}
+	app.Status.RegisteredDNSName = app.Spec.DNSName
 	return fsm.Next(Available)
 }
 
@@ -177,13 +195,16 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 	return false
 }
 
-// deregister removes the DNS record; while the registry is down it fails,
-// kfsm retries with backoff, and the finalizer holds the app.
+// deregister removes the DNS record that the operator registered, which
+// may not be spec.dnsName's if the spec changed since the last pass;
+// while the registry is down it fails, kfsm retries with backoff, and
+// the finalizer holds the app.
 func (o *Operator) deregister(ctx context.Context, r *request) fsm.Result {
-	if name := r.Object.Spec.DNSName; name != "" {
+	if name := r.Object.Status.RegisteredDNSName; name != "" {
 		if err := o.DNS.Deregister(ctx, name); err != nil {
 			return fsm.Fail(err)
 		}
+		r.Object.Status.RegisteredDNSName = ""
 	}
 	return fsm.Done()
 }

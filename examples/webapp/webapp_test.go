@@ -137,6 +137,59 @@ func TestWebAppLifecycle(t *testing.T) {
 	}
 }
 
+// A new DNS name moves the app's record: the new name is registered and
+// the old one, which the operator registered, is removed, not leaked.
+func TestChangingTheDNSNameMovesTheRecord(t *testing.T) {
+	e := fsmtest.New(t)
+	fsmtest.Run(e, operator(e))
+	app := &v1alpha1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "news"},
+		Spec:       v1alpha1.WebAppSpec{Image: "registry.example/news:1", Replicas: ptr.To[int32](1), DNSName: "a.example.com"},
+	}
+	e.Create(app)
+	e.AwaitReady(app)
+	target := "news." + e.Namespace + ".svc.cluster.local"
+	if diff := cmp.Diff(map[string]string{"a.example.com": target}, registry(e).Records()); diff != "" {
+		t.Fatalf("the DNS records once Ready (-want +got):\n%s", diff)
+	}
+
+	e.Update(app, func() { app.Spec.DNSName = "b.example.com" })
+	e.AwaitReady(app)
+	if diff := cmp.Diff(map[string]string{"b.example.com": target}, registry(e).Records()); diff != "" {
+		t.Errorf("the DNS records once Ready under the new name (-want +got):\n%s", diff)
+	}
+
+	e.Delete(app)
+	e.AwaitGone(app)
+	if got := registry(e).Records(); len(got) != 0 {
+		t.Errorf("the DNS records outlived the app: %v", got)
+	}
+}
+
+// An app whose DNS name is removed from its spec keeps no record.
+func TestRemovingTheDNSNameRemovesTheRecord(t *testing.T) {
+	e := fsmtest.New(t)
+	fsmtest.Run(e, operator(e))
+	app := &v1alpha1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "news"},
+		Spec:       v1alpha1.WebAppSpec{Image: "registry.example/news:1", Replicas: ptr.To[int32](1), DNSName: "a.example.com"},
+	}
+	e.Create(app)
+	e.AwaitReady(app)
+	if app.Status.RegisteredDNSName != "a.example.com" {
+		t.Errorf("the status records %q as registered, want a.example.com", app.Status.RegisteredDNSName)
+	}
+
+	e.Update(app, func() { app.Spec.DNSName = "" })
+	e.AwaitReady(app)
+	if got := registry(e).Records(); len(got) != 0 {
+		t.Errorf("the DNS records once the name was removed: %v", got)
+	}
+	if app.Status.RegisteredDNSName != "" {
+		t.Errorf("the status records %q as registered once the name was removed", app.Status.RegisteredDNSName)
+	}
+}
+
 // A web app scaled to zero runs no copies: zero is a replica count, not
 // "unset, so one".
 func TestAWebAppScaledToZeroRunsNoCopies(t *testing.T) {
@@ -291,8 +344,8 @@ func TestVersionTwoMigratesAnAppInFlight(t *testing.T) {
 
 // A web app's life under every combination of faults that fsmtest
 // explores (two at a time with -kfsm.depth=2, as make explore runs it):
-// created, un-exposed, reconfigured and deleted, its DNS record following
-// it.
+// created, un-exposed, reconfigured, renamed and deleted, its DNS record
+// following it.
 func TestWebAppSurvivesFaults(t *testing.T) {
 	machine, scenario, opts := underFaults(t)
 	fsmtest.Explore(t, machine, scenario, opts...)
@@ -311,9 +364,13 @@ func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.WebApp],
 		e.AwaitReady(app)
 		e.Update(app, func() { app.Spec.Config["GREETING"] = "hi" })
 		e.AwaitReady(app)
+		e.Update(app, func() { app.Spec.DNSName = "shop.example.org" })
+		e.AwaitReady(app)
+		moved := map[string]string{"shop.example.org": target}
+		e.Await("the DNS record to move", func() bool { return cmp.Equal(moved, registry(e).Records()) })
 		e.Delete(app)
 		e.AwaitGone(app)
-		e.Await("the DNS record to go", func() bool { return record(e, "shop.example.com") == "" })
+		e.Await("every DNS record to go", func() bool { return len(registry(e).Records()) == 0 })
 	}, nil
 }
 

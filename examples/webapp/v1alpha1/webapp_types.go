@@ -62,6 +62,13 @@ type WebAppStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// registeredDNSName is the DNS name that the operator registered for
+	// the app: the record it removes when spec.dnsName changes or the app
+	// is deleted, and the only one. Absent while none is registered.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	RegisteredDNSName string `json:"registeredDNSName,omitempty"`
 }
 
 // WebApp is a web app: a Deployment, its configuration, perhaps a Service,
@@ -84,8 +91,8 @@ type WebApp struct {
 	// spec is the web app that should run.
 	// +required
 	Spec WebAppSpec `json:"spec,omitzero"`
-	// status is how the web app is doing: its place in the machine and
-	// its available replicas.
+	// status is how the web app is doing: its place in the machine, its
+	// available replicas and its registered DNS name.
 	// +optional
 	Status WebAppStatus `json:"status,omitzero"`
 }
