@@ -36,7 +36,9 @@
 // The assertions are the same under both: AwaitState, AwaitCondition,
 // AwaitReady, AwaitGone and Await make the operator work until they hold
 // (the manager by waiting, the step driver by running the reconciles that
-// are due, and when none is, by waiting for a running action to end);
+// are due, and when none is while an action runs, by waiting for the
+// machine to ask for one: an action asks both drivers alike, through a
+// queue, when it ends or saves a checkpoint);
 // Transitions ("A→B"), Runs (handler runs per state), Writes
 // (the operator's API writes to objects by verb, counted in its HTTP
 // transport, not the cache; events, the graph a machine publishes on its
