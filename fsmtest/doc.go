@@ -143,8 +143,10 @@
 //     status, and a second effect is a divergence.
 //
 // Each faulty run is compared with the clean run at every Await: the
-// objects' status (without times, UIDs and versions), finalizers and
-// children (kind, name, labels, annotations, content). It must converge
+// objects' status (without times, UIDs and versions, nor the key and
+// times of each action's record, which name a run and differ in every
+// one), finalizers and children (kind, name, labels, annotations,
+// content). It must converge
 // in bounded time, and no handler may run on a copy older than one the
 // operator wrote itself. A divergence fails the run's subtest with the
 // fault point, the diff, and a go test -run command that replays it.
