@@ -39,7 +39,8 @@
 // are due, and when none is while an action runs, by waiting for the
 // machine to ask for one: an action asks both drivers alike, through a
 // queue, when it ends or saves a checkpoint);
-// Transitions ("A→B"), Runs (handler runs per state), Writes
+// Transitions ("A→B", and "A→B (migrated)" where a new graph version
+// migrated the object), Runs (handler runs per state), Writes
 // (the operator's API writes to objects by verb, counted in its HTTP
 // transport, not the cache; events, the graph a machine publishes on its
 // CRD and a webhook's question of who the operator is are neither

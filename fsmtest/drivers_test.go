@@ -281,6 +281,62 @@ func TestAnActionFinishesUnderEitherDriver(t *testing.T) {
 	}
 }
 
+// An object that a new graph version migrates moves to its new state,
+// and Transitions shows the move, marked as the migration it is, after
+// the transitions of the version that put it in the old state.
+func TestTransitionsShowAMigration(t *testing.T) {
+	const Registered, Published fsm.State = "Registered", "Published"
+	version := func(n int) *fsm.Machine[*v1alpha1.Gadget] {
+		waiting := Registered
+		if n == 2 {
+			waiting = Published
+		}
+		m := fsm.New[*v1alpha1.Gadget]("migrating", fsm.Lifecycle).
+			Initial(Pending).
+			State(Pending, func(context.Context, *request) fsm.Result { return fsm.Next(waiting) }, fsm.To(waiting)).
+			State(waiting, func(context.Context, *request) fsm.Result { return fsm.Wait(time.Hour, "Listing") }, fsm.To(Finished)).
+			State(Finished, nil, fsm.Final())
+		if n == 2 {
+			m.Version(2, fsm.Rename(Registered, Published))
+		}
+		return m
+	}
+	upgrade := map[string]func(*fsmtest.Env) (then func()){
+		"Manager": func(e *fsmtest.Env) func() {
+			var upgraded atomic.Bool
+			fsmtest.RunFunc(e, func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+				if upgraded.Load() {
+					return version(2)
+				}
+				return version(1)
+			})
+			return func() {
+				upgraded.Store(true)
+				e.RestartOperator()
+			}
+		},
+		"Step": func(e *fsmtest.Env) func() {
+			fsmtest.Steps(e, version(1))
+			return func() { fsmtest.Steps(e, version(2)) }
+		},
+	}
+	for name, start := range upgrade {
+		t.Run(name, func(t *testing.T) {
+			e := fsmtest.New(t)
+			then := start(e)
+			g := gadget()
+			e.Create(g)
+			e.AwaitState(g, Registered)
+			then()
+			e.AwaitState(g, Published)
+			want := []string{"Pending→Registered", "Registered→Published (migrated)"}
+			if diff := cmp.Diff(want, e.Transitions(g)); diff != "" {
+				t.Errorf("transitions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // An Await that gives up while the operator waits on the fake clock
 // says so, and how to move it: under a manager, the wait is otherwise
 // indistinguishable from an operator that does nothing.

@@ -63,14 +63,8 @@ func (s StepResult) States() []fsm.State {
 	return out
 }
 
-// Transitions lists the edges the step took, as Env.Transitions does.
-func (s StepResult) Transitions() []string {
-	var out []string
-	for _, edge := range s.Edges {
-		out = append(out, edgeString(edge))
-	}
-	return out
-}
+// Transitions lists the moves the step made, as Env.Transitions does.
+func (s StepResult) Transitions() []string { return transitionsOf(s.Walk) }
 
 func (s StepResult) String() string {
 	var runs []string
