@@ -84,6 +84,14 @@
 //
 //	machine rollout: 14/17 edges covered; never taken: Analyzing→RollingBack (timeout), …
 //
+// A test that keeps an earlier version of a machine's graph to migrate
+// from (fsm.Machine.Version) covers each version apart, one line each,
+// labelled with its version and whether it is the current one:
+//
+//	machine rollout, graph version 2 (current): 14/17 edges covered; …
+//	machine rollout, graph version 1 (superseded by version 2): 3/15 edges covered; …
+//
+// A superseded version counts toward no threshold.
 // writes a profile with -kfsm.coverprofile=FILE (or one file per package
 // into the directory named by $KFSM_COVERDIR), and fails the package
 // under -kfsm.covermin=PERCENT or Options.MinCoverage. Profiles of several
