@@ -139,9 +139,10 @@ func (s *Stepper[T]) schedule(key types.NamespacedName, out StepResult) {
 	}
 }
 
-// Settle steps obj while a step is due now, by the machine's clock: it
-// stops when the machine waits for time or for a change, and returns
-// every step. It fails the test after 100 steps.
+// Settle steps obj while a step is due now, by the machine's clock or
+// because an action asked for one: it stops when the machine waits for
+// time, for a change or for an action, and returns every step. It fails
+// the test after 100 steps.
 func (s *Stepper[T]) Settle(obj client.Object) []StepResult {
 	s.e.T.Helper()
 	var out []StepResult
