@@ -676,8 +676,9 @@
 //     told to the handler once: the handler's answer is written together
 //     with the record's removal. A Wait without a delay relies on the
 //     completion to come back. A reconciler run without a manager
-//     (Machine.Reconciler) has no queue for it: whoever runs it learns of
-//     the end from [Machine.OnAction], as fsmtest's step driver does.
+//     (Machine.Reconciler) has no controller's queue for it: whoever runs
+//     it starts it as a source with a queue of its own, as fsmtest's step
+//     driver does, and reconciles what the queue gets.
 //   - A checkpoint returns once a walk wrote it, which a paused object
 //     does not do until it is unpaused.
 //   - A process that is frozen rather than dead (a paused VM, a

@@ -337,10 +337,12 @@ func (m *Machine[T]) OnWalk(observe func(ctx context.Context, w Walk)) *Machine[
 // OnAction calls observe when an action of the machine starts (with
 // ActionPending) and when it returns (ActionSucceeded or ActionFailed),
 // with the object and the action's name; an action cancelled by the
-// object's deletion or the manager's stop is not reported. Under a
-// manager, an action's end also reconciles the object at once; a driver
-// without a queue learns of it here (fsmtest's step driver does).
-// observe runs in the action's goroutine, so it should be quick.
+// object's deletion or the manager's stop is not reported. It is for
+// watching actions (fsmtest counts them, and crashes inside them): the
+// reconcile that records an action's end comes through the controller's
+// queue, or without a manager through the one that starts
+// [Machine.Reconciler]. observe runs in the action's goroutine, so it
+// should be quick.
 func (m *Machine[T]) OnAction(observe func(obj types.NamespacedName, name string, a Action)) *Machine[T] {
 	m.actionWatch = append(m.actionWatch, observe)
 	return m

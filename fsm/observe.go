@@ -21,6 +21,11 @@ type Walk struct {
 	// ResourceVersion is that of the copy of the object the handlers saw.
 	ResourceVersion string
 	Steps           []Step
+	// Migrated is the move of an object of an earlier graph version from
+	// its state there to its state in this version, as status.history
+	// records it (Reason ReasonMigrated), when this walk made one; nil
+	// otherwise. It is no edge of the graph, and comes before Edges.
+	Migrated *Transition
 	// Edges are the declared edges taken, in order: exits, timeouts,
 	// retries edges and the entry into the deletion path (From empty, Kind
 	// graph.DeleteEntry). A pipeline takes its edges again on every pass.
@@ -114,6 +119,12 @@ func (r *reconciler[T]) observed(ctx context.Context, key types.NamespacedName, 
 		Steps: w.steps, Edges: w.edges, Committed: res.committed,
 		RequeueAfter: res.after, Soon: res.soon, Err: res.err,
 		Began: res.began, Ended: res.ended,
+	}
+	for _, n := range w.notices {
+		if n.moved && n.t.Reason == ReasonMigrated {
+			t := n.t
+			walk.Migrated = &t
+		}
 	}
 	for _, observe := range r.m.walkObservers {
 		observe(ctx, walk)

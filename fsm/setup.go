@@ -172,9 +172,33 @@ func (m *Machine[T]) controller(mgr manager.Manager, r *reconciler[T]) *builder.
 // A handler's failure is returned as a *HandlerError (wrapped in
 // reconcile.TerminalError once retries are exhausted), whose RetryAfter
 // says when the machine would run it again.
+//
+// The reconciler is also a source.TypedSource[reconcile.Request], as the
+// one that SetupWithManager registers with the controller: whoever runs
+// it starts it with a queue, to which the machine adds the objects whose
+// actions ask for a reconcile (an action ended, saved a checkpoint or
+// beat), and the context's end cancels the actions. Unstarted, nothing
+// tells of them, and a checkpoint waits for ever (fsmtest's step driver
+// starts it).
 func (m *Machine[T]) Reconciler(c client.Client, rec events.EventRecorder) (reconcile.Reconciler, error) {
 	if err := m.Build(); err != nil {
 		return nil, err
 	}
-	return newReconciler(m, c, c, rec)
+	r, err := newReconciler(m, c, c, rec)
+	if err != nil {
+		return nil, err
+	}
+	return unmanaged[T]{r}, nil
+}
+
+// unmanaged is a reconciler run without a manager, and the source of the
+// requests of its actions.
+type unmanaged[T Object] struct{ *reconciler[T] }
+
+var _ source.TypedSource[reconcile.Request] = unmanaged[Object]{}
+
+// Start gives the actions the queue of whoever runs the reconciler, as
+// SetupWithManager gives them the controller's.
+func (u unmanaged[T]) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	return u.actions.Start(ctx, q)
 }

@@ -2,7 +2,6 @@ package fsmtest
 
 import (
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -10,15 +9,14 @@ import (
 )
 
 // actionLog follows the actions of the operator's machines in a test's
-// namespace. The step driver has no queue for an action's end to wake: an
-// object whose action ended is due, and while actions run, nothing due is
-// no reason to give up yet. A fake clock is not moved while one runs.
+// namespace: how many started, for Faults to report, and which run, so
+// that a fake clock is not moved while one runs. It also strikes the
+// crashes of CrashInAction. Neither driver learns here that an action
+// ended: the machine asks for the reconcile through its queue.
 type actionLog struct {
 	mu      sync.Mutex
 	running map[runningAction]int
-	ended   map[types.NamespacedName]bool
-	change  chan struct{} // closed and replaced when an action ends
-	starts  int           // actions started, in all the operator's processes
+	starts  int // actions started, in all the operator's processes
 }
 
 // runningAction names the actions of an object that a process runs.
@@ -28,7 +26,7 @@ type runningAction struct {
 }
 
 func newActionLog() *actionLog {
-	return &actionLog{running: map[runningAction]int{}, ended: map[types.NamespacedName]bool{}, change: make(chan struct{})}
+	return &actionLog{running: map[runningAction]int{}}
 }
 
 // observe is the machine's OnAction observer; p is the process whose
@@ -47,9 +45,6 @@ func (l *actionLog) observe(obj types.NamespacedName, name string, a fsm.Action,
 		if l.running[k]--; l.running[k] <= 0 {
 			delete(l.running, k)
 		}
-		l.ended[obj] = true
-		close(l.change)
-		l.change = make(chan struct{})
 	}
 	l.mu.Unlock()
 	if life != nil {
@@ -74,47 +69,6 @@ func (l *actionLog) started() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.starts
-}
-
-// take reports whether an action of obj ended since the last take.
-func (l *actionLog) take(obj types.NamespacedName) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ended := l.ended[obj]
-	delete(l.ended, obj)
-	return ended
-}
-
-// endedOf reports whether an action of obj ended since its last step.
-func (l *actionLog) endedOf(obj types.NamespacedName) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ended[obj]
-}
-
-// waitForEnd waits until an action of an existing object ends, up to
-// timeout; it reports false when none runs, or none ended in time.
-func (l *actionLog) waitForEnd(exists func(types.NamespacedName) bool, timeout time.Duration) bool {
-	l.mu.Lock()
-	change := l.change
-	running := false
-	for k := range l.running {
-		if exists(k.obj) {
-			running = true
-		} else {
-			delete(l.running, k) // deleted: its actions were cancelled
-		}
-	}
-	l.mu.Unlock()
-	if !running {
-		return false
-	}
-	select {
-	case <-change:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
 }
 
 // runningAny reports whether an action runs.

@@ -208,16 +208,29 @@ func (e *Env) KStatus(obj client.Object) (status.Status, string) {
 
 // Transitions lists the edges that obj took and the operator recorded,
 // in order, as "A→B"; timeouts and retries edges say so, "A→B (timeout)",
-// and the entry into the deletion path is "delete→B".
+// the entry into the deletion path is "delete→B", and the move of a
+// migration to a new graph version (fsm.Machine.Version) is
+// "A→B (migrated)".
 func (e *Env) Transitions(obj client.Object) []string {
 	walks, _ := e.walks.of(obj, 0)
 	var out []string
 	for _, w := range walks {
 		if w.Committed {
-			for _, edge := range w.Edges {
-				out = append(out, edgeString(edge))
-			}
+			out = append(out, transitionsOf(w)...)
 		}
+	}
+	return out
+}
+
+// transitionsOf lists the moves of a walk: a migration to a new graph
+// version, as "A→B (migrated)", then the edges it took.
+func transitionsOf(w fsm.Walk) []string {
+	var out []string
+	if m := w.Migrated; m != nil {
+		out = append(out, fmt.Sprintf("%s→%s (migrated)", m.From, m.To))
+	}
+	for _, edge := range w.Edges {
+		out = append(out, edgeString(edge))
 	}
 	return out
 }

@@ -36,8 +36,11 @@
 // The assertions are the same under both: AwaitState, AwaitCondition,
 // AwaitReady, AwaitGone and Await make the operator work until they hold
 // (the manager by waiting, the step driver by running the reconciles that
-// are due, and when none is, by waiting for a running action to end);
-// Transitions ("A→B"), Runs (handler runs per state), Writes
+// are due, and when none is while an action runs, by waiting for the
+// machine to ask for one: an action asks both drivers alike, through a
+// queue, when it ends or saves a checkpoint);
+// Transitions ("A→B", and "A→B (migrated)" where a new graph version
+// migrated the object), Runs (handler runs per state), Writes
 // (the operator's API writes to objects by verb, counted in its HTTP
 // transport, not the cache; events, the graph a machine publishes on its
 // CRD and a webhook's question of who the operator is are neither
@@ -81,6 +84,14 @@
 //
 //	machine rollout: 14/17 edges covered; never taken: Analyzing→RollingBack (timeout), …
 //
+// A test that keeps an earlier version of a machine's graph to migrate
+// from (fsm.Machine.Version) covers each version apart, one line each,
+// labelled with its version and whether it is the current one:
+//
+//	machine rollout, graph version 2 (current): 14/17 edges covered; …
+//	machine rollout, graph version 1 (superseded by version 2): 3/15 edges covered; …
+//
+// A superseded version counts toward no threshold.
 // writes a profile with -kfsm.coverprofile=FILE (or one file per package
 // into the directory named by $KFSM_COVERDIR), and fails the package
 // under -kfsm.covermin=PERCENT or Options.MinCoverage. Profiles of several
@@ -148,8 +159,10 @@
 //     that misses the effect.
 //
 // Each faulty run is compared with the clean run at every Await: the
-// objects' status (without times, UIDs and versions), finalizers and
-// children (kind, name, labels, annotations, content). It must converge
+// objects' status (without times, UIDs and versions, nor the key and
+// times of each action's record, which name a run and differ in every
+// one), finalizers and children (kind, name, labels, annotations,
+// content). It must converge
 // in bounded time, and no handler may run on a copy older than one the
 // operator wrote itself. A divergence fails the run's subtest with the
 // fault point, the diff, and a go test -run command that replays it.

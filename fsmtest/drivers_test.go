@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,38 +187,151 @@ func TestStepSaysWhatHappened(t *testing.T) {
 	}
 }
 
-// The documented action pattern, Wait(0) while the action is pending,
-// finishes under either driver: the step driver learns that the action
-// ended and runs the object again, as the manager's queue does.
+// The documented action pattern, a Wait while the action is pending and
+// a move once it ended, finishes under either driver: the step driver
+// learns that the action ended and runs the object again, as the
+// manager's queue does. The action may end at once or later, succeed or
+// fail, and the handler may wait with or without a delay.
 func TestAnActionFinishesUnderEitherDriver(t *testing.T) {
-	for name, drive := range drivers {
+	const Broken fsm.State = "Broken"
+	cases := map[string]struct {
+		reason     string
+		wait       time.Duration // of the handler's Wait while the action runs
+		slow       bool          // the action ends 200 ms after the test lets it
+		checkpoint bool          // the action saves a checkpoint first, which a walk records
+		err        error         // the action's error
+		want       fsm.State
+		runs       int // of Working's handler
+	}{
+		"EndsAtOnce": {
+			reason: "an action that ends as soon as it starts",
+			want:   Finished, runs: 2,
+		},
+		"EndsLater": {
+			reason: "an action that ends while the driver waits for it",
+			slow:   true, want: Finished, runs: 2,
+		},
+		"WaitWithADelay": {
+			reason: "a Wait with a delay of an hour on the fake clock: the action's end comes first",
+			wait:   time.Hour, slow: true, want: Finished, runs: 2,
+		},
+		"Fails": {
+			reason: "a failed action is told to the handler as a success is",
+			err:    errors.New("the bucket is gone"), want: Broken, runs: 2,
+		},
+		"FailsWithADelay": {
+			reason: "a failed action ends the Wait of an hour",
+			wait:   time.Hour, slow: true, err: errors.New("the bucket is gone"), want: Broken, runs: 2,
+		},
+		"Checkpoints": {
+			reason:     "an action whose checkpoint returns once a walk wrote it, and which ends then",
+			checkpoint: true, want: Finished, runs: 3,
+		},
+	}
+	for name, tc := range cases {
+		for driver, drive := range drivers {
+			t.Run(name+"/"+driver, func(t *testing.T) {
+				e := fsmtest.New(t)
+				release := make(chan struct{})
+				if !tc.slow {
+					close(release)
+				}
+				var told atomic.Pointer[fsm.Action] // what the handler was told last
+				m := fsm.New[*v1alpha1.Gadget]("action", fsm.Lifecycle).
+					Initial(Working).
+					State(Working, func(_ context.Context, r *request) fsm.Result {
+						a := r.Action("upload", func(ctx context.Context, run *fsm.ActionRun) error {
+							if tc.checkpoint {
+								if err := run.Checkpoint(ctx, "half"); err != nil {
+									return err
+								}
+							}
+							<-release
+							return tc.err
+						})
+						switch a.State {
+						case fsm.ActionPending:
+							return fsm.Wait(tc.wait, "Uploading")
+						case fsm.ActionFailed:
+							told.Store(&a)
+							return fsm.Next(Broken)
+						}
+						told.Store(&a)
+						return fsm.Next(Finished)
+					}, fsm.To(Finished, Broken)).
+					State(Finished, nil, fsm.Final()).
+					State(Broken, nil, fsm.Final()).
+					WithClock(e.Clock)
+				drive(e, m)
+				g := gadget()
+				e.Create(g)
+				e.Await("the upload to start", func() bool { return e.Runs(g, Working) >= 1 })
+				if tc.slow {
+					time.AfterFunc(200*time.Millisecond, func() { close(release) })
+				}
+				e.AwaitState(g, tc.want)
+				if got := e.Runs(g, Working); got != tc.runs {
+					t.Errorf("%s: Working ran %d times, want %d: when the upload started, when it saved a checkpoint, if it did, and when it ended", tc.reason, got, tc.runs)
+				}
+				if a := told.Load(); a == nil || (a.Err != nil) != (tc.err != nil) || tc.err != nil && !strings.Contains(a.Err.Error(), tc.err.Error()) {
+					t.Errorf("%s: the handler was told %+v; want the action's error %v", tc.reason, a, tc.err)
+				}
+			})
+		}
+	}
+}
+
+// An object that a new graph version migrates moves to its new state,
+// and Transitions shows the move, marked as the migration it is, after
+// the transitions of the version that put it in the old state.
+func TestTransitionsShowAMigration(t *testing.T) {
+	const Registered, Published fsm.State = "Registered", "Published"
+	version := func(n int) *fsm.Machine[*v1alpha1.Gadget] {
+		waiting := Registered
+		if n == 2 {
+			waiting = Published
+		}
+		m := fsm.New[*v1alpha1.Gadget]("migrating", fsm.Lifecycle).
+			Initial(Pending).
+			State(Pending, func(context.Context, *request) fsm.Result { return fsm.Next(waiting) }, fsm.To(waiting)).
+			State(waiting, func(context.Context, *request) fsm.Result { return fsm.Wait(time.Hour, "Listing") }, fsm.To(Finished)).
+			State(Finished, nil, fsm.Final())
+		if n == 2 {
+			m.Version(2, fsm.Rename(Registered, Published))
+		}
+		return m
+	}
+	upgrade := map[string]func(*fsmtest.Env) (then func()){
+		"Manager": func(e *fsmtest.Env) func() {
+			var upgraded atomic.Bool
+			fsmtest.RunFunc(e, func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+				if upgraded.Load() {
+					return version(2)
+				}
+				return version(1)
+			})
+			return func() {
+				upgraded.Store(true)
+				e.RestartOperator()
+			}
+		},
+		"Step": func(e *fsmtest.Env) func() {
+			fsmtest.Steps(e, version(1))
+			return func() { fsmtest.Steps(e, version(2)) }
+		},
+	}
+	for name, start := range upgrade {
 		t.Run(name, func(t *testing.T) {
 			e := fsmtest.New(t)
-			release := make(chan struct{})
-			m := fsm.New[*v1alpha1.Gadget]("action", fsm.Lifecycle).
-				Initial(Working).
-				State(Working, func(_ context.Context, r *request) fsm.Result {
-					a := r.Action("upload", func(context.Context, *fsm.ActionRun) error {
-						<-release
-						return nil
-					})
-					switch a.State {
-					case fsm.ActionPending:
-						return fsm.Wait(0, "Uploading")
-					case fsm.ActionFailed:
-						return fsm.Fail(a.Err)
-					}
-					return fsm.Next(Finished)
-				}, fsm.To(Finished)).
-				State(Finished, nil, fsm.Final())
-			drive(e, m)
+			then := start(e)
 			g := gadget()
 			e.Create(g)
-			e.Await("the upload to start", func() bool { return e.Runs(g, Working) == 1 })
-			time.AfterFunc(200*time.Millisecond, func() { close(release) })
-			e.AwaitState(g, Finished)
-			if got := e.Runs(g, Working); got != 2 {
-				t.Errorf("Working ran %d times, want 2: when the upload started and when it ended", got)
+			e.AwaitState(g, Registered)
+			then()
+			e.AwaitState(g, Published)
+			want := []string{"Pending→Registered", "Registered→Published (migrated)"}
+			if diff := cmp.Diff(want, e.Transitions(g)); diff != "" {
+				t.Errorf("transitions (-want +got):\n%s", diff)
 			}
 		})
 	}

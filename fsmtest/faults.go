@@ -498,7 +498,10 @@ func (e *Env) normalize(v any) any {
 }
 
 // withoutPath leaves out of a status how the object got where it is: the
-// history of transitions and the failure count.
+// history of transitions, the failure count, and of each action's record
+// what names its run rather than what it did: its key, made of the
+// object's UID, and its times, one of which, the heartbeat, one run may
+// have and another not.
 func withoutPath(status any) any {
 	m, ok := status.(map[string]any)
 	if !ok {
@@ -507,6 +510,21 @@ func withoutPath(status any) any {
 	out := maps.Clone(m)
 	delete(out, "history")
 	delete(out, "failures")
+	if actions, ok := out["actions"].([]any); ok {
+		records := make([]any, len(actions))
+		for i, a := range actions {
+			if a, ok := a.(map[string]any); ok {
+				rec := maps.Clone(a)
+				for _, k := range []string{"key", "started", "heartbeat", "ended"} {
+					delete(rec, k)
+				}
+				records[i] = rec
+				continue
+			}
+			records[i] = a
+		}
+		out["actions"] = records
+	}
 	return out
 }
 

@@ -461,3 +461,51 @@ func provisioning(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget]
 		})
 	}
 }
+
+// What names an action's run, its key (made of the object's UID) and its
+// times, differs in every run by construction: a scenario that awaits
+// while an action runs passes Faults without Ignore.
+func TestFaultsLeaveOutWhatNamesAnActionsRun(t *testing.T) {
+	var mu sync.Mutex
+	gates := map[string]chan struct{}{} // by namespace, closed to end the upload
+	gate := func(ns string) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		if gates[ns] == nil {
+			gates[ns] = make(chan struct{})
+		}
+		return gates[ns]
+	}
+	machine := func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return simple("uploading", func(_ context.Context, r *request) fsm.Result {
+			done := gate(r.Object.Namespace)
+			a := r.Action("upload", func(ctx context.Context, _ *fsm.ActionRun) error {
+				select {
+				case <-done:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}, fsm.Idempotent())
+			switch a.State {
+			case fsm.ActionPending:
+				return fsm.Wait(0, "Uploading")
+			case fsm.ActionFailed:
+				return fsm.Fail(a.Err)
+			}
+			return fsm.Next(Ready)
+		})
+	}
+	fsmtest.Faults(t, machine, func(e *fsmtest.Env) {
+		g := gadget()
+		e.Create(g)
+		e.Await("the upload to run", func() bool {
+			e.Get(g)
+			return len(g.Status.Actions) == 1 && g.Status.Actions[0].Outcome == ""
+		})
+		close(gate(e.Namespace))
+		e.AwaitReady(g)
+		e.Delete(g)
+		e.AwaitGone(g)
+	}, fsmtest.Only(fsmtest.Conflicts))
+}

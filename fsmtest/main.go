@@ -192,7 +192,7 @@ func reportCoverage(w io.Writer, minimum float64) error {
 			}
 			taken, total := p.Covered(name)
 			if total > 0 && float64(taken)*100 < minimum*float64(total) {
-				under = append(under, fmt.Sprintf("%s (%d/%d)", name, taken, total))
+				under = append(under, fmt.Sprintf("%s (%d/%d)", p.Label(name), taken, total))
 			}
 		}
 		if len(under) > 0 {

@@ -3,6 +3,7 @@ package fsmtest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,8 +331,8 @@ func (p *Profile) Superseded(machine string) bool {
 func (p *Profile) later(m *machineCoverage) int {
 	latest := 0
 	for _, o := range p.machines {
-		if m != nil && m.graph != nil && o.graph != nil && o.graph.Name == m.graph.Name && o.graph.Version > max(m.graph.Version, latest) {
-			latest = o.graph.Version
+		if m != nil && m.graph != nil && o.graph != nil && o.graph.Name == m.graph.Name && graphVersion(o.graph) > max(graphVersion(m.graph), latest) {
+			latest = graphVersion(o.graph)
 		}
 	}
 	return latest
@@ -349,23 +350,26 @@ func (p *Profile) Covered(machine string) (taken, total int) {
 	return len(m.edges) - len(m.untaken()), len(m.edges)
 }
 
-// Summary is one line per machine that has edges, sorted by name, saying how many edges
+// Summary is one line per machine that has edges, saying how many edges
 // were covered and which were never taken:
 //
 //	machine moose: 7/9 edges covered; never taken: Roaming→Lost (timeout), on delete→Releasing
 //
-// Exits show as From→To, other edges with their kind in parentheses.
+// Exits show as From→To, other edges with their kind in parentheses. Each
+// line starts with the machine's Label: when the profile holds several
+// versions of a machine's graph, one line per version, the current one
+// first.
 func (p *Profile) Summary() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(p.machines)) {
+	for _, name := range p.sorted() {
 		m := p.machines[name]
 		if len(m.edges) == 0 {
 			continue // a machine of one state: nothing to take
 		}
 		never := m.untaken()
-		fmt.Fprintf(&b, "machine %s: %d/%d edges covered", name, len(m.edges)-len(never), len(m.edges))
+		fmt.Fprintf(&b, "machine %s: %d/%d edges covered", p.label(name), len(m.edges)-len(never), len(m.edges))
 		if len(never) > 0 {
 			names := make([]string, len(never))
 			for i, e := range never {
@@ -373,13 +377,85 @@ func (p *Profile) Summary() string {
 			}
 			fmt.Fprintf(&b, "; never taken: %s", strings.Join(names, ", "))
 		}
-		if v := p.later(m); v > 0 {
-			fmt.Fprintf(&b, " (graph version %d, superseded by version %d)", max(m.graph.Version, 1), v)
-		}
 		b.WriteString("\n")
 	}
 	return b.String()
 }
+
+// Label names a machine of the profile for people. It is the machine's
+// name, unless the profile holds several versions of the machine's graph
+// (a test kept an earlier one to migrate from): then it says which
+// version the machine's edges belong to, and whether it is the current
+// one, the latest of the profile:
+//
+//	moose, graph version 2 (current)
+//	moose, graph version 1 (superseded by version 2)
+//
+// The name is numbered, as in moose#2, only for another graph of the same
+// name and version.
+func (p *Profile) Label(machine string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.label(machine)
+}
+
+// label is Label; p.mu is held.
+func (p *Profile) label(name string) string {
+	m, ok := p.machines[name]
+	if !ok || m.graph == nil {
+		return name
+	}
+	versions := p.versions(m.graph.Name)
+	if len(versions) < 2 {
+		return name
+	}
+	v := graphVersion(m.graph)
+	base := m.graph.Name
+	for other, o := range p.machines {
+		if other != name && o.graph != nil && o.graph.Name == base && graphVersion(o.graph) == v {
+			base = name // two graphs of one name and version: the number tells them apart
+		}
+	}
+	if latest := versions[len(versions)-1]; v < latest {
+		return fmt.Sprintf("%s, graph version %d (superseded by version %d)", base, v, latest)
+	}
+	return fmt.Sprintf("%s, graph version %d (current)", base, v)
+}
+
+// versions lists the versions of the machine's graph that the profile
+// holds, in order. p.mu is held.
+func (p *Profile) versions(machine string) []int {
+	var out []int
+	for _, m := range p.machines {
+		if m.graph != nil && m.graph.Name == machine && !slices.Contains(out, graphVersion(m.graph)) {
+			out = append(out, graphVersion(m.graph))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sorted lists the profile's machines by name, the versions of one
+// machine's graph together, the latest first. p.mu is held.
+func (p *Profile) sorted() []string {
+	names := slices.Collect(maps.Keys(p.machines))
+	key := func(name string) (string, int) {
+		m := p.machines[name]
+		if m.graph == nil || len(p.versions(m.graph.Name)) < 2 {
+			return name, 0
+		}
+		return m.graph.Name, graphVersion(m.graph)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		na, va := key(a)
+		nb, vb := key(b)
+		return cmp.Or(strings.Compare(na, nb), vb-va, strings.Compare(a, b))
+	})
+	return names
+}
+
+// graphVersion is a graph's version; a graph that declares none is at 1.
+func graphVersion(g *graph.Graph) int { return max(g.Version, 1) }
 
 // untaken lists the coverage edges never taken, in order.
 func (m *machineCoverage) untaken() []graph.EdgeKey {

@@ -34,7 +34,9 @@ never taken. With -o mermaid or -o dot it draws each machine's graph instead,
 marking the edges never taken. --machine restricts the report to one machine;
 --min fails when a machine's edge coverage, in percent, is under it, so that
 CI can hold the line; an earlier version of a machine's graph, which a test
-kept to migrate from while a later one ran too, is left out.`,
+kept to migrate from while a later one ran too, is left out. When the
+profiles hold several versions of a machine's graph, each line says which
+graph version it counts and whether it is the current one.`,
 		Example: `  mkdir -p cover && KFSM_COVERDIR=$PWD/cover go test ./...
   kfsm cover cover/*.cover
   kfsm cover -o mermaid --machine moose cover/*.cover > moose.mmd
@@ -53,10 +55,15 @@ kept to migrate from while a later one ran too, is left out.`,
 			}
 			machines := p.Machines()
 			if machine != "" {
-				if !slices.Contains(machines, machine) {
+				// Every graph version of the machine, or one graph by
+				// the name the profiles keep it under (door#2).
+				chosen := slices.DeleteFunc(slices.Clone(machines), func(m string) bool {
+					return m != machine && p.Graph(m).Name != machine
+				})
+				if len(chosen) == 0 {
 					return fmt.Errorf("no machine %q in the profiles; they have %s", machine, describeMachines(machines))
 				}
-				machines = []string{machine}
+				machines = chosen
 			}
 			if err := printCoverage(cmd.OutOrStdout(), p, machines, output); err != nil {
 				return err
@@ -95,10 +102,10 @@ func printCoverage(w io.Writer, p *fsmtest.Profile, machines []string, output st
 	switch output {
 	case "summary":
 		// Summary covers every machine; each of its lines starts with the
-		// machine's name.
+		// machine's label.
 		for line := range strings.Lines(p.Summary()) {
 			for _, m := range machines {
-				if strings.HasPrefix(line, "machine "+m+": ") {
+				if strings.HasPrefix(line, "machine "+p.Label(m)+": ") {
 					b.WriteString(line)
 				}
 			}
@@ -110,7 +117,7 @@ func printCoverage(w io.Writer, p *fsmtest.Profile, machines []string, output st
 			}
 			// Mermaid ignores comment lines before the diagram type; this
 			// one tells the diagrams apart.
-			fmt.Fprintf(&b, "%%%% machine %s\n", terminal.Line(m))
+			fmt.Fprintf(&b, "%%%% machine %s\n", terminal.Line(p.Label(m)))
 			b.WriteString(p.Graph(m).MermaidCoverage(p.Taken(m)))
 		}
 	case "dot":
@@ -133,7 +140,7 @@ func checkMinimum(p *fsmtest.Profile, machines []string, minimum float64) error 
 	for _, m := range machines {
 		taken, total := p.Covered(m)
 		if total > 0 && !p.Superseded(m) && float64(taken)*100 < minimum*float64(total) {
-			under = append(under, fmt.Sprintf("%s %.1f%% (%d/%d)", m, float64(taken)*100/float64(total), taken, total))
+			under = append(under, fmt.Sprintf("%s %.1f%% (%d/%d)", p.Label(m), float64(taken)*100/float64(total), taken, total))
 		}
 	}
 	if len(under) > 0 {

@@ -105,9 +105,19 @@ func TestCover(t *testing.T) {
 			omits:    []string{"door"},
 		},
 		"ASupersededVersion": {
-			reason: "an earlier version of the door's graph, not covered, is left out of the minimum, and marked",
+			reason: "an earlier version of the door's graph, not covered, is left out of the minimum, and each line says its version",
 			args:   append([]string{"--min", "100"}, versions...),
-			want:   "machine door: 1/1 edges covered\nmachine door#2: 0/1 edges covered; never taken: Shut→Open (graph version 1, superseded by version 2)\n",
+			want:   "machine door, graph version 2 (current): 1/1 edges covered\nmachine door, graph version 1 (superseded by version 2): 0/1 edges covered; never taken: Shut→Open\n",
+		},
+		"EveryVersionOfAMachine": {
+			reason: "--machine reports every graph version of the machine, whatever order the profiles came in",
+			args:   append([]string{"--machine", "door"}, versions[1], versions[0]),
+			want:   "machine door, graph version 2 (current): 1/1 edges covered\nmachine door, graph version 1 (superseded by version 2): 0/1 edges covered; never taken: Shut→Open\n",
+		},
+		"OneVersionByItsNumber": {
+			reason: "--machine with the number that the profiles keep a graph under reports that graph alone",
+			args:   append([]string{"--machine", "door#2"}, versions...),
+			want:   "machine door, graph version 1 (superseded by version 2): 0/1 edges covered; never taken: Shut→Open\n",
 		},
 		"MissingFile": {
 			reason:   "a profile that is not there is an error, not an empty profile",
