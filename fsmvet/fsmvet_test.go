@@ -9,5 +9,5 @@ import (
 )
 
 func TestAnalyzer(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), fsmvet.Analyzer, "basic", "closures", "shared", "helpers", "pipeline", "escape", "dynamic", "flags", "deletion", "versions", "migrated")
+	analysistest.Run(t, analysistest.TestData(), fsmvet.Analyzer, "basic", "closures", "shared", "helpers", "pipeline", "escape", "dynamic", "flags", "deletion", "versions", "migrated", "unreleased")
 }
