@@ -128,6 +128,31 @@ func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
 	}
 }
 
+// make vet runs kfsm vet, of the kfsm that the project uses, on the
+// project: it passes the project as generated, and reports a handler's
+// Next that kfsm would refuse.
+func TestMakeVetRunsKFSMVet(t *testing.T) {
+	dir := project(t)
+	run(t, dir, "make", "vet")
+
+	machine := filepath.Join(dir, "internal", "controller", "widget.go")
+	src, err := os.ReadFile(machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const next = "\treturn fsm.Next(WidgetReady)\n"
+	if !strings.Contains(string(src), next) {
+		t.Fatalf("the machine lacks %q:\n%s", next, src)
+	}
+	if err := os.WriteFile(machine, []byte(strings.Replace(string(src), next, "\treturn fsm.Next(WidgetRetired)\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := command(t, dir, "make", "vet")
+	if err == nil || !strings.Contains(out, "state Pending asks to move to Retired, which is not among its exits [Ready]") {
+		t.Errorf("make vet of a Next that kfsm would refuse: %v, want it reported:\n%s", err, out)
+	}
+}
+
 // The operator's role, as generated, writes no CRD: it may read its own,
 // whose graph make generate wrote there. Its Leases are in a Role of its
 // namespace, not in a ClusterRole, and so are the Secrets it may read; it

@@ -89,9 +89,9 @@ type data struct {
 	// KFSMVersion is the required version of kfsm; KFSMPath, quoted for
 	// go.mod if needed, replaces it.
 	KFSMVersion, KFSMPath string
-	// KFSM is the shell command that runs kfsm's command-line tool, as
-	// the Makefile writes it.
-	KFSM                string
+	// KFSMBuild is the line of make kfsm, which builds kfsm's
+	// command-line tool into the project's bin directory.
+	KFSMBuild           string
 	GoVersion           string
 	ControllerGen       string
 	Kustomize           string
@@ -177,23 +177,24 @@ func (p Project) validate() (data, error) {
 		kind: newKind(p.Module, p.Kind, p.Version),
 	}
 	d.Generate = generateSteps
-	d.KFSM = kfsmCommand(version, p.KFSMPath)
+	d.KFSMBuild = kfsmBuild(version, p.KFSMPath)
 	return d, nil
 }
 
-// kfsmCommand is how a project's Makefile runs kfsm's command-line tool:
-// the command of the kfsm release that the project requires or, with a
-// checkout, the checkout's own command, built in its workspace, which
-// joins the command's module to the library's.
-func kfsmCommand(version, checkout string) string {
+// kfsmBuild is how a project's Makefile builds kfsm's command-line tool
+// into bin/kfsm: the command of the kfsm release that the project
+// requires or, with a checkout, the checkout's own command, built in the
+// checkout's workspace, which joins the command's module to the
+// library's. Either runs in the project, outside that workspace.
+func kfsmBuild(version, checkout string) string {
 	if checkout == "" {
-		return "$(GO) run " + kfsmModule + "/cmd/kfsm@" + version
+		return `GOBIN="$(CURDIR)/bin" $(GO) install ` + kfsmModule + "/cmd/kfsm@" + version
 	}
 	dir, err := filepath.Abs(checkout)
 	if err != nil {
 		dir = checkout // kfsm() has refused it already
 	}
-	return "GOWORK=" + shellWord(filepath.Join(dir, "go.work")) + " $(GO) run " + kfsmModule + "/cmd/kfsm"
+	return "GOWORK=auto $(GO) -C " + shellWord(dir) + ` build -o "$(CURDIR)/bin/kfsm" ./cmd/kfsm`
 }
 
 // plainWord is a word that the shell and make take as it is.

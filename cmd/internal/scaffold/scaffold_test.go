@@ -218,8 +218,10 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"KUSTOMIZE ?= $(GO) run " + kustomize + "\n",
 			"\n## verify:", "\nimage: pinned\n", "\nbuild-installer: pinned\n", "\ninstall:\n", "\nuninstall:\n",
 			"\ndeploy: pinned\n", "\nundeploy:\n",
-			"KFSM ?= GOWORK=" + shellWord(filepath.Join(kfsmCheckout(t), "go.work")) + " $(GO) run github.com/kfsm/kfsm/cmd/kfsm\n",
-			"\n\t$(KFSM) check ./...\n",
+			"\nKFSM ?= bin/kfsm\n",
+			"\nkfsm:\n\tGOWORK=auto $(GO) -C " + kfsmCheckout(t) + " build -o \"$(CURDIR)/bin/kfsm\" ./cmd/kfsm\n",
+			"\nverify: kfsm\n", "\n\t$(KFSM) check ./...\n",
+			"\nvet: kfsm\n\t$(GO) vet ./...\n\t$(KFSM) vet ./...\n",
 		},
 		"config/crd/kustomization.yaml": {
 			"  - bases/example.com_widgets.yaml\n  # +kfsm:scaffold:crds\n",
@@ -242,7 +244,8 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"config/rbac/webhook_cert_role.yaml": {
 			"resourceNames: [widget-operator-webhook-cert]\n",
 		},
-		"VERSION": {"v0.1.0\n"},
+		"VERSION":    {"v0.1.0\n"},
+		".gitignore": {"\n/dist/\n", "\n/bin/\n"},
 	} {
 		src, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -457,8 +460,8 @@ func TestWriteAcceptsAnEmptyDirectoryAndARelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(makefile), "\nKFSM ?= $(GO) run github.com/kfsm/kfsm/cmd/kfsm@v0.3.0\n") {
-		t.Errorf("the Makefile runs another kfsm command than the release's:\n%s", makefile)
+	if !strings.Contains(string(makefile), "\nkfsm:\n\tGOBIN=\"$(CURDIR)/bin\" $(GO) install github.com/kfsm/kfsm/cmd/kfsm@v0.3.0\n") {
+		t.Errorf("the Makefile builds another kfsm command than the release's:\n%s", makefile)
 	}
 }
 
@@ -478,8 +481,8 @@ func TestShellWord(t *testing.T) {
 	}
 }
 
-// make verify ends with kfsm check, which the Makefile runs from the kfsm
-// checkout that the project uses, whatever GOWORK says: it fails, and
+// make verify ends with kfsm check, which the Makefile builds from the
+// kfsm checkout that the project uses, whatever GOWORK says: it fails, and
 // says why, on a machine whose graph has a trap.
 func TestMakeVerifyRunsTheModelCheck(t *testing.T) {
 	dir := t.TempDir()
@@ -495,7 +498,7 @@ func TestMakeVerifyRunsTheModelCheck(t *testing.T) {
 	}
 	// The check alone: make verify also runs make generate, which needs
 	// the module proxy.
-	cmd := exec.Command("make", "--no-print-directory", "--eval", "model-check: ; $(KFSM) check ./...", "model-check")
+	cmd := exec.Command("make", "--no-print-directory", "--eval", "model-check: kfsm ; $(KFSM) check ./...", "model-check")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.CombinedOutput()
