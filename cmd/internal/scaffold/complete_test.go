@@ -25,24 +25,26 @@ import (
 )
 
 // The project that Init wrote and completed, once for the tests that read
-// it; a test that changes it works on a copy.
+// it, in dir, below parent; a test that changes it works on a copy.
 var completed struct {
-	once sync.Once
-	dir  string
-	err  error
-	log  string
+	once        sync.Once
+	parent, dir string
+	err         error
+	log         string
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if completed.dir != "" {
-		_ = os.RemoveAll(filepath.Dir(completed.dir))
+	if completed.parent != "" {
+		_ = os.RemoveAll(completed.parent)
 	}
 	os.Exit(code)
 }
 
 // project is a copy of the completed Widget project, which Init wrote as
-// kfsm init does.
+// kfsm init does. The copy is as deep below the same parent as the
+// project, so that the path of the kfsm checkout, which the project
+// holds relative to itself, leads there from the copy too.
 func project(t *testing.T) string {
 	t.Helper()
 	completed.once.Do(func() {
@@ -51,7 +53,7 @@ func project(t *testing.T) string {
 			completed.err = err
 			return
 		}
-		completed.dir = filepath.Join(parent, "widget")
+		completed.parent, completed.dir = parent, filepath.Join(parent, "init", "widget")
 		var said, log strings.Builder
 		completed.err = widget(t).Init(t.Context(), completed.dir, &said, &log)
 		completed.log = log.String()
@@ -64,7 +66,12 @@ func project(t *testing.T) string {
 	if completed.err != nil {
 		t.Fatalf("%v\n%s", completed.err, completed.log)
 	}
-	dir := filepath.Join(t.TempDir(), "widget")
+	copied, err := os.MkdirTemp(completed.parent, "copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(copied) })
+	dir := filepath.Join(copied, "widget")
 	if err := os.CopyFS(dir, os.DirFS(completed.dir)); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,17 @@ func kfsmCheckout(t *testing.T) string {
 	return dir
 }
 
+// relativeCheckout is the path of the kfsm checkout relative to a
+// project's directory dir, as the project writes it.
+func relativeCheckout(t *testing.T, dir string) string {
+	t.Helper()
+	rel, err := filepath.Rel(dir, kfsmCheckout(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.ToSlash(rel)
+}
+
 func widget(t *testing.T) Project {
 	return Project{Module: "example.com/widget", Kind: "Widget", Group: "example.com", KFSMPath: kfsmCheckout(t)}
 }
@@ -138,7 +149,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"go.mod": {
 			"module example.com/widget\n",
 			"require github.com/kfsm/kfsm v0.0.0-00010101000000-000000000000\n",
-			"replace github.com/kfsm/kfsm => " + kfsmCheckout(t) + "\n",
+			"replace github.com/kfsm/kfsm => " + relativeCheckout(t, dir) + "\n",
 			"require github.com/google/go-containerregistry " + goContainerRegistry + "\n",
 			"require github.com/open-policy-agent/cert-controller " + certController + "\n",
 		},
@@ -219,7 +230,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"\n## verify:", "\nimage: pinned\n", "\nbuild-installer: pinned\n", "\ninstall:\n", "\nuninstall:\n",
 			"\ndeploy: pinned\n", "\nundeploy:\n",
 			"\nKFSM ?= bin/kfsm\n",
-			"\nkfsm:\n\tGOWORK=auto $(GO) -C " + kfsmCheckout(t) + " build -o \"$(CURDIR)/bin/kfsm\" ./cmd/kfsm\n",
+			"\nkfsm:\n\tGOWORK=auto $(GO) -C " + relativeCheckout(t, dir) + " build -o \"$(CURDIR)/bin/kfsm\" ./cmd/kfsm\n",
 			"\nverify: kfsm\n", "\n\t$(KFSM) check ./...\n",
 			"\nvet: kfsm\n\t$(GO) vet ./...\n\t$(KFSM) vet ./...\n",
 		},
@@ -256,6 +267,35 @@ func TestWriteWritesTheProject(t *testing.T) {
 				t.Errorf("%s lacks %q", name, w)
 			}
 		}
+	}
+}
+
+// A project that moves, or is shared, still builds while the kfsm
+// checkout that it uses stays where it was beside it: kfsm init writes
+// the checkout's path relative to the project, and no file of the
+// project names a directory of the machine that wrote it.
+func TestInitWritesNoAbsolutePath(t *testing.T) {
+	project(t)
+	dir, checkout := completed.dir, kfsmCheckout(t)
+	rel := relativeCheckout(t, dir) // ../../work/kfsm holds /work/kfsm
+	for _, name := range tree(t, dir) {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = bytes.ReplaceAll(src, []byte(rel), nil)
+		for _, abs := range []string{checkout, completed.parent} {
+			if bytes.Contains(src, []byte(abs)) {
+				t.Errorf("%s names %s", name, abs)
+			}
+		}
+	}
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nreplace github.com/kfsm/kfsm => " + relativeCheckout(t, dir) + "\n"; !strings.Contains(string(mod), want) {
+		t.Errorf("go.mod lacks %q:\n%s", want, mod)
 	}
 }
 
@@ -301,7 +341,7 @@ func TestWriteNamesAreTheKinds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := widget(t)
 			p.Kind, p.Version = tc.kind, tc.version
-			files, err := p.Files()
+			files, err := p.Files(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
