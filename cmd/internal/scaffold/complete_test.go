@@ -135,6 +135,43 @@ func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
 	}
 }
 
+// The first thing a project does is to replace kfsm init's sample
+// machine with its own: no release has shipped the sample's graph, so
+// its lock lets the new graph, with states renamed, added and removed,
+// take its place with no migration, and make generate, make verify and
+// make vet pass. The lock stays unreleased, and keeps the new graph.
+func TestANewProjectReplacesItsSampleMachine(t *testing.T) {
+	dir := project(t)
+	controller := filepath.Join(dir, "internal", "controller")
+	own, err := os.ReadFile(filepath.Join("testdata", "widget.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(controller, "widget.go"), own, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The sample's tests go with it.
+	if err := os.Remove(filepath.Join(controller, "widget_test.go")); err != nil {
+		t.Fatal(err)
+	}
+
+	run(t, dir, "make", "generate")
+	run(t, dir, "make", "verify")
+	run(t, dir, "make", "vet")
+	lock, err := os.ReadFile(filepath.Join(controller, "widget.graph.lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\n  \"unreleased\": true,\n", `"name": "Provisioning"`} {
+		if !strings.Contains(string(lock), want) {
+			t.Errorf("the lock lacks %q:\n%s", want, lock)
+		}
+	}
+	if strings.Contains(string(lock), `"name": "Retired"`) {
+		t.Errorf("the lock keeps the sample's graph:\n%s", lock)
+	}
+}
+
 // make vet runs kfsm vet, of the kfsm that the project uses, on the
 // project: it passes the project as generated, and reports a handler's
 // Next that kfsm would refuse.

@@ -115,6 +115,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"hack/run/main_test.go",
 		"internal/controller/suite_test.go",
 		"internal/controller/widget.go",
+		"internal/controller/widget.graph.lock.json",
 		"internal/controller/widget_test.go",
 	}
 	if diff := cmp.Diff(want, tree(t, dir)); diff != "" {
@@ -257,6 +258,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		},
 		"VERSION":    {"v0.1.0\n"},
 		".gitignore": {"\n/dist/\n", "\n/bin/\n"},
+		"internal/controller/widget.graph.lock.json": {"\"machine\": \"widget\",\n  \"unreleased\": true,\n"},
 	} {
 		src, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
