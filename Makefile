@@ -46,7 +46,7 @@ fleet-test: assets
 
 ## scaffold-test: build kfsm, have it init a project into a temporary directory with this
 ## checkout as its kfsm and add a second kind with create api, then run the project's
-## make verify and make test, and install it on an embedded Kubernetes with kwok's nodes
+## make verify, make vet and make test, and install it on an embedded Kubernetes with kwok's nodes
 ## as its dist/install.yaml ships it (TestInstall, behind the e2e build tag)
 scaffold-test: assets
 	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/kfsm-scaffold.XXXXXX") && trap 'rm -rf "$$dir"' EXIT && \
@@ -54,6 +54,7 @@ scaffold-test: assets
 	"$$dir/kfsm" init "$$dir/widget" --module example.com/widget --kind Widget --group example.com --kfsm-path "$(CURDIR)" && \
 	(cd "$$dir/widget" && GOWORK=off "$$dir/kfsm" create api --kind Gadget) && \
 	GOWORK=off $(MAKE) -C "$$dir/widget" verify && \
+	GOWORK=off $(MAKE) -C "$$dir/widget" vet && \
 	GOWORK=off $(MAKE) -C "$$dir/widget" test && \
 	$(GO) test -tags e2e -count=1 -timeout 20m -v -run '^TestInstall$$' ./cmd/internal/scaffold -args -project="$$dir/widget"
 

@@ -50,17 +50,19 @@
 // ([github.com/kfsm/kfsm/fsm.Machine.Version]) to move its objects. The
 // released graphs are in the machine's lock file, NAME.graph.lock.json in
 // the directory of the package that declares it, which the project's
-// make generate writes (see [graph.Lock]). A machine
-// declared in a test file is not checked: a test may keep an earlier
-// release's machine, to run the migration from it.
+// make generate writes (see [graph.Lock]); the newest graph of a lock
+// marked unreleased, which no release has shipped, is not checked. A
+// machine declared in a test file is not checked: a test may keep an
+// earlier release's machine, to run the migration from it.
 //
 // For example:
 //
 //	moose.go:76:9: machine moose strands the objects of state Sleeping of
 //	version 1: no migration says where they go; declare one, such as
 //	Machine.Version(2, fsm.Rename("Sleeping", ...)), or with fsm.Remove,
-//	fsm.Merge or fsm.Split (the graphs released are in
-//	moose.graph.lock.json)
+//	fsm.Merge or fsm.Split; or, if no release has shipped version 1, mark
+//	the lock "unreleased": true, and its graph may change freely until it
+//	is released (the graphs released are in moose.graph.lock.json)
 //
 // It warns about code that can never run:
 //

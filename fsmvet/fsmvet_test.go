@@ -11,7 +11,7 @@ import (
 )
 
 func TestAnalyzer(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), fsmvet.Analyzer, "basic", "closures", "shared", "helpers", "pipeline", "escape", "dynamic", "flags", "deletion", "versions", "migrated", "kept")
+	analysistest.Run(t, analysistest.TestData(), fsmvet.Analyzer, "basic", "closures", "shared", "helpers", "pipeline", "escape", "dynamic", "flags", "deletion", "versions", "migrated", "kept", "unreleased")
 }
 
 // A machine kept from an earlier release in a test file fails no run for

@@ -74,6 +74,14 @@ type Lock struct {
 	// Graphs holds each version's graph, by version (1 for a graph
 	// without a Version).
 	Graphs map[int]*Graph
+	// Unreleased says that no release has shipped the graph of the
+	// newest version yet, as with the sample machine of a new project:
+	// no cluster holds objects in its states, so Update replaces it with
+	// any graph, checking the new one against the earlier versions
+	// alone, and the lock stays unreleased. A project clears it when it
+	// releases the graph; from then on the lock refuses a graph that
+	// strands the objects of its states.
+	Unreleased bool
 }
 
 // ParseLock reads a lock that JSON wrote. Empty data is an empty lock.
@@ -83,13 +91,14 @@ func ParseLock(data []byte) (*Lock, error) {
 		return l, nil
 	}
 	var in struct {
-		Machine string                     `json:"machine"`
-		Graphs  map[string]json.RawMessage `json:"graphs"`
+		Machine    string                     `json:"machine"`
+		Unreleased bool                       `json:"unreleased"`
+		Graphs     map[string]json.RawMessage `json:"graphs"`
 	}
 	if err := json.Unmarshal(data, &in); err != nil {
 		return nil, fmt.Errorf("graph lock: %w", err)
 	}
-	l.Machine = in.Machine
+	l.Machine, l.Unreleased = in.Machine, in.Unreleased
 	for key, raw := range in.Graphs {
 		v, err := strconv.Atoi(key)
 		if err != nil || v < 1 {
@@ -104,14 +113,20 @@ func ParseLock(data []byte) (*Lock, error) {
 	return l, nil
 }
 
-// JSON writes the lock, its versions in order.
+// JSON writes the lock, its versions in order. An unreleased lock says
+// so on a line of its own, which a project deletes when it releases the
+// graph.
 func (l *Lock) JSON() ([]byte, error) {
 	var b strings.Builder
 	name, err := json.Marshal(l.Machine)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(&b, "{\n  \"machine\": %s,\n  \"graphs\": {", name)
+	fmt.Fprintf(&b, "{\n  \"machine\": %s,\n", name)
+	if l.Unreleased {
+		b.WriteString("  \"unreleased\": true,\n")
+	}
+	b.WriteString("  \"graphs\": {")
 	for i, v := range slices.Sorted(maps.Keys(l.Graphs)) {
 		doc, err := l.Graphs[v].JSON()
 		if err != nil {
@@ -134,6 +149,10 @@ type StrandingError struct {
 	Stranded map[int][]State
 	// Next is the version that a migration would lead into.
 	Next int
+	// Newest is the newest version that the lock keeps. When it alone is
+	// stranded and no release has shipped it, the lock may be marked
+	// Unreleased instead of declaring a migration.
+	Newest int
 }
 
 func (e *StrandingError) Error() string {
@@ -144,22 +163,38 @@ func (e *StrandingError) Error() string {
 		}
 	}
 	first := e.Stranded[slices.Min(slices.Collect(maps.Keys(e.Stranded)))][0]
-	return fmt.Sprintf("machine %s strands the objects of %s: no migration says where they go; declare one, such as Machine.Version(%d, fsm.Rename(%q, ...)), or with fsm.Remove, fsm.Merge or fsm.Split",
+	msg := fmt.Sprintf("machine %s strands the objects of %s: no migration says where they go; declare one, such as Machine.Version(%d, fsm.Rename(%q, ...)), or with fsm.Remove, fsm.Merge or fsm.Split",
 		e.Machine, strings.Join(parts, ", "), e.Next, first)
+	if _, ok := e.Stranded[e.Newest]; ok && len(e.Stranded) == 1 {
+		msg += fmt.Sprintf(`; or, if no release has shipped version %d, mark the lock "unreleased": true, and its graph may change freely until it is released`, e.Newest)
+	}
+	return msg
 }
 
 // Update checks g against every locked graph and, if it strands no state
 // of any, records it as its version's graph. stranded says which states
 // of an earlier graph the new one's machine cannot place (fsm's
 // Machine.Stranded); a failure is a *StrandingError, and leaves the lock
-// as it was.
+// as it was. An unreleased lock's newest graph is not checked: g replaces
+// it.
 func (l *Lock) Update(g *Graph, stranded func(earlier *Graph) []State) error {
 	if l.Machine != "" && l.Machine != g.Name {
 		return fmt.Errorf("graph lock: the lock is machine %s's, not %s's", l.Machine, g.Name)
 	}
 	version := max(g.Version, 1)
-	errs := &StrandingError{Machine: g.Name, Stranded: map[int][]State{}, Next: version}
+	newest := 0
+	if len(l.Graphs) > 0 {
+		newest = slices.Max(slices.Collect(maps.Keys(l.Graphs)))
+	}
+	unreleased := 0 // the version whose graph no release has shipped, if any
+	if l.Unreleased {
+		unreleased = newest
+	}
+	errs := &StrandingError{Machine: g.Name, Stranded: map[int][]State{}, Next: version, Newest: newest}
 	for v, earlier := range l.Graphs {
+		if v == unreleased {
+			continue
+		}
 		if v > version {
 			return fmt.Errorf("graph lock: machine %s is at version %d, but version %d was released: going back needs a version after it", g.Name, version, v)
 		}
@@ -177,6 +212,7 @@ func (l *Lock) Update(g *Graph, stranded func(earlier *Graph) []State) error {
 	if l.Graphs == nil {
 		l.Graphs = map[int]*Graph{}
 	}
+	delete(l.Graphs, unreleased)
 	l.Graphs[version] = g
 	return nil
 }

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -120,5 +121,84 @@ func TestALockFileKeepsTheEarlierGraphs(t *testing.T) {
 	}
 	if none, _ := l.Earlier(1); none != nil {
 		t.Errorf("Earlier(1) = %s, want none", none)
+	}
+}
+
+// An unreleased lock, such as a new project's, keeps the graph that was
+// generated last, whatever it strands, until the project releases it by
+// deleting the mark; then the lock guards the graph as released.
+func TestAnUnreleasedLockTakesAnyGraphUntilItIsReleased(t *testing.T) {
+	l, err := ParseLock([]byte(`{"machine": "door", "unreleased": true, "graphs": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := doorGraph(0, "Closed", "Open")
+	if err := l.Update(sample, gone(sample)); err != nil {
+		t.Fatalf("the sample graph: %v", err)
+	}
+	own := doorGraph(0, "Shut", "Ajar", "Open")
+	if err := l.Update(own, gone(own)); err != nil {
+		t.Fatalf("a graph that replaces the unreleased sample: %v", err)
+	}
+	if !l.Unreleased || len(l.Graphs) != 1 || l.Graphs[1] != own {
+		t.Fatalf("the lock after the replacement: %+v, want version 1's graph replaced, still unreleased", l)
+	}
+	data, err := l.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), "{\n  \"machine\": \"door\",\n  \"unreleased\": true,\n  \"graphs\": {") {
+		t.Errorf("the lock does not say on a line of its own that it is unreleased:\n%s", data)
+	}
+
+	// Released: the line deleted, as a project does.
+	released, err := ParseLock([]byte(strings.Replace(string(data), "  \"unreleased\": true,\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released.Unreleased {
+		t.Fatal("the lock without its mark is still unreleased")
+	}
+	if again, _ := released.JSON(); strings.Contains(string(again), "unreleased") {
+		t.Errorf("a released lock writes the mark:\n%s", again)
+	}
+	opened := doorGraph(0, "Open")
+	err = released.Update(opened, gone(opened))
+	var serr *StrandingError
+	if !errors.As(err, &serr) || !strings.Contains(err.Error(), "state Shut of version 1, state Ajar of version 1") {
+		t.Fatalf("Update(a graph that strands the released Shut and Ajar) = %v, want a StrandingError", err)
+	}
+	if !strings.Contains(err.Error(), `if no release has shipped version 1, mark the lock "unreleased": true`) {
+		t.Errorf("the error does not say what to do if version 1 was never released: %v", err)
+	}
+
+	// Unreleased again, with version 2 in the making: version 1 is
+	// released and guarded, and the unreleased graph is version 2's.
+	v2 := doorGraph(2, "Shut", "Ajar", "Open")
+	if err := released.Update(v2, gone(v2)); err != nil {
+		t.Fatal(err)
+	}
+	released.Unreleased = true
+	v2 = doorGraph(2, "Shut", "Open")
+	if err := released.Update(v2, gone(v2, "Ajar")); err != nil {
+		t.Fatalf("version 2 with a migration from version 1: %v", err)
+	}
+	if len(released.Graphs) != 2 || released.Graphs[2] != v2 {
+		t.Errorf("the lock holds %v, want versions 1 and 2, version 2's replaced", slices.Sorted(maps.Keys(released.Graphs)))
+	}
+	err = released.Update(v2, gone(v2))
+	if !errors.As(err, &serr) || !strings.Contains(err.Error(), "state Ajar of version 1") {
+		t.Fatalf("Update(version 2 without its migration) = %v, want version 1's Ajar stranded", err)
+	}
+	if strings.Contains(err.Error(), "unreleased") {
+		t.Errorf("the error offers to unrelease version 1, which an earlier version than the lock's newest is not: %v", err)
+	}
+	// A version after the unreleased one replaces it: no release shipped it.
+	v3 := doorGraph(3, "Shut", "Open")
+	if err := released.Update(v3, gone(v3, "Ajar")); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(released.Graphs)); !slices.Equal(got, []int{1, 3}) {
+		t.Errorf("the lock holds versions %v, want 1 and 3", got)
 	}
 }

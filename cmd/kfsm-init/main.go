@@ -1,7 +1,7 @@
 // Command kfsm-init is kfsm init on its own: it starts a new operator
 // project built on kfsm. From a kfsm checkout:
 //
-//	go run ./cmd/kfsm-init ../widget --module example.com/widget --kind Widget --group example.com --kfsm-path $PWD
+//	go run ./cmd/kfsm-init ../widget --module example.com/widget --kind Widget --group example.com --kfsm-path .
 //
 // It takes the arguments and flags of kfsm init and runs the same code.
 // It imports only the standard library and a few small packages of

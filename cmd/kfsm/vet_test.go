@@ -93,7 +93,8 @@ func TestVetRefusesAGraphThatStrandsAReleasedState(t *testing.T) {
 		t.Fatalf("kfsm vet passed a graph that strands the objects of Sleeping:\n%s", &out)
 	}
 	want := `moose/moose.go:76:9: machine moose strands the objects of state Sleeping of version 1: no migration says where they go; ` +
-		`declare one, such as Machine.Version(2, fsm.Rename("Sleeping", ...)), or with fsm.Remove, fsm.Merge or fsm.Split ` +
+		`declare one, such as Machine.Version(2, fsm.Rename("Sleeping", ...)), or with fsm.Remove, fsm.Merge or fsm.Split; ` +
+		`or, if no release has shipped version 1, mark the lock "unreleased": true, and its graph may change freely until it is released ` +
 		`(the graphs released are in moose.graph.lock.json)`
 	if got := strings.TrimSpace(out.String()); got != want {
 		t.Errorf("kfsm vet printed\n%s\nwant exactly\n%s", got, want)

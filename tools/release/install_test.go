@@ -141,7 +141,8 @@ func wantRequires(t *testing.T, dir, path, version string) {
 // it and each platform's archive; it refuses a broken manifest. A module
 // proxy on disk serves the tags, and, with module and build caches that
 // start empty, go install installs kfsm, kfsm init writes a project that
-// requires the release and passes its own make verify and make test, and
+// requires the release and passes its own make verify, make vet and make
+// test, and
 // go get gets the CloudEvents sink. Outside the workspace, the tagged
 // tree's modules load as their go.mod and go.sum say. The module cache
 // starts empty; the build cache and the Kubernetes binaries in the user
@@ -181,6 +182,7 @@ func TestAUserInstallsTheRelease(t *testing.T) {
 	project := filepath.Join(work, "widget")
 	wantRequires(t, project, "github.com/kfsm/kfsm", version)
 	u.run(t, project, "make", "verify")
+	u.run(t, project, "make", "vet")
 	u.run(t, project, "make", "test")
 
 	sink := t.TempDir()

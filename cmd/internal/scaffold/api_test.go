@@ -45,6 +45,7 @@ func TestCreateAPIAddsAKindBesideTheFirst(t *testing.T) {
 		"config/samples/gadget.yaml",
 		"hack/generate/main.go",
 		"internal/controller/gadget.go",
+		"internal/controller/gadget.graph.lock.json",
 		"internal/controller/gadget_test.go",
 		"internal/controller/suite_test.go",
 	}

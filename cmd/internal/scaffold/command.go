@@ -26,7 +26,8 @@ annotation and its alert rules. The project requires the kfsm release
 that this command was built with (go install
 github.com/kfsm/kfsm/cmd/kfsm@v0.1.0 builds it with v0.1.0), or the one
 that --kfsm-version names; with --kfsm-path it uses a kfsm checkout
-instead, through a replace directive.`
+instead, through a replace directive, which names the checkout by its
+path relative to the project.`
 
 // Flags adds kfsm init's flags, which set p's fields, to fs.
 func (p *Project) Flags(fs *flag.FlagSet) {
@@ -35,7 +36,7 @@ func (p *Project) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.Group, "group", "", "the kind's API group, a domain such as example.com")
 	fs.StringVar(&p.Version, "version", "v1alpha1", "the kind's API version")
 	fs.StringVar(&p.KFSMVersion, "kfsm-version", "", "the kfsm release for the project to require, by default the one this command was built with")
-	fs.StringVar(&p.KFSMPath, "kfsm-path", "", "a kfsm checkout for the project to use instead of a release")
+	fs.StringVar(&p.KFSMPath, "kfsm-path", "", "a kfsm checkout for the project to use instead of a release, which the project names relative to itself")
 }
 
 // Init is kfsm init: it writes the project into dir and completes it.

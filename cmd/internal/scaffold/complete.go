@@ -18,7 +18,7 @@ import (
 // output goes to log. When one fails, the project stays as it is and the
 // error says what to run again.
 func (p Project) Complete(ctx context.Context, dir string, log io.Writer) error {
-	if _, err := p.validate(); err != nil {
+	if _, err := p.validate(dir); err != nil {
 		return err
 	}
 	// The deepcopy code is written already, from its template.

@@ -25,24 +25,26 @@ import (
 )
 
 // The project that Init wrote and completed, once for the tests that read
-// it; a test that changes it works on a copy.
+// it, in dir, below parent; a test that changes it works on a copy.
 var completed struct {
-	once sync.Once
-	dir  string
-	err  error
-	log  string
+	once        sync.Once
+	parent, dir string
+	err         error
+	log         string
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if completed.dir != "" {
-		_ = os.RemoveAll(filepath.Dir(completed.dir))
+	if completed.parent != "" {
+		_ = os.RemoveAll(completed.parent)
 	}
 	os.Exit(code)
 }
 
 // project is a copy of the completed Widget project, which Init wrote as
-// kfsm init does.
+// kfsm init does. The copy is as deep below the same parent as the
+// project, so that the path of the kfsm checkout, which the project
+// holds relative to itself, leads there from the copy too.
 func project(t *testing.T) string {
 	t.Helper()
 	completed.once.Do(func() {
@@ -51,7 +53,7 @@ func project(t *testing.T) string {
 			completed.err = err
 			return
 		}
-		completed.dir = filepath.Join(parent, "widget")
+		completed.parent, completed.dir = parent, filepath.Join(parent, "init", "widget")
 		var said, log strings.Builder
 		completed.err = widget(t).Init(t.Context(), completed.dir, &said, &log)
 		completed.log = log.String()
@@ -64,7 +66,12 @@ func project(t *testing.T) string {
 	if completed.err != nil {
 		t.Fatalf("%v\n%s", completed.err, completed.log)
 	}
-	dir := filepath.Join(t.TempDir(), "widget")
+	copied, err := os.MkdirTemp(completed.parent, "copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(copied) })
+	dir := filepath.Join(copied, "widget")
 	if err := os.CopyFS(dir, os.DirFS(completed.dir)); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +132,68 @@ func TestGenerateWritesTheWebhookConfigurationsOfADefault(t *testing.T) {
 	out := run(t, dir, "go", "test", "-count=1", "-v", "-run", "^TestTheWidgetWebhookConfigurationsAreTheMachines$", "./internal/controller")
 	if !strings.Contains(out, "--- PASS: TestTheWidgetWebhookConfigurationsAreTheMachines") {
 		t.Errorf("the project's test of the webhook configurations did not run:\n%s", out)
+	}
+}
+
+// The first thing a project does is to replace kfsm init's sample
+// machine with its own: no release has shipped the sample's graph, so
+// its lock lets the new graph, with states renamed, added and removed,
+// take its place with no migration, and make generate, make verify and
+// make vet pass. The lock stays unreleased, and keeps the new graph.
+func TestANewProjectReplacesItsSampleMachine(t *testing.T) {
+	dir := project(t)
+	controller := filepath.Join(dir, "internal", "controller")
+	own, err := os.ReadFile(filepath.Join("testdata", "widget.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(controller, "widget.go"), own, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The sample's tests go with it.
+	if err := os.Remove(filepath.Join(controller, "widget_test.go")); err != nil {
+		t.Fatal(err)
+	}
+
+	run(t, dir, "make", "generate")
+	run(t, dir, "make", "verify")
+	run(t, dir, "make", "vet")
+	lock, err := os.ReadFile(filepath.Join(controller, "widget.graph.lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\n  \"unreleased\": true,\n", `"name": "Provisioning"`} {
+		if !strings.Contains(string(lock), want) {
+			t.Errorf("the lock lacks %q:\n%s", want, lock)
+		}
+	}
+	if strings.Contains(string(lock), `"name": "Retired"`) {
+		t.Errorf("the lock keeps the sample's graph:\n%s", lock)
+	}
+}
+
+// make vet runs kfsm vet, of the kfsm that the project uses, on the
+// project: it passes the project as generated, and reports a handler's
+// Next that kfsm would refuse.
+func TestMakeVetRunsKFSMVet(t *testing.T) {
+	dir := project(t)
+	run(t, dir, "make", "vet")
+
+	machine := filepath.Join(dir, "internal", "controller", "widget.go")
+	src, err := os.ReadFile(machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const next = "\treturn fsm.Next(WidgetReady)\n"
+	if !strings.Contains(string(src), next) {
+		t.Fatalf("the machine lacks %q:\n%s", next, src)
+	}
+	if err := os.WriteFile(machine, []byte(strings.Replace(string(src), next, "\treturn fsm.Next(WidgetRetired)\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := command(t, dir, "make", "vet")
+	if err == nil || !strings.Contains(out, "state Pending asks to move to Retired, which is not among its exits [Ready]") {
+		t.Errorf("make vet of a Next that kfsm would refuse: %v, want it reported:\n%s", err, out)
 	}
 }
 

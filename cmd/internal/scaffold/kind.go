@@ -13,11 +13,15 @@ var versionFiles = []file{
 	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go"},
 }
 
-// kindFiles are rendered once per kind.
+// kindFiles are rendered once per kind. The machine's lock is marked
+// unreleased, with no graph until make generate writes the sample's: the
+// project replaces the sample with its own machine, and no release has
+// shipped it.
 var kindFiles = []file{
 	{"api/types.go.tmpl", "api/{{.Version}}/{{.Lower}}_types.go"},
 	{"controller/machine.go.tmpl", "internal/controller/{{.Lower}}.go"},
 	{"controller/machine_test.go.tmpl", "internal/controller/{{.Lower}}_test.go"},
+	{"controller/graph.lock.json.tmpl", "internal/controller/{{.Lower}}.graph.lock.json"},
 	{"config/rbac/editor_role.yaml.tmpl", "config/rbac/{{.Lower}}_editor_role.yaml"},
 	{"config/rbac/viewer_role.yaml.tmpl", "config/rbac/{{.Lower}}_viewer_role.yaml"},
 	{"config/sample.yaml.tmpl", "config/samples/{{.Lower}}.yaml"},

@@ -71,7 +71,9 @@ type Project struct {
 	// Version is the kind's API version; empty means v1alpha1.
 	Version string
 	// KFSMPath, when set, is a kfsm checkout that the project uses in
-	// place of a released kfsm, through a replace directive.
+	// place of a released kfsm, through a replace directive. The project
+	// names it by its path relative to the project's directory, so that
+	// the two move together.
 	KFSMPath string
 	// KFSMVersion is the kfsm release that the project requires when
 	// KFSMPath is empty; it must be a release, such as v0.3.0. kfsm init
@@ -86,12 +88,13 @@ type data struct {
 	// it prefixes the names of the objects it deploys, and names their
 	// namespace.
 	Name string
-	// KFSMVersion is the required version of kfsm; KFSMPath, quoted for
-	// go.mod if needed, replaces it.
+	// KFSMVersion is the required version of kfsm; KFSMPath, the
+	// checkout's path relative to the project, quoted for go.mod if
+	// needed, replaces it.
 	KFSMVersion, KFSMPath string
-	// KFSM is the shell command that runs kfsm's command-line tool, as
-	// the Makefile writes it.
-	KFSM                string
+	// KFSMBuild is the line of make kfsm, which builds kfsm's
+	// command-line tool into the project's bin directory.
+	KFSMBuild           string
 	GoVersion           string
 	ControllerGen       string
 	Kustomize           string
@@ -150,8 +153,9 @@ const maxSubdomain = 253
 // reservedKinds are names that the API package declares itself.
 var reservedKinds = []string{"AddToScheme", "GroupVersion"}
 
-// validate lists every problem of p, and returns what the templates see.
-func (p Project) validate() (data, error) {
+// validate lists every problem of p, to be written into dir, and returns
+// what the templates see.
+func (p Project) validate(dir string) (data, error) {
 	if p.Version == "" {
 		p.Version = "v1alpha1"
 	}
@@ -163,7 +167,7 @@ func (p Project) validate() (data, error) {
 	if err := checkGroup(p.Group); err != nil {
 		problems = append(problems, err)
 	}
-	version, kfsmPath, err := p.kfsm()
+	version, checkout, err := p.kfsm(dir)
 	if err != nil {
 		problems = append(problems, err)
 	}
@@ -172,28 +176,34 @@ func (p Project) validate() (data, error) {
 	}
 	d := data{
 		Module: p.Module, Group: p.Group, Name: strings.ToLower(p.Kind) + "-operator",
-		KFSMVersion: version, KFSMPath: kfsmPath, GoVersion: goVersion,
+		KFSMVersion: version, KFSMPath: goModPath(checkout), KFSMBuild: kfsmBuild(version, checkout), GoVersion: goVersion,
 		ControllerGen: controllerGen, Kustomize: kustomize, GoContainerRegistry: goContainerRegistry, CertController: certController,
 		kind: newKind(p.Module, p.Kind, p.Version),
 	}
 	d.Generate = generateSteps
-	d.KFSM = kfsmCommand(version, p.KFSMPath)
 	return d, nil
 }
 
-// kfsmCommand is how a project's Makefile runs kfsm's command-line tool:
-// the command of the kfsm release that the project requires or, with a
-// checkout, the checkout's own command, built in its workspace, which
-// joins the command's module to the library's.
-func kfsmCommand(version, checkout string) string {
+// kfsmBuild is how a project's Makefile builds kfsm's command-line tool
+// into bin/kfsm: the command of the kfsm release that the project
+// requires or, with a checkout (a path relative to the project), the
+// checkout's own command, built in the checkout's workspace, which joins
+// the command's module to the library's. Either runs in the project,
+// outside that workspace.
+func kfsmBuild(version, checkout string) string {
 	if checkout == "" {
-		return "$(GO) run " + kfsmModule + "/cmd/kfsm@" + version
+		return `GOBIN="$(CURDIR)/bin" $(GO) install ` + kfsmModule + "/cmd/kfsm@" + version
 	}
-	dir, err := filepath.Abs(checkout)
-	if err != nil {
-		dir = checkout // kfsm() has refused it already
+	return "GOWORK=auto $(GO) -C " + shellWord(checkout) + ` build -o "$(CURDIR)/bin/kfsm" ./cmd/kfsm`
+}
+
+// goModPath is a directory's path as go.mod writes it: quoted if it holds
+// a space or a quote.
+func goModPath(dir string) string {
+	if strings.ContainsAny(dir, " \t\"'`\\") {
+		return strconv.Quote(dir)
 	}
-	return "GOWORK=" + shellWord(filepath.Join(dir, "go.work")) + " $(GO) run " + kfsmModule + "/cmd/kfsm"
+	return dir
 }
 
 // plainWord is a word that the shell and make take as it is.
@@ -240,9 +250,10 @@ func checkKind(k, version string) []error {
 	return problems
 }
 
-// kfsm returns the version of kfsm that the project requires and the
-// checkout that replaces it, if any.
-func (p Project) kfsm() (version, replace string, err error) {
+// kfsm returns the version of kfsm that the project to be written into
+// dir requires and the checkout that replaces it, if any, by its path
+// relative to dir.
+func (p Project) kfsm(dir string) (version, checkout string, err error) {
 	if p.KFSMPath == "" {
 		if !releasePattern.MatchString(p.KFSMVersion) || pseudoPattern.MatchString(p.KFSMVersion) {
 			return "", "", fmt.Errorf("kfsm %s is not a release that a module proxy serves, such as v0.1.0 (a kfsm command built from a checkout knows no release of its own): "+
@@ -250,22 +261,40 @@ func (p Project) kfsm() (version, replace string, err error) {
 		}
 		return p.KFSMVersion, "", nil
 	}
-	dir, err := filepath.Abs(p.KFSMPath)
-	if err != nil {
-		return "", "", fmt.Errorf("kfsm path %s: %w", p.KFSMPath, err)
-	}
-	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	mod, err := os.ReadFile(filepath.Join(p.KFSMPath, "go.mod"))
 	if err != nil {
 		return "", "", fmt.Errorf("kfsm path %s is not a kfsm checkout: %w", p.KFSMPath, err)
 	}
 	if modulePath(mod) != kfsmModule {
 		return "", "", fmt.Errorf("kfsm path %s is not a kfsm checkout: its go.mod is not module %s", p.KFSMPath, kfsmModule)
 	}
-	if strings.ContainsAny(dir, " \t\"'`\\") {
-		dir = strconv.Quote(dir)
+	if checkout, err = relativePath(dir, p.KFSMPath); err != nil {
+		return "", "", fmt.Errorf("kfsm path %s: %w", p.KFSMPath, err)
 	}
 	// The version a replaced requirement conventionally names.
-	return "v0.0.0-00010101000000-000000000000", dir, nil
+	return "v0.0.0-00010101000000-000000000000", checkout, nil
+}
+
+// relativePath returns the path of target relative to dir, with slashes,
+// as go.mod's replace takes a directory: starting with ./ or ../.
+func relativePath(dir, target string) (string, error) {
+	from, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	to, err := filepath.Abs(target)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(from, to)
+	if err != nil {
+		return "", fmt.Errorf("no relative path leads from the project %s to it: put them on one volume", dir)
+	}
+	rel = filepath.ToSlash(rel)
+	if rel != ".." && !strings.HasPrefix(rel, "../") {
+		rel = "./" + rel
+	}
+	return rel, nil
 }
 
 // modulePath reads the module line of a go.mod.
@@ -371,11 +400,12 @@ var projectFiles = []file{
 	{"config/prometheus/monitor.yaml.tmpl", "config/prometheus/monitor.yaml"},
 }
 
-// Files renders the project's files, by slash-separated path. Go files
-// are formatted as gofmt does. Complete adds go.sum, the CRD, the role,
-// the webhook configurations and the Prometheus rules.
-func (p Project) Files() (map[string][]byte, error) {
-	d, err := p.validate()
+// Files renders the files of the project to be written into dir, by
+// slash-separated path. Go files are formatted as gofmt does. Complete
+// adds go.sum, the CRD, the role, the webhook configurations, the
+// Prometheus rules and the machine's graph in its lock.
+func (p Project) Files(dir string) (map[string][]byte, error) {
+	d, err := p.validate(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +456,7 @@ func render(name string, src []byte, d data) ([]byte, error) {
 // it returns every problem and writes nothing; when a write fails it
 // removes what it wrote.
 func (p Project) Write(dir string) (err error) {
-	out, err := p.Files()
+	out, err := p.Files(dir)
 	if err != nil {
 		if dirErr := checkDir(dir); dirErr != nil {
 			return errors.Join(err, dirErr)

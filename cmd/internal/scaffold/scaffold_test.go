@@ -32,6 +32,17 @@ func kfsmCheckout(t *testing.T) string {
 	return dir
 }
 
+// relativeCheckout is the path of the kfsm checkout relative to a
+// project's directory dir, as the project writes it.
+func relativeCheckout(t *testing.T, dir string) string {
+	t.Helper()
+	rel, err := filepath.Rel(dir, kfsmCheckout(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.ToSlash(rel)
+}
+
 func widget(t *testing.T) Project {
 	return Project{Module: "example.com/widget", Kind: "Widget", Group: "example.com", KFSMPath: kfsmCheckout(t)}
 }
@@ -104,6 +115,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"hack/run/main_test.go",
 		"internal/controller/suite_test.go",
 		"internal/controller/widget.go",
+		"internal/controller/widget.graph.lock.json",
 		"internal/controller/widget_test.go",
 	}
 	if diff := cmp.Diff(want, tree(t, dir)); diff != "" {
@@ -138,7 +150,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"go.mod": {
 			"module example.com/widget\n",
 			"require github.com/kfsm/kfsm v0.0.0-00010101000000-000000000000\n",
-			"replace github.com/kfsm/kfsm => " + kfsmCheckout(t) + "\n",
+			"replace github.com/kfsm/kfsm => " + relativeCheckout(t, dir) + "\n",
 			"require github.com/google/go-containerregistry " + goContainerRegistry + "\n",
 			"require github.com/open-policy-agent/cert-controller " + certController + "\n",
 		},
@@ -218,8 +230,10 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"KUSTOMIZE ?= $(GO) run " + kustomize + "\n",
 			"\n## verify:", "\nimage: pinned\n", "\nbuild-installer: pinned\n", "\ninstall:\n", "\nuninstall:\n",
 			"\ndeploy: pinned\n", "\nundeploy:\n",
-			"KFSM ?= GOWORK=" + shellWord(filepath.Join(kfsmCheckout(t), "go.work")) + " $(GO) run github.com/kfsm/kfsm/cmd/kfsm\n",
-			"\n\t$(KFSM) check ./...\n",
+			"\nKFSM ?= bin/kfsm\n",
+			"\nkfsm:\n\tGOWORK=auto $(GO) -C " + relativeCheckout(t, dir) + " build -o \"$(CURDIR)/bin/kfsm\" ./cmd/kfsm\n",
+			"\nverify: kfsm\n", "\n\t$(KFSM) check ./...\n",
+			"\nvet: kfsm\n\t$(GO) vet ./...\n\t$(KFSM) vet ./...\n",
 		},
 		"config/crd/kustomization.yaml": {
 			"  - bases/example.com_widgets.yaml\n  # +kfsm:scaffold:crds\n",
@@ -242,7 +256,9 @@ func TestWriteWritesTheProject(t *testing.T) {
 		"config/rbac/webhook_cert_role.yaml": {
 			"resourceNames: [widget-operator-webhook-cert]\n",
 		},
-		"VERSION": {"v0.1.0\n"},
+		"VERSION":    {"v0.1.0\n"},
+		".gitignore": {"\n/dist/\n", "\n/bin/\n"},
+		"internal/controller/widget.graph.lock.json": {"\"machine\": \"widget\",\n  \"unreleased\": true,\n"},
 	} {
 		src, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -253,6 +269,35 @@ func TestWriteWritesTheProject(t *testing.T) {
 				t.Errorf("%s lacks %q", name, w)
 			}
 		}
+	}
+}
+
+// A project that moves, or is shared, still builds while the kfsm
+// checkout that it uses stays where it was beside it: kfsm init writes
+// the checkout's path relative to the project, and no file of the
+// project names a directory of the machine that wrote it.
+func TestInitWritesNoAbsolutePath(t *testing.T) {
+	project(t)
+	dir, checkout := completed.dir, kfsmCheckout(t)
+	rel := relativeCheckout(t, dir) // ../../work/kfsm holds /work/kfsm
+	for _, name := range tree(t, dir) {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = bytes.ReplaceAll(src, []byte(rel), nil)
+		for _, abs := range []string{checkout, completed.parent} {
+			if bytes.Contains(src, []byte(abs)) {
+				t.Errorf("%s names %s", name, abs)
+			}
+		}
+	}
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nreplace github.com/kfsm/kfsm => " + relativeCheckout(t, dir) + "\n"; !strings.Contains(string(mod), want) {
+		t.Errorf("go.mod lacks %q:\n%s", want, mod)
 	}
 }
 
@@ -298,7 +343,7 @@ func TestWriteNamesAreTheKinds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := widget(t)
 			p.Kind, p.Version = tc.kind, tc.version
-			files, err := p.Files()
+			files, err := p.Files(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -457,8 +502,8 @@ func TestWriteAcceptsAnEmptyDirectoryAndARelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(makefile), "\nKFSM ?= $(GO) run github.com/kfsm/kfsm/cmd/kfsm@v0.3.0\n") {
-		t.Errorf("the Makefile runs another kfsm command than the release's:\n%s", makefile)
+	if !strings.Contains(string(makefile), "\nkfsm:\n\tGOBIN=\"$(CURDIR)/bin\" $(GO) install github.com/kfsm/kfsm/cmd/kfsm@v0.3.0\n") {
+		t.Errorf("the Makefile builds another kfsm command than the release's:\n%s", makefile)
 	}
 }
 
@@ -478,8 +523,8 @@ func TestShellWord(t *testing.T) {
 	}
 }
 
-// make verify ends with kfsm check, which the Makefile runs from the kfsm
-// checkout that the project uses, whatever GOWORK says: it fails, and
+// make verify ends with kfsm check, which the Makefile builds from the
+// kfsm checkout that the project uses, whatever GOWORK says: it fails, and
 // says why, on a machine whose graph has a trap.
 func TestMakeVerifyRunsTheModelCheck(t *testing.T) {
 	dir := t.TempDir()
@@ -495,7 +540,7 @@ func TestMakeVerifyRunsTheModelCheck(t *testing.T) {
 	}
 	// The check alone: make verify also runs make generate, which needs
 	// the module proxy.
-	cmd := exec.Command("make", "--no-print-directory", "--eval", "model-check: ; $(KFSM) check ./...", "model-check")
+	cmd := exec.Command("make", "--no-print-directory", "--eval", "model-check: kfsm ; $(KFSM) check ./...", "model-check")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.CombinedOutput()

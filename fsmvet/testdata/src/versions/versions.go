@@ -23,7 +23,7 @@ const (
 type request = fsm.Request[*Moose]
 
 func Machine() *fsm.Machine[*Moose] {
-	return fsm.New[*Moose]("moose", fsm.Lifecycle). // want `machine moose strands the objects of state Sleeping of version 1: no migration says where they go; declare one, such as Machine.Version\(2, fsm.Rename\("Sleeping", ...\)\), or with fsm.Remove, fsm.Merge or fsm.Split \(the graphs released are in moose.graph.lock.json\)`
+	return fsm.New[*Moose]("moose", fsm.Lifecycle). // want `machine moose strands the objects of state Sleeping of version 1: no migration says where they go; declare one, such as Machine.Version\(2, fsm.Rename\("Sleeping", ...\)\), or with fsm.Remove, fsm.Merge or fsm.Split; or, if no release has shipped version 1, mark the lock "unreleased": true, and its graph may change freely until it is released \(the graphs released are in moose.graph.lock.json\)`
 							Version(2, fsm.Rename(Eating, Grazing)).
 							Initial(Tagged).
 							State(Tagged, tag, fsm.To(Roaming)).
