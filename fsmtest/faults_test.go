@@ -449,7 +449,9 @@ func provisioning(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget]
 					}
 					return nil
 				})
-			}, fsm.Observe(func(_ context.Context, run *fsm.ActionRun) (bool, error) { return slices.Contains(made(), run.Key), nil }))
+			}, fsm.Observe(func(_ context.Context, run *fsm.ActionRun) (bool, error) {
+				return slices.Contains(made(), run.Key), nil
+			}))
 			switch a.State {
 			case fsm.ActionPending:
 				return fsm.Wait(0, "Provisioning")
