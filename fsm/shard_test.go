@@ -113,6 +113,21 @@ func (r *replica) count(o any) (any, error) {
 // group "gadgets" would in its own process.
 func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *replica {
 	t.Helper()
+	return startReplicaOf(t, fe, name, func(shards *fsm.Shards) *fsm.Machine[*gadget] {
+		return fsm.New[*gadget]("sharded", fsm.Pipeline).
+			Initial("Counted").
+			Owns(&corev1.ConfigMap{}).
+			State("Counted", h.handler(name), fsm.To("Done")).
+			State("Done", nil, fsm.Final()).
+			PublishGraph(false).
+			Sharded(shards)
+	})
+}
+
+// startReplicaOf runs a manager with the sharded machine that machine
+// makes, as a replica of group "gadgets" would in its own process.
+func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*fsm.Shards) *fsm.Machine[*gadget]) *replica {
+	t.Helper()
 	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}, children: map[types.UID]bool{}}
 	cfg := fe.Config()
 	opts := manager.Options{
@@ -139,14 +154,7 @@ func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *rep
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := fsm.New[*gadget]("sharded", fsm.Pipeline).
-		Initial("Counted").
-		Owns(&corev1.ConfigMap{}).
-		State("Counted", h.handler(name), fsm.To("Done")).
-		State("Done", nil, fsm.Final()).
-		PublishGraph(false).
-		Sharded(shards)
-	if err := m.SetupWithManager(mgr); err != nil {
+	if err := machine(shards).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
