@@ -464,7 +464,8 @@
 // informers listing again (client-go waits longer before each list an
 // informer makes, up to 30 s). A replica that takes a slot queues each
 // of its objects once its cache holds them, and the watch events of that
-// catching up start no reconcile of their own. On
+// catching up start no reconcile of their own; the machine's Watches of
+// its own kind still map them to the other objects they concern. On
 // a server without the gate, every replica caches every object and
 // reconciles only its own: the work is still disjoint, and kfsm logs it
 // once and sets kfsm_shard_fallback to 1.

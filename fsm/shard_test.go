@@ -1,12 +1,14 @@
 package fsm_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
@@ -113,6 +116,21 @@ func (r *replica) count(o any) (any, error) {
 // group "gadgets" would in its own process.
 func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *replica {
 	t.Helper()
+	return startReplicaOf(t, fe, name, func(shards *fsm.Shards) *fsm.Machine[*gadget] {
+		return fsm.New[*gadget]("sharded", fsm.Pipeline).
+			Initial("Counted").
+			Owns(&corev1.ConfigMap{}).
+			State("Counted", h.handler(name), fsm.To("Done")).
+			State("Done", nil, fsm.Final()).
+			PublishGraph(false).
+			Sharded(shards)
+	})
+}
+
+// startReplicaOf runs a manager with the sharded machine that machine
+// makes, as a replica of group "gadgets" would in its own process.
+func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*fsm.Shards) *fsm.Machine[*gadget]) *replica {
+	t.Helper()
 	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}, children: map[types.UID]bool{}}
 	cfg := fe.Config()
 	opts := manager.Options{
@@ -139,14 +157,7 @@ func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *rep
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := fsm.New[*gadget]("sharded", fsm.Pipeline).
-		Initial("Counted").
-		Owns(&corev1.ConfigMap{}).
-		State("Counted", h.handler(name), fsm.To("Done")).
-		State("Done", nil, fsm.Final()).
-		PublishGraph(false).
-		Sharded(shards)
-	if err := m.SetupWithManager(mgr); err != nil {
+	if err := machine(shards).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,6 +276,99 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 	if len(h.overlaps) > 0 {
 		t.Errorf("two replicas reconciled one gadget at once:\n%s", slices.Sorted(slices.Values(h.overlaps)))
 	}
+}
+
+// A change of a gadget that a replica learns of only when it takes the
+// gadget's slot is news to the gadgets that watch it: the replica's
+// cache takes it in with an event that the catch-up filter keeps from
+// the machine's own watch, for the slot's objects are queued anyway,
+// but not from the Watches that map it to other gadgets.
+func TestUnderManagerAReplicaTakingASlotMapsItsObjectsToTheirWatchers(t *testing.T) {
+	fe := fsmtest.New(t)
+	var (
+		mu      sync.Mutex
+		runs    = map[string]int{}
+		watcher atomic.Value // the name of the gadget that watches the others
+	)
+	watcher.Store("")
+	machine := func(shards *fsm.Shards) *fsm.Machine[*gadget] {
+		return fsm.New[*gadget]("sharded", fsm.Pipeline).
+			Initial("Watching").
+			Watches(&gadget{}, func(_ context.Context, o client.Object) []reconcile.Request {
+				if w := watcher.Load().(string); w != "" && w != o.GetName() {
+					return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: w}}}
+				}
+				return nil
+			}).
+			State("Watching", func(_ context.Context, r *request) fsm.Result {
+				mu.Lock()
+				defer mu.Unlock()
+				runs[r.Object.Name]++
+				return fsm.Wait(0, "Watching")
+			}, fsm.To("Done")).
+			State("Done", nil, fsm.Final()).
+			PublishGraph(false).
+			Sharded(shards)
+	}
+	ran := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return runs[name]
+	}
+	a := startReplicaOf(t, fe, "a", machine)
+	startReplicaOf(t, fe, "b", machine)
+	var leases coordinationv1.LeaseList
+	await(t, "a and b to hold slots", func() bool {
+		if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range leases.Items {
+			if l.Annotations[fsm.AnnotationSlots] != "" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	// A gadget of b's watches one of a's.
+	var w, m string
+	for i := 0; w == "" || m == ""; i++ {
+		if i == 64 {
+			t.Fatal("64 gadgets, and not one of a's and one of b's")
+		}
+		g := &gadget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g-%02d", i)}}
+		fe.Create(g)
+		holder, _ := fsm.ShardHolders(leases.Items, "sharded")
+		switch holder(g.UID) {
+		case "a":
+			m = cmp.Or(m, g.Name)
+		case "b":
+			w = cmp.Or(w, g.Name)
+		}
+	}
+	await(t, "the gadgets' handlers to run", func() bool { return ran(w) > 0 && ran(m) > 0 })
+	watcher.Store(w)
+	var g gadget
+	if err := fe.Client.Get(t.Context(), client.ObjectKey{Namespace: fe.Namespace, Name: m}, &g); err != nil {
+		t.Fatal(err)
+	}
+	before, seen := ran(w), ran(m)
+	fe.Update(&g, func() { g.Spec.Target = 1 })
+	await(t, "a to run the changed gadget and write its status", func() bool {
+		if err := fe.Client.Get(t.Context(), client.ObjectKeyFromObject(&g), &g); err != nil {
+			t.Fatal(err)
+		}
+		return ran(m) > seen && g.Status.ObservedGeneration == g.Generation
+	})
+	// Then b's first reconcile of it writes nothing whose echo a watch
+	// would map.
+	time.Sleep(500 * time.Millisecond)
+	if got := ran(w); got != before {
+		t.Logf("b ran the watcher %d times for a gadget of a's slots; its cache should not hold them", got-before)
+		before = got
+	}
+	a.stop()
+	await(t, "b to run the watcher once it holds the changed gadget", func() bool { return ran(w) > before })
 }
 
 func leaseHolders(l coordinationv1.LeaseList) []string {

@@ -42,7 +42,10 @@ func (r *reconciler[T]) kindOf(obj client.Object) (schema.GroupKind, bool) {
 // is no news for the object written, but it is for the other objects a
 // watch maps it to (a moose's friends). The cache has the written version
 // by then. Echoes of children are not handed on, so that a watch mapping
-// a child to its parent cannot make kfsm's applies drive the loop.
+// a child to its parent cannot make kfsm's applies drive the loop. The
+// catch-up filter of a sharded machine hands on what it drops too: an
+// object of a slot the replica takes is queued when the slot is, but
+// its friends would not hear that it changed.
 func (r *reconciler[T]) echoed(gk schema.GroupKind, obj client.Object) {
 	if gk != r.gk {
 		return

@@ -346,11 +346,17 @@ func (s *Replica) caughtUp(gk schema.GroupKind, obj client.Object) bool {
 // slot, it queues each of them once (see Machine.Gained), and an event
 // that came in while its first reconcile ran would only run the object
 // again. kindOf tells the kind of the machine's objects and children, and
-// false for others.
-func (s *Replica) CatchUpFilter(kindOf func(client.Object) (schema.GroupKind, bool)) predicate.Predicate {
+// false for others. Each event dropped goes to dropped: it is no news for
+// the object, but it is for the other objects that a watch maps it to,
+// which Gained does not queue.
+func (s *Replica) CatchUpFilter(kindOf func(client.Object) (schema.GroupKind, bool), dropped func(schema.GroupKind, client.Object)) predicate.Predicate {
 	news := func(obj client.Object) bool {
 		gk, ours := kindOf(obj)
-		return !ours || !s.caughtUp(gk, obj)
+		if !ours || !s.caughtUp(gk, obj) {
+			return true
+		}
+		dropped(gk, obj)
+		return false
 	}
 	return predicate.Funcs{
 		CreateFunc: func(ev event.CreateEvent) bool { return news(ev.Object) },

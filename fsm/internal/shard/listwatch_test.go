@@ -205,11 +205,17 @@ func TestTheCatchUpOfSlotsNotReconciledIsNoNews(t *testing.T) {
 			t.Errorf("%s@%s in slot %s is news: %v, want %v", c.obj.Name, c.obj.ResourceVersion, c.obj.Labels[LabelSlot], got, c.news)
 		}
 	}
-	filter := s.CatchUpFilter(func(client.Object) (schema.GroupKind, bool) { return configMaps, true })
+	var dropped []string
+	filter := s.CatchUpFilter(func(client.Object) (schema.GroupKind, bool) { return configMaps, true },
+		func(_ schema.GroupKind, obj client.Object) { dropped = append(dropped, obj.GetName()) })
 	if filter.Create(event.CreateEvent{Object: listed[0]}) {
 		t.Error("the filter let the catch-up of a slot not reconciled through")
 	}
 	if !filter.Create(event.CreateEvent{Object: listed[1]}) {
 		t.Error("the filter dropped the catch-up of a slot that this replica reconciles")
+	}
+	// The watches that map an object to others still hear of it.
+	if diff := cmp.Diff([]string{"theirs"}, dropped); diff != "" {
+		t.Errorf("the events dropped handed on (-want +got):\n%s", diff)
 	}
 }
