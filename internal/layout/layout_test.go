@@ -1,23 +1,29 @@
 package layout
 
 import (
-	"bytes"
 	"go/ast"
 	"go/parser"
+	"go/scanner"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
 
-// The bounds, in lines as wc -l counts them: comments, blank lines and
-// generated code included.
+// The bounds. Sizes count lines of code: lines with a token of Go on
+// them, so that comments, blank lines and generated files count for
+// nothing and documentation never competes with code.
 const (
-	maxPackageLines  = 6500 // package fsm, its tests left out
-	maxFileLines     = 700  // any file of the library, tests left out
-	maxFunctionLines = 80   // from func to its closing brace
+	// maxEngineLines bounds the engine, package fsm and its internal
+	// packages, tests left out: set at the engine's size, it only goes
+	// down. Code that the engine sheds by moving it elsewhere in the
+	// repository is not the point; code made simpler is.
+	maxEngineLines   = 7820
+	maxFileLines     = 600 // any file of the library, tests left out
+	maxFunctionLines = 80  // from func to its closing brace, comments included
 )
 
 // The library's packages, relative to the repository's root; each
@@ -50,36 +56,54 @@ func sources(t *testing.T, dir string) []string {
 	return files
 }
 
-func lines(t *testing.T, path string) int {
+// codeLines counts the lines of path that hold a token of Go, comments
+// left out; a generated file counts none.
+func codeLines(t *testing.T, path string) int {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bytes.Count(data, []byte("\n"))
+	if generated.Match(src) {
+		return 0
+	}
+	fset := token.NewFileSet()
+	f := fset.AddFile(path, -1, len(src))
+	var s scanner.Scanner
+	s.Init(f, src, nil, 0) // mode 0: comments are skipped
+	lines := map[int]bool{}
+	for {
+		pos, tok, lit := s.Scan()
+		if tok == token.EOF {
+			break
+		}
+		if tok == token.SEMICOLON && lit == "\n" {
+			continue // inserted at a line's end: that line counts by its own tokens
+		}
+		lines[f.Line(pos)] = true
+	}
+	return len(lines)
 }
 
-func TestPackageFsmStaysUnderItsSize(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("..", "..", "fsm", "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
+// generated matches the header of a generated file, as go generate's
+// convention writes it.
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+func TestTheEngineStaysUnderItsSize(t *testing.T) {
 	total := 0
-	for _, path := range paths {
-		if !strings.HasSuffix(path, "_test.go") {
-			total += lines(t, path)
-		}
+	for _, path := range sources(t, "fsm") {
+		total += codeLines(t, path)
 	}
-	if total >= maxPackageLines {
-		t.Errorf("package fsm has %d lines, tests left out; keep it under %d by moving a mechanism that does not need Machine[T] to fsm/internal", total, maxPackageLines)
+	if total > maxEngineLines {
+		t.Errorf("the engine (fsm and fsm/internal) has %d lines of code, tests and comments left out, over its bound of %d: make it simpler", total, maxEngineLines)
 	}
 }
 
 func TestNoFileOfTheLibraryIsLong(t *testing.T) {
 	for _, dir := range library {
 		for _, path := range sources(t, dir) {
-			if n := lines(t, path); n > maxFileLines {
-				t.Errorf("%s has %d lines, more than %d: it holds two ideas", path, n, maxFileLines)
+			if n := codeLines(t, path); n > maxFileLines {
+				t.Errorf("%s has %d lines of code, more than %d: it holds two ideas", path, n, maxFileLines)
 			}
 		}
 	}
