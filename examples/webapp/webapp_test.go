@@ -137,56 +137,54 @@ func TestWebAppLifecycle(t *testing.T) {
 	}
 }
 
-// A new DNS name moves the app's record: the new name is registered and
-// the old one, which the operator registered, is removed, not leaked.
-func TestChangingTheDNSNameMovesTheRecord(t *testing.T) {
-	e := fsmtest.New(t)
-	fsmtest.Run(e, operator(e))
-	app := &v1alpha1.WebApp{
-		ObjectMeta: metav1.ObjectMeta{Name: "news"},
-		Spec:       v1alpha1.WebAppSpec{Image: "registry.example/news:1", Replicas: ptr.To[int32](1), DNSName: "a.example.com"},
-	}
-	e.Create(app)
-	e.AwaitReady(app)
-	target := "news." + e.Namespace + ".svc.cluster.local"
-	if diff := cmp.Diff(map[string]string{"a.example.com": target}, registry(e).Records()); diff != "" {
-		t.Fatalf("the DNS records once Ready (-want +got):\n%s", diff)
-	}
+// A new DNS name moves the app's record, and a removed one removes it:
+// the record the operator registered is removed, not leaked, and the
+// status names the one registered now. Deletion removes what is left.
+func TestAChangedDNSNameMovesTheRecord(t *testing.T) {
+	for name, to := range map[string]string{"Changed": "b.example.com", "Removed": ""} {
+		t.Run(name, func(t *testing.T) {
+			e := fsmtest.New(t)
+			fsmtest.Run(e, operator(e))
+			app := &v1alpha1.WebApp{
+				ObjectMeta: metav1.ObjectMeta{Name: "news"},
+				Spec:       v1alpha1.WebAppSpec{Image: "registry.example/news:1", Replicas: ptr.To[int32](1), DNSName: "a.example.com"},
+			}
+			target := "news." + e.Namespace + ".svc.cluster.local"
+			records := func(names ...string) map[string]string {
+				want := map[string]string{}
+				for _, n := range names {
+					want[n] = target
+				}
+				return want
+			}
+			e.Create(app)
+			e.AwaitReady(app)
+			if diff := cmp.Diff(records("a.example.com"), registry(e).Records()); diff != "" {
+				t.Fatalf("the DNS records once Ready (-want +got):\n%s", diff)
+			}
+			if app.Status.RegisteredDNSName != "a.example.com" {
+				t.Errorf("the status records %q as registered, want a.example.com", app.Status.RegisteredDNSName)
+			}
 
-	e.Update(app, func() { app.Spec.DNSName = "b.example.com" })
-	e.AwaitReady(app)
-	if diff := cmp.Diff(map[string]string{"b.example.com": target}, registry(e).Records()); diff != "" {
-		t.Errorf("the DNS records once Ready under the new name (-want +got):\n%s", diff)
-	}
+			e.Update(app, func() { app.Spec.DNSName = to })
+			e.AwaitReady(app)
+			want := records()
+			if to != "" {
+				want = records(to)
+			}
+			if diff := cmp.Diff(want, registry(e).Records()); diff != "" {
+				t.Errorf("the DNS records once Ready with dnsName %q (-want +got):\n%s", to, diff)
+			}
+			if app.Status.RegisteredDNSName != to {
+				t.Errorf("the status records %q as registered, want %q", app.Status.RegisteredDNSName, to)
+			}
 
-	e.Delete(app)
-	e.AwaitGone(app)
-	if got := registry(e).Records(); len(got) != 0 {
-		t.Errorf("the DNS records outlived the app: %v", got)
-	}
-}
-
-// An app whose DNS name is removed from its spec keeps no record.
-func TestRemovingTheDNSNameRemovesTheRecord(t *testing.T) {
-	e := fsmtest.New(t)
-	fsmtest.Run(e, operator(e))
-	app := &v1alpha1.WebApp{
-		ObjectMeta: metav1.ObjectMeta{Name: "news"},
-		Spec:       v1alpha1.WebAppSpec{Image: "registry.example/news:1", Replicas: ptr.To[int32](1), DNSName: "a.example.com"},
-	}
-	e.Create(app)
-	e.AwaitReady(app)
-	if app.Status.RegisteredDNSName != "a.example.com" {
-		t.Errorf("the status records %q as registered, want a.example.com", app.Status.RegisteredDNSName)
-	}
-
-	e.Update(app, func() { app.Spec.DNSName = "" })
-	e.AwaitReady(app)
-	if got := registry(e).Records(); len(got) != 0 {
-		t.Errorf("the DNS records once the name was removed: %v", got)
-	}
-	if app.Status.RegisteredDNSName != "" {
-		t.Errorf("the status records %q as registered once the name was removed", app.Status.RegisteredDNSName)
+			e.Delete(app)
+			e.AwaitGone(app)
+			if got := registry(e).Records(); len(got) != 0 {
+				t.Errorf("the DNS records outlived the app: %v", got)
+			}
+		})
 	}
 }
 
