@@ -391,15 +391,7 @@ func (tr *tracker) digest(doc []byte) uint64 {
 			delete(meta, "generation")
 		}
 		if status, ok := m["status"].(map[string]any); ok {
-			// An action's key is made of the object's UID.
-			if actions, ok := status["actions"].([]any); ok {
-				for _, a := range actions {
-					if a, ok := a.(map[string]any); ok {
-						delete(a, "key")
-					}
-				}
-			}
-			m["status"] = withoutPath(status)
+			m["status"] = withoutPath(status) // an action's key too, made of the object's UID
 		}
 	}
 	out, _ := json.Marshal(withoutWords(tr.e.normalize(v)))
