@@ -195,8 +195,9 @@ func (s *Stepper[T]) nextDue() string {
 }
 
 // acting reports whether an object runs an action: a record of its
-// state without an outcome. The records of the states an object left
-// are gone, and those that a deletion cancelled stay in a state it left.
+// state without an outcome, nor the error of a failed run that waits for
+// its retry. The records of the states an object left are gone, and
+// those that a deletion cancelled stay in a state it left.
 func (s *Stepper[T]) acting() bool {
 	s.e.T.Helper()
 	list, err := listOf[T](s.e)
@@ -212,7 +213,7 @@ func (s *Stepper[T]) acting() bool {
 		}
 		st := obj.FSMStatus()
 		for _, a := range st.Actions {
-			if a.Outcome == "" && a.State == st.State {
+			if a.Outcome == "" && a.Error == "" && a.State == st.State {
 				return true
 			}
 		}
