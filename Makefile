@@ -13,7 +13,13 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
-.PHONY: test explore seeded-bugs fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
+.PHONY: check test explore seeded-bugs fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
+
+## check: the tests that need no API server, browser or built project (go test -short:
+## the graph, the engine's mechanisms, the analyzers, the renderers, the dashboard's
+## layout), with the race detector; cluster's example starts an API server
+check:
+	$(GO) test -short -race -count=1 -skip '^ExampleStart$$' $(PACKAGES)
 
 ## test: run every test, with the race detector, against a real API server
 ## (three packages at a time, and four parallel tests in each: they mostly

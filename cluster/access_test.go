@@ -14,6 +14,9 @@ import (
 )
 
 func TestServiceAccountHasItsRoleAndNothingMore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	c, err := cluster.Start(t.Context(), cluster.Options{})
 	if err != nil {
 		t.Fatal(err)

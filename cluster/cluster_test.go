@@ -47,6 +47,9 @@ func newClient(t *testing.T, c *cluster.Cluster) client.Client {
 }
 
 func TestClusterServesCRDsWithStatusAndStopsCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	before := childProcesses(t)
 	c, err := cluster.Start(t.Context(), cluster.Options{CRDPaths: []string{testCRDs}})
 	if err != nil {
@@ -126,6 +129,9 @@ func TestClusterServesCRDsWithStatusAndStopsCleanly(t *testing.T) {
 }
 
 func TestClusterStopsWhenContextIsCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	before := childProcesses(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	c, err := cluster.Start(ctx, cluster.Options{})
@@ -156,6 +162,9 @@ func TestMissingCRDPathFailsAndLeavesNothingRunning(t *testing.T) {
 }
 
 func TestWorkloadsRunDeploymentsAndCollectGarbage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	c, err := cluster.Start(t.Context(), cluster.Options{Workloads: true})
 	if err != nil {
 		t.Fatal(err)

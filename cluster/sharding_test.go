@@ -30,6 +30,9 @@ func inLowerHalf(uid string) bool {
 // does, and says so in the list's shardInfo; with it off, it sends
 // everything and says nothing, which is how a client tells the two apart.
 func TestFeatureGatesTurnOnShardedListAndWatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	for _, gate := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ShardedListAndWatch=%t", gate), func(t *testing.T) {
 			c, err := cluster.Start(t.Context(), cluster.Options{FeatureGates: map[string]bool{"ShardedListAndWatch": gate}})

@@ -68,6 +68,9 @@ type Env struct {
 // Main must be the package's TestMain.
 func New(t testing.TB) *Env {
 	t.Helper()
+	if pkg.cluster == nil && testing.Short() {
+		t.Skip("fsmtest: this test needs an API server, which -short does not start")
+	}
 	if pkg.cluster == nil {
 		t.Fatal("fsmtest: no cluster: the package's TestMain must call fsmtest.Main")
 	}

@@ -87,7 +87,8 @@ var pkg struct {
 // Main is the whole of a test package's TestMain: it starts a real API
 // server (etcd and kube-apiserver, and the workloads tier if asked) with
 // the CRDs installed, runs the tests, reports the edge coverage of the
-// machines they ran, stops the cluster and exits.
+// machines they ran, stops the cluster and exits. With -short it starts
+// no API server: the tests that need none run, and New skips the others.
 //
 //	func TestMain(m *testing.M) {
 //		fsmtest.Main(m, fsmtest.Options{CRDs: []fs.FS{moose.CRDs}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
@@ -97,6 +98,14 @@ func Main(m *testing.M, opts Options) {
 }
 
 func runMain(m *testing.M, opts Options) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		// make check: the tests that need no API server run, and New
+		// skips the others.
+		return m.Run()
+	}
 	logger := opts.Logger
 	if logger.GetSink() == nil {
 		logger = logr.Discard()

@@ -50,6 +50,9 @@ func TestOverlapFindsTwoReplicasOnOneObjectAtOnce(t *testing.T) {
 // own, as a Deployment renamed halfway through a rollout would be) both
 // reconcile every object: the oracle of Replicas says so.
 func TestReplicasThatDoNotShareAreCaughtReconcilingAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an API server, which -short does not start")
+	}
 	slow := func(*Env) *fsm.Machine[*v1alpha1.Gadget] {
 		return fsm.New[*v1alpha1.Gadget]("slow", fsm.Lifecycle).
 			Initial("Working").

@@ -44,6 +44,9 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	logf.SetLogger(logr.Discard())
 	cl, err := cluster.Start(t.Context(), cluster.Options{})
 	if err != nil {

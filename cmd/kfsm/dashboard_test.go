@@ -346,6 +346,9 @@ func kubectlFsmOnTheDemo(t *testing.T, kubeconfig string) {
 // that it prints.
 func startDemo(t *testing.T) (kubeconfig, url string, stop func() error) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	ctx, interrupt := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)

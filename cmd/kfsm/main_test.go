@@ -72,6 +72,9 @@ func TestAssetsPrintsTheDirectoryLast(t *testing.T) {
 }
 
 func TestDemoServesUntilItsDurationThenExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -126,6 +129,9 @@ func TestDemoServesUntilItsDurationThenExits(t *testing.T) {
 // managed client is installed and the database runs, with its CloudEvents;
 // the demo stops cleanly when interrupted.
 func TestDemoWithWorkloadsRunsBothOperators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test starts an API server")
+	}
 	ctx, interrupt := context.WithCancel(t.Context())
 	defer interrupt()
 	pr, pw := io.Pipe()

@@ -13,6 +13,9 @@ import (
 )
 
 func TestVetFindsNothingInTheExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test type-checks every example")
+	}
 	var out bytes.Buffer
 	if err := run(t.Context(), &out, "vet", "../../examples/..."); err != nil {
 		t.Fatalf("kfsm vet on the examples: %v\n%s", err, &out)
@@ -26,6 +29,9 @@ func TestVetFindsNothingInTheExamples(t *testing.T) {
 // with kfsm as its vet tool, report the one handler line whose Next has
 // become illegal, and fail.
 func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test builds kfsm and vets a copy of the examples")
+	}
 	bin := filepath.Join(t.TempDir(), "kfsm")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -77,6 +83,9 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 // vet fails, naming the released state whose objects would stop and the
 // migration to declare; with the migration declared, it is clean.
 func TestVetRefusesAGraphThatStrandsAReleasedState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test vets a copy of the examples")
+	}
 	dir, root := examplesModule(t)
 	moose := filepath.Join(dir, "moose")
 	if err := os.CopyFS(moose, os.DirFS(filepath.Join(root, "examples", "moose"))); err != nil {

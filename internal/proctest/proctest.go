@@ -15,6 +15,9 @@ import (
 // returns the program's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test builds and runs an operator process")
+	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command builds %s: %v", pkg, err)

@@ -37,6 +37,9 @@ func graphvizChild(what string) int {
 // none). The code is kept in the user's own cache directory, writable by
 // the user alone, or, where that directory is open to others, in memory.
 func TestGraphvizCachesOnlyInTheUsersOwnDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test runs processes that compile graphviz from nothing")
+	}
 	cases := map[string]struct {
 		reason string
 		child  string

@@ -47,6 +47,9 @@ func TestMain(m *testing.M) {
 // holds relative to itself, leads there from the copy too.
 func project(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test builds and runs a new project")
+	}
 	completed.once.Do(func() {
 		parent, err := os.MkdirTemp("", "kfsm-scaffold")
 		if err != nil {
@@ -91,6 +94,9 @@ func run(t *testing.T, dir, name string, args ...string) string {
 
 func command(t *testing.T, dir, name string, args ...string) (string, error) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test builds and runs a new project")
+	}
 	cmd := exec.CommandContext(t.Context(), name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")

@@ -527,6 +527,9 @@ func TestShellWord(t *testing.T) {
 // kfsm checkout that the project uses, whatever GOWORK says: it fails, and
 // says why, on a machine whose graph has a trap.
 func TestMakeVerifyRunsTheModelCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test builds kfsm in a new project")
+	}
 	dir := t.TempDir()
 	if err := widget(t).Write(dir); err != nil {
 		t.Fatal(err)

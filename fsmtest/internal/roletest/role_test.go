@@ -88,6 +88,9 @@ func TestTheOperatorHasItsRoleAndNothingMore(t *testing.T) {
 // Run fails at once, saying what the API server refused, and the
 // operator still stops.
 func TestAnOperatorThatMayNotListFailsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an API server, which -short does not start")
+	}
 	var failure string
 	stopped := make(chan struct{})
 	t.Run("run", func(t *testing.T) {
