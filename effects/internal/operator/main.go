@@ -45,17 +45,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testoperator"
 )
 
 // The machine's states.
@@ -72,84 +66,45 @@ const (
 )
 
 type options struct {
-	identity, namespace, service, mode, crash string
-	sharded                                   bool
-	leaseDuration, renewDeadline, retryPeriod time.Duration
-	callTimeout                               time.Duration
-	workers, actionLimit                      int
+	*testoperator.Process
+	service, mode, crash string
+	sharded              bool
+	callTimeout          time.Duration
+	workers, actionLimit int
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.identity, "identity", "", "this process's name, in its output, its User-Agent and its membership Lease")
-	flag.StringVar(&o.namespace, "namespace", "", "namespace of the gadgets")
+	o := options{Process: testoperator.Flags()}
 	flag.StringVar(&o.service, "service", "", "base URL of the payment service")
 	flag.StringVar(&o.mode, "mode", "neither", "how an interrupted charge resumes: keys, observe or neither")
 	flag.StringVar(&o.crash, "crash", "", "the point at which the process kills itself: before-intent, after-intent or before-outcome")
 	flag.BoolVar(&o.sharded, "sharded", false, "run as a replica of the group \"effects\"")
-	flag.DurationVar(&o.leaseDuration, "lease-duration", 4*time.Second, "how long a replica's slots outlive its last renewal")
-	flag.DurationVar(&o.renewDeadline, "renew-deadline", 3*time.Second, "how long a replica tries to renew before it gives its slots up")
-	flag.DurationVar(&o.retryPeriod, "retry-period", time.Second, "how often a replica renews its Lease and reads the others'")
 	flag.DurationVar(&o.callTimeout, "call-timeout", 2*time.Minute, "how long a charge may take before the process gives up on its answer")
 	flag.IntVar(&o.workers, "workers", 4, "how many gadgets the process reconciles at once")
 	flag.IntVar(&o.actionLimit, "action-limit", 16, "how many charges run at once")
 	flag.Parse()
-	if o.identity == "" || o.namespace == "" || o.service == "" {
-		fmt.Fprintln(os.Stderr, "operator: -identity, -namespace and -service are required")
-		os.Exit(2)
+	switch {
+	case o.Identity == "" || o.Namespace == "" || o.service == "":
+		testoperator.Usage("-identity, -namespace and -service are required")
+	case o.mode != "keys" && o.mode != "observe" && o.mode != "neither":
+		testoperator.Usage("-mode %q is none of keys, observe and neither", o.mode)
+	case o.crash != "" && o.crash != BeforeIntent && o.crash != AfterIntent && o.crash != BeforeOutcome:
+		testoperator.Usage("-crash %q is no crash point of the operator's", o.crash)
 	}
-	switch o.mode {
-	case "keys", "observe", "neither":
-	default:
-		fmt.Fprintf(os.Stderr, "operator: -mode %q is none of keys, observe and neither\n", o.mode)
-		os.Exit(2)
-	}
-	switch o.crash {
-	case "", BeforeIntent, AfterIntent, BeforeOutcome:
-	default:
-		fmt.Fprintf(os.Stderr, "operator: -crash %q is no crash point of the operator's\n", o.crash)
-		os.Exit(2)
-	}
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
-		fmt.Fprintln(os.Stderr, "operator:", err)
-		os.Exit(1)
-	}
+	testoperator.Main(func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, o.identity, prefix, args) }, funcr.Options{LogTimestamp: true, TimestampFormat: "15:04:05.000"})
-	ctrl.SetLogger(log)
-	klog.SetLogger(log)
-	out := &reporter{identity: o.identity}
+	out := &reporter{identity: o.Identity}
 	crash := &crasher{point: o.crash, out: out}
-
-	cfg, err := ctrl.GetConfig() // -kubeconfig, which controller-runtime defines
+	cfg, opts, err := o.Setup("effects")
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "effects-operator/" + o.identity
 	cfg.Wrap(crash.intents)
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	opts := manager.Options{
-		Scheme:  scheme,
-		Logger:  log,
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	}
 	var shards *fsm.Shards
 	if o.sharded {
-		shards, err = fsm.NewShards(cfg, &opts, fsm.ShardOptions{
-			Name: "effects", Namespace: o.namespace, Identity: o.identity,
-			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
-		})
-		if err != nil {
+		if shards, err = o.Shards(cfg, &opts, "effects"); err != nil {
 			return err
 		}
 	}

@@ -24,26 +24,19 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testoperator"
 )
 
 // The machine's states.
@@ -57,88 +50,52 @@ const (
 const ModeAction = "action"
 
 type options struct {
-	identity, namespace, lease   string
-	leaseDuration, renewDeadline time.Duration
-	retryPeriod, tick            time.Duration
-	fence                        bool
+	*testoperator.Process
+	lease string
+	tick  time.Duration
+	fence bool
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.identity, "identity", "", "this process's name: the Lease's holder identity and the User-Agent")
-	flag.StringVar(&o.namespace, "namespace", "", "namespace of the gadgets and the Lease")
+	o := options{Process: testoperator.Flags()}
 	flag.StringVar(&o.lease, "lease", "failover", "name of the Lease")
-	flag.DurationVar(&o.leaseDuration, "lease-duration", 4*time.Second, "how long a standby waits before it takes an unrenewed Lease")
-	flag.DurationVar(&o.renewDeadline, "renew-deadline", 3*time.Second, "how long the leader tries to renew before it gives up")
-	flag.DurationVar(&o.retryPeriod, "retry-period", time.Second, "how often the candidates try the Lease")
 	flag.DurationVar(&o.tick, "tick", 500*time.Millisecond, "how often Ticking writes the status")
 	flag.BoolVar(&o.fence, "fence", true, "write only while the Lease is known to be held")
 	flag.Parse()
-	if o.identity == "" || o.namespace == "" {
-		fmt.Fprintln(os.Stderr, "operator: -identity and -namespace are required")
-		os.Exit(2)
+	if o.Identity == "" || o.Namespace == "" {
+		testoperator.Usage("-identity and -namespace are required")
 	}
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
-		fmt.Fprintln(os.Stderr, "operator:", err)
-		os.Exit(1)
-	}
+	testoperator.Main(func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, o.identity, prefix, args) }, funcr.Options{})
-	ctrl.SetLogger(log)
-	klog.SetLogger(log)
-	out := &reporter{identity: o.identity}
-
-	cfg, err := ctrl.GetConfig() // -kubeconfig, which controller-runtime defines
+	out := &reporter{identity: o.Identity}
+	cfg, opts, err := o.Setup("failover")
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "failover-operator/" + o.identity
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	if err := o.Leader(cfg, &opts, o.lease, o.fence); err != nil {
 		return err
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	opts := manager.Options{
-		Scheme:                        scheme,
-		Logger:                        log,
-		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		LeaderElection:                true,
-		LeaderElectionID:              o.lease,
-		LeaderElectionNamespace:       o.namespace,
-		LeaseDuration:                 &o.leaseDuration,
-		RenewDeadline:                 &o.renewDeadline,
-		RetryPeriod:                   &o.retryPeriod,
-		LeaderElectionReleaseOnCancel: true,
-	}
-	if o.fence {
-		if err := fsm.FenceLeaderElection(cfg, &opts, o.identity); err != nil {
-			return err
-		}
-	} else {
+	if !o.fence {
 		// The same Lease lock, named by the identity, without the fence.
 		leaseCfg := rest.CopyConfig(cfg)
-		leaseCfg.Timeout = max(o.renewDeadline/2, time.Second) // as controller-runtime sets it
+		leaseCfg.Timeout = max(o.RenewDeadline/2, time.Second) // as controller-runtime sets it
 		leaseClient, err := kubernetes.NewForConfig(leaseCfg)
 		if err != nil {
 			return err
 		}
 		opts.LeaderElectionResourceLockInterface = &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.lease},
+			LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: o.lease},
 			Client:     leaseClient.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: o.identity},
+			LockConfig: resourcelock.ResourceLockConfig{Identity: o.Identity},
 		}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return err
 	}
-	g := &gadgets{identity: o.identity, tick: o.tick, out: out}
+	g := &gadgets{identity: o.Identity, tick: o.tick, out: out}
 	m := fsm.New[*v1alpha1.Gadget]("failover", fsm.Lifecycle).
 		Initial(Start).
 		State(Start, g.start, fsm.To(Ticking, Working)).

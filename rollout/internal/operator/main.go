@@ -30,22 +30,15 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testoperator"
 )
 
 // The states of both versions.
@@ -70,67 +63,36 @@ const (
 )
 
 type options struct {
-	identity, namespace, mode, metricsAddr    string
-	version                                   int
-	leaseDuration, renewDeadline, retryPeriod time.Duration
-	tick                                      time.Duration
-	ignoreNewer                               bool
+	*testoperator.Process
+	mode        string
+	version     int
+	tick        time.Duration
+	ignoreNewer bool
 }
 
 func main() {
-	var o options
+	o := options{Process: testoperator.Flags()}
 	flag.IntVar(&o.version, "version", 1, "the version of the graph that the process runs: 1 or 2")
-	flag.StringVar(&o.identity, "identity", "", "this process's name: its Lease's holder and the User-Agent")
-	flag.StringVar(&o.namespace, "namespace", "", "namespace of the gadgets and the Leases")
 	flag.StringVar(&o.mode, "mode", Leader, "leader (elect a leader on a Lease) or sharded (share the gadgets with fsm.NewShards)")
-	flag.StringVar(&o.metricsAddr, "metrics-addr", "0", "host:port of the metrics endpoint; 0 serves none")
-	flag.DurationVar(&o.leaseDuration, "lease-duration", 4*time.Second, "how long a Lease may go unrenewed before another process takes over")
-	flag.DurationVar(&o.renewDeadline, "renew-deadline", 3*time.Second, "how long a holder tries to renew before it gives up")
-	flag.DurationVar(&o.retryPeriod, "retry-period", time.Second, "how often the processes try and renew their Leases")
+	flag.StringVar(&o.MetricsAddr, "metrics-addr", "0", "host:port of the metrics endpoint; 0 serves none")
 	flag.DurationVar(&o.tick, "tick", 300*time.Millisecond, "how often a resting gadget's status is written")
 	flag.BoolVar(&o.ignoreNewer, "ignore-newer", false, "a fault: forget status.graphVersion in the cache, so that no gadget looks newer")
 	flag.Parse()
-	if o.identity == "" || o.namespace == "" {
-		fmt.Fprintln(os.Stderr, "operator: -identity and -namespace are required")
-		os.Exit(2)
+	switch {
+	case o.Identity == "" || o.Namespace == "":
+		testoperator.Usage("-identity and -namespace are required")
+	case o.version != 1 && o.version != 2:
+		testoperator.Usage("-version %d is neither 1 nor 2", o.version)
+	case o.mode != Leader && o.mode != Sharded:
+		testoperator.Usage("-mode %q is neither %s nor %s", o.mode, Leader, Sharded)
 	}
-	if o.version != 1 && o.version != 2 {
-		fmt.Fprintf(os.Stderr, "operator: -version %d is neither 1 nor 2\n", o.version)
-		os.Exit(2)
-	}
-	if o.mode != Leader && o.mode != Sharded {
-		fmt.Fprintf(os.Stderr, "operator: -mode %q is neither %s nor %s\n", o.mode, Leader, Sharded)
-		os.Exit(2)
-	}
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
-		fmt.Fprintln(os.Stderr, "operator:", err)
-		os.Exit(1)
-	}
+	testoperator.Main(func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, o.identity, prefix, args) }, funcr.Options{LogTimestamp: true, TimestampFormat: "15:04:05.000"})
-	ctrl.SetLogger(log)
-	klog.SetLogger(log)
-
-	cfg, err := ctrl.GetConfig() // -kubeconfig, which controller-runtime defines
+	cfg, opts, err := o.Setup("rollout")
 	if err != nil {
 		return err
-	}
-	cfg.UserAgent = "rollout-operator/" + o.identity
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	opts := manager.Options{
-		Scheme:  scheme,
-		Logger:  log,
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
-		Metrics: metricsserver.Options{BindAddress: o.metricsAddr},
 	}
 	if o.ignoreNewer {
 		opts.Cache.ByObject = map[client.Object]cache.ByObject{&v1alpha1.Gadget{}: {Transform: forgetGraphVersion}}
@@ -138,28 +100,18 @@ func run(ctx context.Context, o options) error {
 	var shards *fsm.Shards
 	switch o.mode {
 	case Leader:
-		opts.LeaderElection = true
-		opts.LeaderElectionID = "rollout"
-		opts.LeaderElectionNamespace = o.namespace
-		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &o.leaseDuration, &o.renewDeadline, &o.retryPeriod
-		opts.LeaderElectionReleaseOnCancel = true
-		if err := fsm.FenceLeaderElection(cfg, &opts, o.identity); err != nil {
-			return err
-		}
+		err = o.Leader(cfg, &opts, "rollout", true)
 	case Sharded:
-		shards, err = fsm.NewShards(cfg, &opts, fsm.ShardOptions{
-			Name: "rollout", Namespace: o.namespace, Identity: o.identity,
-			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
-		})
-		if err != nil {
-			return err
-		}
+		shards, err = o.Shards(cfg, &opts, "rollout")
+	}
+	if err != nil {
+		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return err
 	}
-	h := &handlers{identity: o.identity, tick: o.tick}
+	h := &handlers{identity: o.Identity, tick: o.tick}
 	m := versionOne(h)
 	if o.version == 2 {
 		m = versionTwo(h)
