@@ -15,6 +15,15 @@
 // version: the one it answered with is the last writer's, perhaps someone
 // else's whose event is still to come.
 //
+// Nor is the event of a version that a reconcile has read already: the
+// informer files a version in its cache before it hands its event on, and
+// under load the event may wait there while a reconcile that another
+// cause started (the queueing of a slot taken over, a child's change)
+// reads the version and acts on it. So the newest version that a
+// reconcile read of each object of the machine's own kind is kept too
+// (see Read), until the object is forgotten, and an event of it or of an
+// older one is dropped as an echo is.
+//
 // An event can arrive before the write that caused it has returned. While
 // a write is in flight, events of the object are held; when the write
 // returns, those of its version are dropped and any other means that
@@ -68,6 +77,9 @@ type Marks struct {
 	// whose mark has ended.
 	guarded uint16
 	guards  map[markKey]uint64
+	// read holds, of each object of the guarded kind, the newest version
+	// that a reconcile read from the cache.
+	read map[markKey]uint64
 	// created holds the versions that kfsm's creates left, of children
 	// that no write has changed since.
 	created map[kindVersion]struct{}
@@ -128,7 +140,7 @@ func NewMarks(guarded schema.GroupKind) *Marks {
 	e := &Marks{
 		marks: map[markKey]*echoMark{}, flights: map[markKey]*flight{},
 		gone: map[markKey]types.UID{}, kinds: map[schema.GroupKind]uint16{},
-		guards: map[markKey]uint64{}, created: map[kindVersion]struct{}{},
+		guards: map[markKey]uint64{}, read: map[markKey]uint64{}, created: map[kindVersion]struct{}{},
 	}
 	e.guarded = e.key(Key{GroupKind: guarded}).kind
 	return e
@@ -232,6 +244,7 @@ func (e *Marks) drop(k markKey) {
 	delete(e.marks, k)
 	delete(e.gone, k)
 	delete(e.guards, k)
+	delete(e.read, k)
 }
 
 // settle ends k's mark, m, once it tells nothing that the cache and the
@@ -415,6 +428,9 @@ func (e *Marks) echo(key Key, obj client.Object, deleted bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
+	if !deleted && ev.rv != 0 && ev.rv <= e.read[k] {
+		return true // a reconcile read this version or a later one
+	}
 	m := e.marks[k]
 	if m == nil {
 		// A copy, from another watch, of an event of an ended mark's
@@ -462,6 +478,19 @@ func (e *Marks) Stale(key Key, obj client.Object) bool {
 	m.seen = max(m.seen, rv)
 	e.settle(k, m)
 	return false
+}
+
+// Read notes that a reconcile read obj, an object of the guarded kind,
+// from the cache. The informer files a version before it hands on its
+// event, so the event may come after a reconcile that another cause
+// started has read that version: the event is then no news, and is
+// dropped as an echo is.
+func (e *Marks) Read(key Key, obj client.Object) {
+	rv, _ := ResourceVersion(obj)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := e.key(key)
+	e.read[k] = max(e.read[k], rv)
 }
 
 // AtLeast makes the stale-cache guard wait until the cache has seen
