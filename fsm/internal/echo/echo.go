@@ -73,13 +73,10 @@ type Marks struct {
 	gone    map[markKey]types.UID // kfsm deleted the object with this UID
 	kinds   map[schema.GroupKind]uint16
 	// guarded numbers the kind whose objects the stale-cache guard keeps,
-	// and guards holds the version of kfsm's last write of each of them
-	// whose mark has ended.
+	// and guards holds, of each of them, the version of kfsm's last write
+	// once its mark has ended, and the newest version a reconcile read.
 	guarded uint16
-	guards  map[markKey]uint64
-	// read holds, of each object of the guarded kind, the newest version
-	// that a reconcile read from the cache.
-	read map[markKey]uint64
+	guards  map[markKey]guard
 	// created holds the versions that kfsm's creates left, of children
 	// that no write has changed since.
 	created map[kindVersion]struct{}
@@ -134,13 +131,22 @@ type heldEvent struct {
 	deleted bool // the object is gone: its mark can go too
 }
 
+// guard is what stays of an object of the guarded kind: the version of
+// kfsm's last write of it, which the stale-cache guard waits for, and the
+// newest version that a reconcile read of it.
+type guard struct{ write, read uint64 }
+
+func (g guard) atLeast(write, read uint64) guard {
+	return guard{max(g.write, write), max(g.read, read)}
+}
+
 // NewMarks returns marks of no write, whose stale-cache guard keeps the
 // objects of kind guarded.
 func NewMarks(guarded schema.GroupKind) *Marks {
 	e := &Marks{
 		marks: map[markKey]*echoMark{}, flights: map[markKey]*flight{},
 		gone: map[markKey]types.UID{}, kinds: map[schema.GroupKind]uint16{},
-		guards: map[markKey]uint64{}, read: map[markKey]uint64{}, created: map[kindVersion]struct{}{},
+		guards: map[markKey]guard{}, created: map[kindVersion]struct{}{},
 	}
 	e.guarded = e.key(Key{GroupKind: guarded}).kind
 	return e
@@ -244,7 +250,6 @@ func (e *Marks) drop(k markKey) {
 	delete(e.marks, k)
 	delete(e.gone, k)
 	delete(e.guards, k)
-	delete(e.read, k)
 }
 
 // settle ends k's mark, m, once it tells nothing that the cache and the
@@ -259,7 +264,7 @@ func (e *Marks) settle(k markKey, m *echoMark) {
 		return
 	}
 	if k.kind == e.guarded {
-		e.guards[k] = max(e.guards[k], m.last)
+		e.guards[k] = e.guards[k].atLeast(m.last, 0)
 	}
 	for _, rv := range m.own {
 		if rv != 0 {
@@ -428,7 +433,7 @@ func (e *Marks) echo(key Key, obj client.Object, deleted bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	if !deleted && ev.rv != 0 && ev.rv <= e.read[k] {
+	if !deleted && ev.rv != 0 && ev.rv <= e.guards[k].read {
 		return true // a reconcile read this version or a later one
 	}
 	m := e.marks[k]
@@ -465,7 +470,7 @@ func (e *Marks) Stale(key Key, obj client.Object) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	if rv < e.guards[k] {
+	if rv < e.guards[k].write {
 		return true
 	}
 	m := e.marks[k]
@@ -490,7 +495,7 @@ func (e *Marks) Read(key Key, obj client.Object) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	e.read[k] = max(e.read[k], rv)
+	e.guards[k] = e.guards[k].atLeast(0, rv)
 }
 
 // AtLeast makes the stale-cache guard wait until the cache has seen
@@ -499,7 +504,7 @@ func (e *Marks) AtLeast(key Key, rv uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	e.guards[k] = max(e.guards[k], rv)
+	e.guards[k] = e.guards[k].atLeast(rv, 0)
 }
 
 // Forget ends the mark of an object that kfsm no longer reconciles,

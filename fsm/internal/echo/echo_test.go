@@ -351,6 +351,7 @@ func BenchmarkEchoMarks(b *testing.B) {
 			e.Begin(parents[i], nil)
 			e.Wrote(parents[i], objs[i])
 			e.echo(parents[i], objs[i], false)
+			e.Read(parents[i], objs[i]) // the next reconcile
 		})
 		perChild = perObject(func(e *Marks, i int) {
 			obj := objs[n+i]
