@@ -543,10 +543,8 @@ func (f *fleet) checkRepeats(handover string, since time.Time) {
 		handover, len(repeated), runs, pairs, float64(runs)/float64(max(pairs, 1)))
 	// A replica that renews its Lease late has its writes cut off by the
 	// fence, and the reconcile whose status write was cut runs again: that
-	// repeat is the fence's work, not a hand-over's. The write was cut
-	// after the first of the two runs began, so after since; a write cut
-	// before explains nothing here.
-	cut := f.cutOff(since)
+	// repeat is the fence's work, not a hand-over's.
+	cut := f.cutOff()
 	unexplained := slices.DeleteFunc(repeated, func(r string) bool {
 		uid, _, _ := strings.Cut(r, " ")
 		return cut[types.UID(uid)]
@@ -560,16 +558,13 @@ func (f *fleet) checkRepeats(handover string, since time.Time) {
 }
 
 // cutOff returns the UIDs of the gadgets that some replica's fence cut a
-// write of off, or refused, at since or later, as the replicas' logs
-// tell.
-func (f *fleet) cutOff(since time.Time) map[types.UID]bool {
+// write of off, or refused, as the replicas' logs tell.
+func (f *fleet) cutOff() map[types.UID]bool {
 	f.t.Helper()
 	names := map[string]bool{}
 	for _, p := range f.replicas {
-		for line := range strings.Lines(p.Log()) {
-			if m := cutOffWrite.FindStringSubmatch(line); m != nil && !loggedAt(line, since).Before(since.Truncate(time.Millisecond)) {
-				names[m[1]] = true
-			}
+		for _, m := range cutOffWrite.FindAllStringSubmatch(p.Log(), -1) {
+			names[m[1]] = true
 		}
 	}
 	uids := map[types.UID]bool{}
@@ -591,31 +586,6 @@ func (f *fleet) cutOff(since time.Time) map[types.UID]bool {
 // cutOffWrite matches the fence's errors for a write of a gadget: one
 // cut off on its way, or refused before it was sent.
 var cutOffWrite = regexp.MustCompile(`/gadgets/([a-z0-9-]+)(?:/status)? (?:cut off|refused): this process`)
-
-// logTime matches the time of a line of a replica's log.
-var logTime = regexp.MustCompile(`"ts"="(\d\d:\d\d:\d\d\.\d\d\d)"`)
-
-// loggedAt returns when a line of a replica's log was written, on the day
-// of near, which is at most half a day away; the zero time if the line
-// tells no time.
-func loggedAt(line string, near time.Time) time.Time {
-	m := logTime.FindStringSubmatch(line)
-	if m == nil {
-		return time.Time{}
-	}
-	clock, err := time.ParseInLocation("15:04:05.000", m[1], near.Location())
-	if err != nil {
-		return time.Time{}
-	}
-	at := time.Date(near.Year(), near.Month(), near.Day(), clock.Hour(), clock.Minute(), clock.Second(), clock.Nanosecond(), near.Location())
-	switch {
-	case at.Sub(near) > 12*time.Hour:
-		return at.AddDate(0, 0, -1)
-	case near.Sub(at) > 12*time.Hour:
-		return at.AddDate(0, 0, 1)
-	}
-	return at
-}
 
 // acquired returns when replica's Lease was acquired.
 func (f *fleet) acquired(replica string) time.Time {
