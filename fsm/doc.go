@@ -572,7 +572,8 @@
 //  2. Build and SetupWithManager refuse an invalid graph and list every
 //     problem at once (a *graph.ValidationError).
 //  3. kfsm writes the status only when it changed, at most once per
-//     reconcile, and its own writes never trigger the next reconcile.
+//     reconcile, and its own writes never trigger the next reconcile;
+//     nor does an event of a version that a reconcile has already read.
 //     Reconciling an object that has converged makes no API request and
 //     records no event: the status is not written, and an unchanged
 //     child's apply is not sent (the rule above).

@@ -170,6 +170,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 		}
 		return reconcile.Result{}, err
 	}
+	r.echoes.Read(echo.KeyOf(r.gk, obj), obj)
 	if r.shards != nil {
 		slot, epoch, retry, ok := r.shards.Enter(obj.GetUID())
 		if !ok {

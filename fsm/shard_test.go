@@ -18,11 +18,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
@@ -91,6 +94,7 @@ type replica struct {
 	mu       sync.Mutex
 	decoded  map[types.UID]bool // the gadgets its cache decoded
 	children map[types.UID]bool // and the ConfigMaps
+	cache    cache.Cache
 }
 
 func (r *replica) seen() (gadgets, children int) {
@@ -160,6 +164,7 @@ func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*fs
 	if err := machine(shards).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	rep.cache = mgr.GetCache()
 	ctx, cancel := context.WithCancel(context.Background())
 	rep.stop = func() {
 		cancel()
@@ -369,6 +374,95 @@ func TestUnderManagerAReplicaTakingASlotMapsItsObjectsToTheirWatchers(t *testing
 	}
 	a.stop()
 	await(t, "b to run the watcher once it holds the changed gadget", func() bool { return ran(w) > before })
+}
+
+// The informer files a version of an object before it hands its event
+// on, and the event may wait there behind others: a reconcile that
+// another cause started may read the version first. At a hand-over that
+// cause is the queueing of every object of a slot taken, beside the
+// events of changes that came in meanwhile. The event of a version that
+// a reconcile read is no news: it runs no handler a second time on the
+// generation, and a change after it still runs one.
+func TestUnderManagerAnEventOfAVersionAlreadyReadRunsNoHandler(t *testing.T) {
+	fe := fsmtest.New(t)
+	var (
+		mu   sync.Mutex
+		runs = map[string][]int64{} // the generations each gadget's handler ran on
+	)
+	ran := func(name string, gen int64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, g := range runs[name] {
+			if g == gen {
+				n++
+			}
+		}
+		return n
+	}
+	// The machine's event handler stops at h's change until hold closes,
+	// and the events that come after wait behind it.
+	var armed atomic.Bool
+	held, hold := make(chan struct{}), make(chan struct{})
+	stopper := predicate.Funcs{UpdateFunc: func(ev event.UpdateEvent) bool {
+		if ev.ObjectNew.GetName() == "h" && ev.ObjectNew.GetGeneration() == 2 && armed.CompareAndSwap(true, false) {
+			close(held)
+			<-hold
+		}
+		return true
+	}}
+	a := startReplicaOf(t, fe, "a", func(shards *fsm.Shards) *fsm.Machine[*gadget] {
+		return fsm.New[*gadget]("sharded", fsm.Pipeline).
+			Initial("Counted").
+			Owns(&corev1.ConfigMap{}).
+			State("Counted", func(ctx context.Context, r *request) fsm.Result {
+				mu.Lock()
+				runs[r.Object.Name] = append(runs[r.Object.Name], r.Object.Generation)
+				mu.Unlock()
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name, Namespace: r.Object.Namespace},
+					Data: map[string]string{"target": fmt.Sprint(r.Object.Spec.Target)}}
+				if err := r.Apply(ctx, cm); err != nil {
+					return fsm.Fail(err)
+				}
+				r.Object.Status.Count = r.Object.Spec.Target
+				return fsm.Done()
+			}, fsm.Final()).
+			ForOptions(builder.WithPredicates(stopper)).
+			Workers(1).
+			PublishGraph(false).
+			Sharded(shards)
+	})
+	g, h, k := &gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}}, &gadget{ObjectMeta: metav1.ObjectMeta{Name: "h"}}, &gadget{ObjectMeta: metav1.ObjectMeta{Name: "k"}}
+	for _, o := range []*gadget{g, h, k} {
+		fe.Create(o)
+	}
+	await(t, "the gadgets' first runs", func() bool { return ran("g", 1) > 0 && ran("h", 1) > 0 && ran("k", 1) > 0 })
+
+	armed.Store(true)
+	fe.Update(h, func() { h.Spec.Target = 1 })
+	<-held
+	fe.Update(g, func() { g.Spec.Target = 1 })
+	await(t, "the cache to hold g's change, whose event waits behind h's", func() bool {
+		var cached gadget
+		return a.cache.Get(t.Context(), client.ObjectKeyFromObject(g), &cached) == nil && cached.Generation == 2
+	})
+	// Another cause reconciles g meanwhile: its child changed.
+	var cm corev1.ConfigMap
+	if err := fe.Client.Get(t.Context(), client.ObjectKeyFromObject(g), &cm); err != nil {
+		t.Fatal(err)
+	}
+	fe.Update(&cm, func() { cm.Labels["touched"] = "by-hand" })
+	await(t, "g's handler to run on its change", func() bool { return ran("g", 2) > 0 })
+	close(hold)
+	// The events come in order, and one worker reconciles in their order:
+	// once k's change has run, g's event has been handled.
+	fe.Update(k, func() { k.Spec.Target = 1 })
+	await(t, "h's and k's handlers to run on their changes", func() bool { return ran("h", 2) > 0 && ran("k", 2) > 0 })
+	if n := ran("g", 2); n != 1 {
+		t.Errorf("g's handler ran %d times on generation 2, want once: the event of the version that its reconcile had read ran it again", n)
+	}
+	fe.Update(g, func() { g.Spec.Target = 2 })
+	await(t, "g's handler to run on its next change", func() bool { return ran("g", 3) > 0 })
 }
 
 func leaseHolders(l coordinationv1.LeaseList) []string {

@@ -558,7 +558,11 @@ func (f *fleet) checkRepeats(handover string, since time.Time) {
 }
 
 // cutOff returns the UIDs of the gadgets that some replica's fence cut a
-// write of off, as the replicas' logs tell.
+// write of off, or refused, as the replicas' logs tell: of the gadget or
+// of its ConfigMap, which has its name. An apply whose answer the fence
+// cut off may have landed, and its watch event, of a version the replica
+// never learned, then reconciles the gadget again as someone else's
+// change would.
 func (f *fleet) cutOff() map[types.UID]bool {
 	f.t.Helper()
 	names := map[string]bool{}
@@ -583,8 +587,9 @@ func (f *fleet) cutOff() map[types.UID]bool {
 	return uids
 }
 
-// cutOffWrite matches the fence's error for a write of a gadget.
-var cutOffWrite = regexp.MustCompile(`/gadgets/([a-z0-9-]+)(?:/status)? cut off: `)
+// cutOffWrite matches the fence's errors for a write of a gadget or of
+// its ConfigMap: one cut off on its way, or refused before it was sent.
+var cutOffWrite = regexp.MustCompile(`/(?:gadgets|configmaps)/([a-z0-9-]+)(?:/status)? (?:cut off|refused): this process`)
 
 // acquired returns when replica's Lease was acquired.
 func (f *fleet) acquired(replica string) time.Time {

@@ -15,6 +15,15 @@
 // version: the one it answered with is the last writer's, perhaps someone
 // else's whose event is still to come.
 //
+// Nor is the event of a version that a reconcile has read already: the
+// informer files a version in its cache before it hands its event on, and
+// under load the event may wait there while a reconcile that another
+// cause started (the queueing of a slot taken over, a child's change)
+// reads the version and acts on it. So the newest version that a
+// reconcile read of each object of the machine's own kind is kept too
+// (see Read), until the object is forgotten, and an event of it or of an
+// older one is dropped as an echo is.
+//
 // An event can arrive before the write that caused it has returned. While
 // a write is in flight, events of the object are held; when the write
 // returns, those of its version are dropped and any other means that
@@ -64,10 +73,10 @@ type Marks struct {
 	gone    map[markKey]types.UID // kfsm deleted the object with this UID
 	kinds   map[schema.GroupKind]uint16
 	// guarded numbers the kind whose objects the stale-cache guard keeps,
-	// and guards holds the version of kfsm's last write of each of them
-	// whose mark has ended.
+	// and guards holds, of each of them, the version of kfsm's last write
+	// once its mark has ended, and the newest version a reconcile read.
 	guarded uint16
-	guards  map[markKey]uint64
+	guards  map[markKey]guard
 	// created holds the versions that kfsm's creates left, of children
 	// that no write has changed since.
 	created map[kindVersion]struct{}
@@ -122,13 +131,22 @@ type heldEvent struct {
 	deleted bool // the object is gone: its mark can go too
 }
 
+// guard is what stays of an object of the guarded kind: the version of
+// kfsm's last write of it, which the stale-cache guard waits for, and the
+// newest version that a reconcile read of it.
+type guard struct{ write, read uint64 }
+
+func (g guard) atLeast(write, read uint64) guard {
+	return guard{max(g.write, write), max(g.read, read)}
+}
+
 // NewMarks returns marks of no write, whose stale-cache guard keeps the
 // objects of kind guarded.
 func NewMarks(guarded schema.GroupKind) *Marks {
 	e := &Marks{
 		marks: map[markKey]*echoMark{}, flights: map[markKey]*flight{},
 		gone: map[markKey]types.UID{}, kinds: map[schema.GroupKind]uint16{},
-		guards: map[markKey]uint64{}, created: map[kindVersion]struct{}{},
+		guards: map[markKey]guard{}, created: map[kindVersion]struct{}{},
 	}
 	e.guarded = e.key(Key{GroupKind: guarded}).kind
 	return e
@@ -246,7 +264,7 @@ func (e *Marks) settle(k markKey, m *echoMark) {
 		return
 	}
 	if k.kind == e.guarded {
-		e.guards[k] = max(e.guards[k], m.last)
+		e.guards[k] = e.guards[k].atLeast(m.last, 0)
 	}
 	for _, rv := range m.own {
 		if rv != 0 {
@@ -415,6 +433,9 @@ func (e *Marks) echo(key Key, obj client.Object, deleted bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
+	if !deleted && ev.rv != 0 && ev.rv <= e.guards[k].read {
+		return true // a reconcile read this version or a later one
+	}
 	m := e.marks[k]
 	if m == nil {
 		// A copy, from another watch, of an event of an ended mark's
@@ -449,7 +470,7 @@ func (e *Marks) Stale(key Key, obj client.Object) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	if rv < e.guards[k] {
+	if rv < e.guards[k].write {
 		return true
 	}
 	m := e.marks[k]
@@ -464,13 +485,26 @@ func (e *Marks) Stale(key Key, obj client.Object) bool {
 	return false
 }
 
+// Read notes that a reconcile read obj, an object of the guarded kind,
+// from the cache. The informer files a version before it hands on its
+// event, so the event may come after a reconcile that another cause
+// started has read that version: the event is then no news, and is
+// dropped as an echo is.
+func (e *Marks) Read(key Key, obj client.Object) {
+	rv, _ := ResourceVersion(obj)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := e.key(key)
+	e.guards[k] = e.guards[k].atLeast(0, rv)
+}
+
 // AtLeast makes the stale-cache guard wait until the cache has seen
 // version rv of the object.
 func (e *Marks) AtLeast(key Key, rv uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	e.guards[k] = max(e.guards[k], rv)
+	e.guards[k] = e.guards[k].atLeast(rv, 0)
 }
 
 // Forget ends the mark of an object that kfsm no longer reconciles,

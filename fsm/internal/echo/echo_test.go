@@ -28,7 +28,7 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 	gk := schema.GroupKind{Group: "testing.kfsm.dev", Kind: "Gadget"}
 	key := KeyOf(gk, version("", ""))
 	type step struct {
-		do   string // "begin [<rv> read]", "made <rv>", "wrote <rv>", "failed", "deleted", "event <rv>", "delete-event"
+		do   string // "begin [<rv> read]", "made <rv>", "wrote <rv>", "failed", "deleted", "read <rv>", "event <rv>", "delete-event"
 		rv   string
 		want bool // for events: dropped; for the end of a write: missed
 	}
@@ -84,6 +84,18 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 			reason: "a child's first apply, the move of its fields and the apply again: each version that it made is kfsm's",
 			steps:  []step{{do: "begin"}, {do: "event", rv: "10", want: true}, {do: "made", rv: "10"}, {do: "made", rv: "11"}, {do: "wrote", rv: "12", want: false}, {do: "event", rv: "11", want: true}, {do: "event", rv: "12", want: true}},
 		},
+		"EventOfAVersionAReconcileRead": {
+			reason: "a reconcile that another cause started read the version before its event came: the event, and those of older versions, are no news; a newer one is",
+			steps:  []step{{do: "read", rv: "12"}, {do: "event", rv: "12", want: true}, {do: "event", rv: "11", want: true}, {do: "event", rv: "13", want: false}},
+		},
+		"EventOfAVersionReadBehindAWrite": {
+			reason: "the event of the version that the reconcile read comes while its write is in flight: no news, and nothing missed",
+			steps:  []step{{do: "read", rv: "12"}, {do: "begin"}, {do: "event", rv: "12", want: true}, {do: "wrote", rv: "13", want: false}},
+		},
+		"DeleteOfAVersionRead": {
+			reason: "a delete is news whatever version was read",
+			steps:  []step{{do: "read", rv: "12"}, {do: "delete-event", rv: "12", want: false}},
+		},
 		"NoWriteNoEcho": {
 			reason: "an object kfsm never wrote has no echoes",
 			steps:  []step{{do: "event", rv: "10", want: false}},
@@ -106,6 +118,9 @@ func TestEchoesTellOwnWritesFromOthers(t *testing.T) {
 					got = e.Wrote(key, version(s.rv, "u1"))
 				case "made":
 					e.Made(key, version(s.rv, "u1"))
+					continue
+				case "read":
+					e.Read(key, version(s.rv, "u1"))
 					continue
 				case "failed":
 					got = e.Wrote(key, nil)
@@ -336,6 +351,7 @@ func BenchmarkEchoMarks(b *testing.B) {
 			e.Begin(parents[i], nil)
 			e.Wrote(parents[i], objs[i])
 			e.echo(parents[i], objs[i], false)
+			e.Read(parents[i], objs[i]) // the next reconcile
 		})
 		perChild = perObject(func(e *Marks, i int) {
 			obj := objs[n+i]

@@ -75,25 +75,27 @@ func (s *Replica) cached(gen uint64) bool {
 	lists := slices.Clone(s.lists)
 	s.mu.Unlock()
 	for _, l := range lists {
-		if l.held.Load() < gen && l.selects() {
+		if selects, _, _ := l.kind(); l.held.Load() < gen && selects {
 			return false
 		}
 	}
 	return true
 }
 
-// selects reports whether the informer lists a sharded resource that the
-// API server selects: the selection does not matter to another, nor to
-// one whose shard selectors the server ignores.
-func (l *reselecting) selects() bool {
+// kind reports whether the informer lists a sharded resource that the
+// API server selects (the selection does not matter to another, nor to
+// one whose shard selectors the server ignores), and whether it lists a
+// machine's children; and it returns the slots whose objects the replica
+// reconciles now.
+func (l *reselecting) kind() (selects, children bool, active Slots) {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	for _, r := range l.s.resources {
 		if r.gvk == l.gvk {
-			return r.support != ignored
+			return r.support != ignored, r.children, l.s.active
 		}
 	}
-	return false
+	return false, false, l.s.active
 }
 
 func (l *reselecting) List(opts metav1.ListOptions) (runtime.Object, error) {
@@ -114,7 +116,7 @@ func (l *reselecting) ListWithContext(ctx context.Context, opts metav1.ListOptio
 }
 
 func (l *reselecting) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
-	if !l.selects() {
+	if selects, _, _ := l.kind(); !selects {
 		return l.inner.WatchWithContext(ctx, opts)
 	}
 	gen, selected, changed := l.s.selection()
@@ -166,7 +168,7 @@ func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Ev
 	}
 	var events []apiwatch.Event
 	catchUp := map[types.NamespacedName]string{}
-	active, children := l.s.activeSlots(), l.children()
+	_, children, active := l.kind()
 	for _, item := range items {
 		m, err := meta.Accessor(item)
 		if err != nil {
@@ -298,18 +300,6 @@ func (l *reselecting) holds(events []apiwatch.Event) bool {
 		}
 	}
 	return true
-}
-
-// children reports whether the informer lists a machine's children.
-func (l *reselecting) children() bool {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	for _, r := range l.s.resources {
-		if r.gvk == l.gvk {
-			return r.children
-		}
-	}
-	return false
 }
 
 // slotOf returns the hash slot of an object: a child's is in its label,

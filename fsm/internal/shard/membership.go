@@ -333,13 +333,6 @@ func (s *Replica) awaitCache(ctx context.Context, gen uint64) bool {
 	return true
 }
 
-// activeSlots returns the slots whose objects this replica reconciles now.
-func (s *Replica) activeSlots() Slots {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.active
-}
-
 // stop lets no new reconcile of the slots start, and cancels their
 // actions.
 func (s *Replica) stop(lost Slots) {
