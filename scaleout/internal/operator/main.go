@@ -32,101 +32,58 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+	"github.com/kfsm/kfsm/internal/testoperator"
 )
 
 // Configured is the machine's one state.
 const Configured fsm.State = "Configured"
 
 type options struct {
-	identity, namespace, recorder, metricsAddr string
-	leaseDuration, renewDeadline, retryPeriod  time.Duration
-	work                                       time.Duration
-	workers                                    int
+	*testoperator.Process
+	recorder string
+	work     time.Duration
+	workers  int
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.identity, "identity", "", "this replica's name: its membership Lease's holder and the User-Agent")
-	flag.StringVar(&o.namespace, "namespace", "", "namespace of the gadgets and the membership Leases")
+	o := options{Process: testoperator.Flags()}
 	flag.StringVar(&o.recorder, "recorder", "", "base URL of the recorder that the handler reports its runs to")
-	flag.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port of the metrics endpoint")
-	flag.DurationVar(&o.leaseDuration, "lease-duration", 4*time.Second, "how long a replica's slots outlive its last renewal")
-	flag.DurationVar(&o.renewDeadline, "renew-deadline", 3*time.Second, "how long a replica tries to renew before it gives its slots up")
-	flag.DurationVar(&o.retryPeriod, "retry-period", time.Second, "how often a replica renews its Lease and reads the others'")
+	flag.StringVar(&o.MetricsAddr, "metrics-addr", "", "host:port of the metrics endpoint")
 	flag.DurationVar(&o.work, "work", 20*time.Millisecond, "how long a handler works")
 	flag.IntVar(&o.workers, "workers", 8, "how many gadgets the replica reconciles at once")
 	flag.Parse()
-	if o.identity == "" || o.namespace == "" || o.recorder == "" || o.metricsAddr == "" {
-		fmt.Fprintln(os.Stderr, "operator: -identity, -namespace, -recorder and -metrics-addr are required")
-		os.Exit(2)
+	if o.Identity == "" || o.Namespace == "" || o.recorder == "" || o.MetricsAddr == "" {
+		testoperator.Usage("-identity, -namespace, -recorder and -metrics-addr are required")
 	}
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
-		fmt.Fprintln(os.Stderr, "operator:", err)
-		os.Exit(1)
-	}
+	testoperator.Main(func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, o.identity, prefix, args) }, funcr.Options{LogTimestamp: true, TimestampFormat: "15:04:05.000"})
-	ctrl.SetLogger(log)
-	klog.SetLogger(log)
-
-	cfg, err := ctrl.GetConfig() // -kubeconfig, which controller-runtime defines
+	cfg, opts, err := o.Setup("scaleout")
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "scaleout-operator/" + o.identity
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
 	gadgets, configMaps := newDecodeCounter("gadgets"), newDecodeCounter("configmaps")
-	opts := manager.Options{
-		Scheme: scheme,
-		Logger: log,
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
-			ByObject: map[client.Object]cache.ByObject{
-				&v1alpha1.Gadget{}:  {Transform: gadgets.transform},
-				&corev1.ConfigMap{}: {Transform: configMaps.transform},
-			},
-		},
-		Metrics: metricsserver.Options{BindAddress: o.metricsAddr},
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&v1alpha1.Gadget{}:  {Transform: gadgets.transform},
+		&corev1.ConfigMap{}: {Transform: configMaps.transform},
 	}
-	shards, err := fsm.NewShards(cfg, &opts, fsm.ShardOptions{
-		Name:          "scaleout",
-		Namespace:     o.namespace,
-		Identity:      o.identity,
-		LeaseDuration: o.leaseDuration,
-		RenewDeadline: o.renewDeadline,
-		RetryPeriod:   o.retryPeriod,
-	})
+	shards, err := o.Shards(cfg, &opts, "scaleout")
 	if err != nil {
 		return err
 	}
@@ -134,7 +91,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	h := &handlers{identity: o.identity, recorder: o.recorder, work: o.work, http: &http.Client{
+	h := &handlers{identity: o.Identity, recorder: o.recorder, work: o.work, http: &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 2 * o.workers},
 		Timeout:   30 * time.Second,
 	}}
