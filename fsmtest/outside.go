@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sync"
 )
 
 // The errors that Outside.Call returns where a fault strikes a call. The
@@ -28,7 +32,14 @@ var (
 // for: count the fake's effects with Effects, and a fault may delay an
 // effect, never repeat or lose it.
 //
-// Outside the fault-injection runs, Call only makes the effect.
+// A real system also changes behind the operator's back: a database
+// stopped by hand, a DNS record removed, a host that forgets what it
+// ran. The fake declares each such change with Drift, and the faults of
+// the run make it, once, just before one of the scenario's changes,
+// whose reconcile is the operator's next look at the system.
+//
+// Outside the fault-injection runs, Call only makes the effect, and no
+// drift is made.
 type Outside struct {
 	e    *Env
 	name string
@@ -63,4 +74,83 @@ func (o *Outside) Call(op string, effect func() error) error {
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrTimedOut)
 	}
 	return nil
+}
+
+// Drift declares a change that the system makes by itself, behind the
+// operator's back, as the real one can: change makes it in the fake, as
+// someone who is not the operator would (a database stopped by hand, a
+// record removed, a host that forgets an instance). Faults' class Drift,
+// and Explore's drift:NAME:N, make it once, just before the scenario's
+// change N (its Create, Update or Delete, counted from 1): the reconcile
+// of that change is the operator's next look at the system, which must
+// bring the system back to what the objects ask, or report that it
+// cannot, and take the clean run's snapshots. Outside those runs, no
+// drift is made.
+//
+// name is a word (letters, digits, '-', '_', '.'), unique in the Env,
+// that names the drift in a schedule. Declare each drift next to its
+// Outside, in the function that makes the machine or the fake; declared
+// again by the same system, as a machine function that runs for each
+// operator process does, it replaces the first.
+func (o *Outside) Drift(name string, change func()) {
+	if !driftName.MatchString(name) {
+		o.e.T.Fatalf("fsmtest: drift %q of %s: a drift's name is a word of letters, digits, '-', '_' and '.', as in the schedule drift:NAME:3", name, o.name)
+	}
+	if change == nil {
+		o.e.T.Fatalf("fsmtest: drift %q of %s: no change to make", name, o.name)
+	}
+	if err := o.e.drifts.add(o.name, name, change); err != nil {
+		o.e.T.Fatal(err)
+	}
+}
+
+var driftName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// drifts are the drifts that the outside systems of an Env declared.
+type drifts struct {
+	mu     sync.Mutex
+	system map[string]string // of each drift
+	change map[string]func() // by name
+}
+
+func (d *drifts) add(system, name string, change func()) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.change == nil {
+		d.system, d.change = map[string]string{}, map[string]func(){}
+	}
+	if s, ok := d.system[name]; ok && s != system {
+		return fmt.Errorf("fsmtest: drift %q of %s: %s declared a drift of that name already", name, system, s)
+	}
+	d.system[name], d.change[name] = system, change
+	return nil
+}
+
+// all returns the drifts declared so far, by name.
+func (d *drifts) all() map[string]func() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.change)
+}
+
+// drift makes, in a fault-injection run, the drifts that its schedule
+// strikes before the scenario's next change, what, and records the
+// point for Explore.
+func (e *Env) drift(what string) {
+	f := e.faults
+	if f == nil {
+		return
+	}
+	n := int(e.changes.Add(1))
+	drifts := e.drifts.all()
+	if len(drifts) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(drifts))
+	seq := f.trace.drift(n, names, what)
+	for _, name := range names {
+		if f.strikes(atom{Kind: atomDrift, N: n, Res: name}, seq) {
+			drifts[name]()
+		}
+	}
 }
