@@ -152,8 +152,10 @@
 //     status, and a second effect is a divergence.
 //   - OutsideFailures: each call that the clean run made to an outside
 //     system, as its fake declares it with Env.Outside and makes its
-//     effects through Outside.Call, fails before its effect, makes its
-//     effect and loses its answer, and makes its effect and times out.
+//     effects through Outside.Call (or its client's requests through
+//     Outside.Transport), fails before its effect, makes its effect and
+//     loses its answer, and makes its effect and times out; a Read, which
+//     has no effect, only fails.
 //     It finds a retry that repeats an effect after an ambiguous
 //     failure: an action's key not sent to the system, or an Observe
 //     that misses the effect.

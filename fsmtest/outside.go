@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -55,12 +57,21 @@ func (e *Env) Outside(name string) *Outside { return &Outside{e: e, name: name} 
 // effect, or calls effect and then returns ErrAnswerLost or ErrTimedOut
 // in place of its answer. Otherwise it returns what effect returned.
 // Calls are numbered from 1 across the run, in the order they arrive.
-func (o *Outside) Call(op string, effect func() error) error {
+func (o *Outside) Call(op string, effect func() error) error { return o.call(op, effect, false) }
+
+// Read makes one call of op that changes nothing in the system, such as
+// a lookup or a health check, unless a fault fails it first with
+// ErrUnavailable. A read's answer lost or timed out is a failure to the
+// caller as well, and it has no effect to repeat: the faults strike a
+// read once, where they strike a Call three times.
+func (o *Outside) Read(op string, read func() error) error { return o.call(op, read, true) }
+
+func (o *Outside) call(op string, effect func() error, read bool) error {
 	n, f := int(o.e.calls.Add(1)), o.e.faults
 	if f == nil {
 		return effect()
 	}
-	seq := f.trace.call(n, o.name, op)
+	seq := f.trace.call(n, o.name, op, read)
 	if f.strikes(atom{Kind: atomCallFail, N: n}, seq) {
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrUnavailable)
 	}
@@ -74,6 +85,42 @@ func (o *Outside) Call(op string, effect func() error) error {
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrTimedOut)
 	}
 	return nil
+}
+
+// Transport is the HTTP transport of the operator's client of a fake
+// served over HTTP: it sends each request through Call, as the
+// operation "METHOD /path" (the test's namespace in the path written
+// <namespace>), so that a fault fails it before it reaches the fake, or
+// loses its answer, or times it out, after the fake took it; a GET or a
+// HEAD, which changes nothing, goes through Read. next sends it; nil is
+// http.DefaultTransport.
+func (o *Outside) Transport(next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return outsideTransport{o: o, next: next}
+}
+
+type outsideTransport struct {
+	o    *Outside
+	next http.RoundTripper
+}
+
+func (t outsideTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	op := req.Method + " " + strings.ReplaceAll(req.URL.Path, t.o.e.Namespace, "<namespace>")
+	var resp *http.Response
+	err := t.o.call(op, func() error {
+		r, err := t.next.RoundTrip(req)
+		resp = r
+		return err
+	}, req.Method == http.MethodGet || req.Method == http.MethodHead)
+	if err != nil {
+		if resp != nil {
+			_ = resp.Body.Close() // the answer, lost
+		}
+		return nil, err
+	}
+	return resp, nil
 }
 
 // Drift declares a change that the system makes by itself, behind the

@@ -334,15 +334,17 @@ func (tr *tracker) action(a atom, obj types.NamespacedName, name string) int {
 }
 
 // call records call n to an outside system, about to make its effect,
-// with the drifts that the system may make before it, and returns its
-// seq.
-func (tr *tracker) call(n int, system, op string) int {
+// and returns its seq. A read, which has no effect, may only fail.
+func (tr *tracker) call(n int, system, op string, read bool) int {
 	if tr == nil {
 		return 0
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	atoms := []atom{{Kind: atomCallFail, N: n}, {Kind: atomCallLost, N: n}, {Kind: atomCallTimeout, N: n}}
+	atoms := []atom{{Kind: atomCallFail, N: n}}
+	if !read {
+		atoms = append(atoms, atom{Kind: atomCallLost, N: n}, atom{Kind: atomCallTimeout, N: n})
+	}
 	return tr.add(atoms, system+" "+op, true, "call", system, op)
 }
 

@@ -229,35 +229,7 @@ func outside(e *fsmtest.Env, a *agent.Agent) *agent.Client {
 			}
 		}
 	})
-	return &agent.Client{URL: a.URL(), HTTP: &http.Client{Transport: through{system, http.DefaultTransport}, Timeout: time.Minute}}
-}
-
-// through sends each request through an outside system's Call.
-type through struct {
-	system *fsmtest.Outside
-	next   http.RoundTripper
-}
-
-func (t through) RoundTrip(req *http.Request) (*http.Response, error) {
-	// The operation, without the database's name: GET, DELETE, or the
-	// last segment of a POST's or PUT's path.
-	op := req.Method
-	if req.Method == http.MethodPost || req.Method == http.MethodPut {
-		op = req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
-	}
-	var resp *http.Response
-	err := t.system.Call(op, func() error {
-		r, err := t.next.RoundTrip(req)
-		resp = r
-		return err
-	})
-	if err != nil && resp != nil {
-		_ = resp.Body.Close() // the answer lost
-	}
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return &agent.Client{URL: a.URL(), HTTP: &http.Client{Transport: system.Transport(nil), Timeout: time.Minute}}
 }
 
 // named is a database that asks for desired.
