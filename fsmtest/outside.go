@@ -106,21 +106,18 @@ type outsideTransport struct {
 	next http.RoundTripper
 }
 
-func (t outsideTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t outsideTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	op := req.Method + " " + strings.ReplaceAll(req.URL.Path, t.o.e.Namespace, "<namespace>")
-	var resp *http.Response
-	err := t.o.call(op, func() error {
-		r, err := t.next.RoundTrip(req)
-		resp = r
-		return err
+	err = t.o.call(op, func() error {
+		var sent error
+		resp, sent = t.next.RoundTrip(req) //nolint:bodyclose // the caller closes it, or the failure below does
+		return sent
 	}, req.Method == http.MethodGet || req.Method == http.MethodHead)
-	if err != nil {
-		if resp != nil {
-			_ = resp.Body.Close() // the answer, lost
-		}
-		return nil, err
+	if err != nil && resp != nil {
+		_ = resp.Body.Close() // the answer, lost
+		resp = nil
 	}
-	return resp, nil
+	return resp, err
 }
 
 // Drift declares a change that the system makes by itself, behind the
