@@ -1,10 +1,8 @@
 package autoupdate_test
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +61,7 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 	t.Parallel()
 	e := fsmtest.New(t)
 	w := worldOf(e)
-	fsmtest.Run(e, w.operator(e).Machine())
+	fsmtest.Run(e, w.operator().Machine())
 	mc := agent()
 	for i, s := range story {
 		reached := w.play(e, s)
@@ -114,7 +112,7 @@ func TestUpgradesSurviveFaults(t *testing.T) {
 // fault tests: TestUpgradesSurviveFaults's, and the seeded-bug check's.
 func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient], func(*fsmtest.Env), []fsmtest.FaultOption) {
 	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient] {
-		return worldOf(e).operator(e).Machine()
+		return worldOf(e).operator().Machine()
 	}
 	return machine, func(e *fsmtest.Env) {
 		w := worldOf(e)
@@ -146,7 +144,7 @@ func TestRestartMidUpgradeCompletesIt(t *testing.T) {
 	t.Parallel()
 	e := fsmtest.New(t)
 	w := worldOf(e)
-	op := fsmtest.Run(e, w.operator(e).Machine())
+	op := fsmtest.Run(e, w.operator().Machine())
 	w.versions.Publish("stable", release("1.0.0", false))
 	mc := agent()
 	e.Create(mc)
@@ -176,7 +174,7 @@ func TestDeletingTheClientStopsItsInstances(t *testing.T) {
 	t.Parallel()
 	e := fsmtest.New(t)
 	w := worldOf(e)
-	fsmtest.Run(e, w.operator(e).Machine())
+	fsmtest.Run(e, w.operator().Machine())
 	w.versions.Publish("stable", release("1.0.0", false))
 	mc := agent()
 	e.Create(mc)
@@ -194,7 +192,7 @@ func TestAReleaseThatNeverStartsTimesOut(t *testing.T) {
 	t.Parallel()
 	e := fsmtest.New(t)
 	w := worldOf(e)
-	op := w.operator(e)
+	op := w.operator()
 	fsmtest.Run(e, op.Machine().WithClock(e.Clock))
 	hung := release("1.0.0", false)
 	hung.Runtime.StartupMillis = int32(time.Hour / time.Millisecond)
@@ -276,36 +274,12 @@ func worldOf(e *fsmtest.Env) *world {
 
 // operator is a new operator process's view of the world, with short
 // timings.
-//
-// The version server and the host, with the instances' health checks,
-// are systems outside the cluster: under Faults and Explore each question
-// to the version server and each request to the host or an instance may
-// fail, and each change of the host's may lose its answer or time out
-// after the host made it.
-func (w *world) operator(e *fsmtest.Env) *autoupdate.Operator {
-	hosts := e.Outside("host")
+func (w *world) operator() *autoupdate.Operator {
 	return &autoupdate.Operator{
-		Versions: versions{versionpb.NewVersionServiceClient(w.conn), e.Outside("versions")},
-		Host:     &host.Client{URL: w.host.URL(), HTTP: &http.Client{Transport: hosts.Transport(nil), Timeout: 5 * time.Second}},
+		Versions: versionpb.NewVersionServiceClient(w.conn),
+		Host:     &host.Client{URL: w.host.URL()},
 		Poll:     100 * time.Millisecond, HealthEvery: 50 * time.Millisecond, HealthTimeout: 500 * time.Millisecond,
 	}
-}
-
-// versions asks the version server through an outside system: a
-// question, which changes nothing at the server.
-type versions struct {
-	next   versionpb.VersionServiceClient
-	system *fsmtest.Outside
-}
-
-func (v versions) GetVersion(ctx context.Context, in *versionpb.GetVersionRequest, opts ...grpc.CallOption) (*versionpb.GetVersionResponse, error) {
-	var resp *versionpb.GetVersionResponse
-	err := v.system.Read("GetVersion", func() error {
-		r, err := v.next.GetVersion(ctx, in, opts...)
-		resp = r
-		return err
-	})
-	return resp, err
 }
 
 // play makes the version server do what s says, and returns when the

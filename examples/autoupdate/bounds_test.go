@@ -20,7 +20,7 @@ func TestAReleaseTooLongForTheStatusIsRefused(t *testing.T) {
 	t.Parallel()
 	e := fsmtest.New(t)
 	w := worldOf(e)
-	fsmtest.Run(e, w.operator(e).Machine())
+	fsmtest.Run(e, w.operator().Machine())
 	w.versions.Publish("stable", release("1.0.0", false))
 	mc := agent()
 	e.Create(mc)
