@@ -81,7 +81,7 @@ var faultKinds = map[atomKind]faultKind{
 	atomCallFail:    {class: OutsideFailures, what: "call %d (%s) failed before its effect", run: "call-fail-%d"},
 	atomCallLost:    {class: OutsideFailures, what: "call %d (%s) made its effect, and its answer was lost", run: "call-lost-%d"},
 	atomCallTimeout: {class: OutsideFailures, what: "call %d (%s) made its effect, and its caller timed out", run: "call-timeout-%d"},
-	atomDrift:       {class: Drift, what: "before the scenario's change %d (%s), an outside system made its drift %s behind the operator", run: "drift-%[3]s-%[1]d", named: true},
+	atomDrift:       {class: Drift, what: "before the scenario's change %d (%s), an outside system made its drift %s behind the operator", run: "drift-%[2]s-%[1]d", named: true},
 }
 
 func (a atom) String() string {
@@ -112,7 +112,12 @@ func (a atom) describe(at string) string {
 }
 
 // run names the run of Faults that strikes a, within its class.
-func (a atom) run() string { return fmt.Sprintf(faultKinds[a.Kind].run, a.N, "", a.Res) }
+func (a atom) run() string {
+	if faultKinds[a.Kind].named {
+		return fmt.Sprintf(faultKinds[a.Kind].run, a.N, a.Res)
+	}
+	return fmt.Sprintf(faultKinds[a.Kind].run, a.N)
+}
 
 // schedule is a set of faults, in the order they strike.
 type schedule []atom

@@ -67,7 +67,9 @@ func TestEveryFaultKindHasAClassOrIsExplores(t *testing.T) {
 		}
 		runs[k.class][a.run()] = true
 	}
-	if got := (atom{Kind: atomDrift, N: 2, Res: "stopped"}).run(); got != "drift-stopped-2" {
-		t.Errorf("the run of drift:stopped:2 is %q, want drift-stopped-2", got)
+	for a, want := range map[atom]string{{Kind: atomDrift, N: 2, Res: "stopped"}: "drift-stopped-2", {Kind: atomFail, N: 3}: "write-3", {Kind: atomCallLost, N: 4}: "call-lost-4"} {
+		if got := a.run(); got != want {
+			t.Errorf("the run of %s is %q, want %q", a, got, want)
+		}
 	}
 }
