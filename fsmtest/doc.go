@@ -152,11 +152,18 @@
 //     status, and a second effect is a divergence.
 //   - OutsideFailures: each call that the clean run made to an outside
 //     system, as its fake declares it with Env.Outside and makes its
-//     effects through Outside.Call, fails before its effect, makes its
-//     effect and loses its answer, and makes its effect and times out.
+//     effects through Outside.Call (or its client's requests through
+//     Outside.Transport), fails before its effect, makes its effect and
+//     loses its answer, and makes its effect and times out; a Read, which
+//     has no effect, only fails.
 //     It finds a retry that repeats an effect after an ambiguous
 //     failure: an action's key not sent to the system, or an Observe
 //     that misses the effect.
+//   - Drift: each change that an outside system makes behind the
+//     operator's back, as its fake declares it with Outside.Drift (a
+//     database stopped by hand, a DNS record removed), made once before
+//     each of the scenario's changes. It finds handlers that trust what
+//     the status says they did over what the system says now.
 //
 // Each faulty run is compared with the clean run at every Await: the
 // objects' status (without times, UIDs and versions, nor the key and
@@ -181,8 +188,11 @@
 // after write N, write N failed or answered 409 Conflict, watch event N
 // of a resource late (the other watches going on, so that parent and
 // children arrive out of order) or lost with the cache listing anew, a
-// crash at the start or end of action N, every event late, a burst of
-// changes seen as one. Most bugs that one fault misses need two: a crash
+// crash at the start or end of action N, call N to an outside system
+// failed, its answer lost or timed out, a drift of an outside system
+// before the scenario's change N, every event late, a burst of changes
+// seen as one. Faults and Explore share one vocabulary: each kind of
+// fault at a point is a class of Faults, or Explore's alone. Most bugs that one fault misses need two: a crash
 // during the recovery from a conflict, a lost status write after a burst.
 //
 // A run with k faults grows from one with k-1 that passed. Each point

@@ -61,6 +61,8 @@ type Env struct {
 	snap           *snapshots   // set in fault-injection runs
 	faults         *faults      // set in fault-injection runs, for Outside's calls
 	calls          atomic.Int64 // calls to outside systems so far
+	drifts         drifts       // the changes that outside systems make behind the operator
+	changes        atomic.Int64 // the scenario's changes so far, where drifts strike
 	processes      sync.Map     // the operator process of each machine: *fsm.Machine[T] → *process
 }
 
@@ -138,6 +140,7 @@ func (e *Env) operatorConfig(l *life) *rest.Config {
 func (e *Env) Create(obj client.Object) {
 	e.T.Helper()
 	e.inNamespace(obj)
+	e.drift("create " + e.describe(obj))
 	if err := e.Client.Create(context.Background(), obj); err != nil {
 		e.T.Fatalf("fsmtest: creating %s: %v", e.describe(obj), err)
 	}
@@ -150,6 +153,7 @@ func (e *Env) Create(obj client.Object) {
 func (e *Env) Update(obj client.Object, change func()) {
 	e.T.Helper()
 	e.inNamespace(obj)
+	e.drift("update " + e.describe(obj))
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
@@ -167,6 +171,7 @@ func (e *Env) Update(obj client.Object, change func()) {
 func (e *Env) Delete(obj client.Object) {
 	e.T.Helper()
 	e.inNamespace(obj)
+	e.drift("delete " + e.describe(obj))
 	if err := e.Client.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
 		e.T.Fatalf("fsmtest: deleting %s: %v", e.describe(obj), err)
 	}

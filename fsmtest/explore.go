@@ -57,6 +57,12 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 //     cache lists anew: intermediate states never seen;
 //   - action-start:N and action-end:N, the process dies as the work of
 //     action N starts, or as it returns before its outcome is written;
+//   - call-fail:N, call-lost:N and call-timeout:N, call N to an outside
+//     system (Outside.Call) fails before its effect, or makes it and
+//     loses its answer, or makes it and times out;
+//   - drift:NAME:N, the outside system that declared the drift NAME
+//     (Outside.Drift) makes it behind the operator, just before the
+//     scenario's change N;
 //   - lag, every watch event reaches the operator late: stale reads;
 //   - clock:N, for a machine on the fake clock, the clock jumps past the
 //     operator's next timer once step N of the scenario, an Await, held.
@@ -230,7 +236,7 @@ func (x *explorer) extend(out *outcome, depth int) []schedule {
 		for _, a := range p.atoms {
 			st.generated++
 			h := fnv.New64a()
-			fmt.Fprint(h, p.key, a.Kind)
+			fmt.Fprint(h, p.key, a.Kind, a.Res) // two drifts at one point are two faults
 			if x.visited[h.Sum64()] {
 				st.deduplicated++
 				continue

@@ -62,10 +62,18 @@ const (
 	// repeat an effect after an answer lost on the wire, and effects
 	// that a failure loses: count them with Effects.
 	OutsideFailures Fault = "outside-failures"
+	// Drift makes each change that an outside system declares with
+	// Outside.Drift (a database stopped by hand, a record removed) once,
+	// just before each call of the clean run to that system, behind the
+	// operator's back. It finds handlers that trust what they did or saw
+	// before over what the system says now: a condition of the last pass
+	// taken as proof that an effect still holds, a step skipped because
+	// the status says it was done.
+	Drift Fault = "drift"
 )
 
 // AllFaults are the classes Faults injects unless told otherwise.
-var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts, CrashInAction, OutsideFailures}
+var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts, CrashInAction, OutsideFailures, Drift}
 
 // FaultOption changes what Faults does.
 type FaultOption func(*faultOptions)
@@ -164,6 +172,9 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 		e := New(t)
 		snap.faults, snap.ignore, snap.effects = name, o.ignore, o.effects
 		e.Timeout, e.snap = o.timeout, snap
+		if f != nil && !snap.faulty() {
+			f.trace = newTracker(e)
+		}
 		op := newOperator(e, machine, f, o.runOptions(e)...)
 		if snap.holdUntil >= 0 {
 			snap.start = func() {
@@ -180,18 +191,19 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 	}
 
 	var clean *snapshots
-	var writes []Write
-	var actions, calls int
+	var points []point
+	var writes int
 	if !t.Run("clean", func(t *testing.T) {
 		clean = &snapshots{holdUntil: -1}
-		e := run(t, nil, clean)
-		writes, actions, calls = e.api.all(), e.actions.started(), int(e.calls.Load())
-		t.Logf("the clean run made %d writes, started %d actions, made %d calls outside and took %d snapshots", len(writes), actions, calls, len(clean.taken))
+		// The clean run makes no fault; it only records the points where
+		// the classes' faults strike, as Explore's clean run does.
+		f := scheduled(nil)
+		e := run(t, f, clean)
+		points, _ = f.trace.result()
+		writes = len(e.api.all())
+		t.Logf("the clean run made %d writes, started %d actions, made %d calls outside and took %d snapshots", writes, e.actions.started(), int(e.calls.Load()), len(clean.taken))
 	}) {
 		return
-	}
-	if clean == nil {
-		t.Fatalf("fsmtest: -run left out the clean run, which the faulty runs are compared with: add clean, as in %s", replayPattern(t.Name(), "clean", ""))
 	}
 	for _, class := range o.classes {
 		t.Run(string(class), func(t *testing.T) {
@@ -205,41 +217,12 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 				})
 			}
 			switch class {
-			case Crash, FailWrite:
-				for k := 1; k <= len(writes); k++ {
-					f := scheduled(schedule{{Kind: atomCrash, N: k}})
-					what := "crash after write %d (%s)"
-					if class == FailWrite {
-						f = scheduled(schedule{{Kind: atomFail, N: k}})
-						what = "write %d (%s) failed before reaching the server"
-					}
-					one(fmt.Sprintf("write-%d", k), fmt.Sprintf(what, k, writes[k-1]), f, &snapshots{holdUntil: -1})
-				}
 			case StaleReads:
 				one("lag", fmt.Sprintf("watch events %v late", o.lag), &faults{watchLag: o.lag}, &snapshots{holdUntil: -1, lag: o.lag})
 			case Conflicts:
-				for k := 1; k <= min(3, len(writes)); k++ {
+				for k := 1; k <= min(3, writes); k++ {
 					one(fmt.Sprintf("from-write-%d", k), fmt.Sprintf("every third write from write %d answered 409 Conflict", k),
 						&faults{conflictEvery: 3, conflictFrom: k}, &snapshots{holdUntil: -1})
-				}
-			case CrashInAction:
-				if actions == 0 {
-					t.Logf("the clean run started no action")
-				}
-				for k := 1; k <= actions; k++ {
-					one(fmt.Sprintf("start-%d", k), fmt.Sprintf("crash as the work of action %d starts", k), scheduled(schedule{{Kind: atomActionStart, N: k}}), &snapshots{holdUntil: -1})
-					one(fmt.Sprintf("end-%d", k), fmt.Sprintf("crash as the work of action %d returns, before its outcome is written", k),
-						scheduled(schedule{{Kind: atomActionEnd, N: k}}), &snapshots{holdUntil: -1})
-				}
-			case OutsideFailures:
-				if calls == 0 {
-					t.Logf("the clean run made no call to an outside system")
-				}
-				for k := 1; k <= calls; k++ {
-					for _, kind := range []atomKind{atomCallFail, atomCallLost, atomCallTimeout} {
-						a := atom{Kind: kind, N: k}
-						one(fmt.Sprintf("%s-%d", kind, k), a.describe("to an outside system"), scheduled(schedule{a}), &snapshots{holdUntil: -1})
-					}
 				}
 			case Bursts:
 				last := clean.lastChange()
@@ -248,6 +231,21 @@ func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scen
 					return
 				}
 				one("burst", fmt.Sprintf("the operator stopped until after %s", clean.ops[last]), &faults{}, &snapshots{holdUntil: last})
+			case Crash, FailWrite, CrashInAction, OutsideFailures, Drift:
+				// The faults that strike at points of the run, each at
+				// every point of the clean run where it may.
+				struck := 0
+				for _, p := range points {
+					for _, a := range p.atoms {
+						if faultKinds[a.Kind].class == class {
+							struck++
+							one(a.run(), a.describe(p.what), scheduled(schedule{a}), &snapshots{holdUntil: -1})
+						}
+					}
+				}
+				if struck == 0 {
+					t.Logf("the clean run had no point where %s strikes", class)
+				}
 			default:
 				t.Fatalf("fsmtest: unknown fault class %q", class)
 			}

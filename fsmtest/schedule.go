@@ -19,12 +19,13 @@ import (
 )
 
 // atom is one fault of a schedule that Explore runs, at a point of the
-// run: a write, a watch event, the start or end of an action, or a call
-// to an outside system, each counted from 1 in the run.
+// run: a write, a watch event, the start or end of an action, a call to
+// an outside system, or a change of the scenario's, each counted from 1
+// in the run.
 type atom struct {
 	Kind atomKind
 	N    int
-	Res  string // the resource of a watch event
+	Res  string // the resource of a watch event, or the name of a drift
 }
 
 type atomKind string
@@ -42,9 +43,46 @@ const (
 	atomCallFail    atomKind = "call-fail"    // call N to an outside system fails before its effect
 	atomCallLost    atomKind = "call-lost"    // call N makes its effect, and its answer is lost
 	atomCallTimeout atomKind = "call-timeout" // call N makes its effect, and its caller times out
+	atomDrift       atomKind = "drift"        // an outside system makes its drift Res, behind the operator, just before the scenario's change N
 	atomLag         atomKind = "lag"          // every watch event reaches the operator late
 	atomBurst       atomKind = "burst"        // the operator starts once the scenario made its last change but one
 )
+
+// faultKind is what Faults and Explore both know of a kind of atom: the
+// one vocabulary of faults that strike at a numbered point of the run.
+type faultKind struct {
+	// class is the class of Faults that strikes the kind at every point
+	// of the clean run where it may strike; none for the kinds that
+	// Explore alone strikes there (Faults' Conflicts and StaleReads
+	// strike writes and events by a rule of their own).
+	class Fault
+	// what says what the fault did, with the point's number and what
+	// happened there; a drift's name comes third.
+	what string
+	// run names the run of Faults that strikes it at a point: its
+	// subtest.
+	run string
+	// named: the atom names a resource or a drift, as kind:NAME:N.
+	named bool
+}
+
+// faultKinds is the vocabulary of faults at points of the run. A new
+// kind is added here once, and both Faults (by its class) and Explore
+// (at every point of a run that lists it) strike it.
+var faultKinds = map[atomKind]faultKind{
+	atomCrash:       {class: Crash, what: "crash after write %d (%s)", run: "write-%d"},
+	atomFail:        {class: FailWrite, what: "write %d (%s) failed before reaching the server", run: "write-%d"},
+	atomConflict:    {what: "write %d (%s) answered 409 Conflict"},
+	atomClock:       {what: "the fake clock jumped past the operator's next timer once step %d (%s) held"},
+	atomDelay:       {what: "watch event %d (%s) and those after it late", named: true},
+	atomRelist:      {what: "watch broken at event %d (%s), which was lost, and the cache listed anew", named: true},
+	atomActionStart: {class: CrashInAction, what: "crash as the work of action %d (%s) starts", run: "start-%d"},
+	atomActionEnd:   {class: CrashInAction, what: "crash as the work of action %d (%s) returns, before its outcome is written", run: "end-%d"},
+	atomCallFail:    {class: OutsideFailures, what: "call %d (%s) failed before its effect", run: "call-fail-%d"},
+	atomCallLost:    {class: OutsideFailures, what: "call %d (%s) made its effect, and its answer was lost", run: "call-lost-%d"},
+	atomCallTimeout: {class: OutsideFailures, what: "call %d (%s) made its effect, and its caller timed out", run: "call-timeout-%d"},
+	atomDrift:       {class: Drift, what: "before the scenario's change %d (%s), an outside system made its drift %s behind the operator", run: "drift-%[2]s-%[1]d", named: true},
+}
 
 func (a atom) String() string {
 	switch {
@@ -58,19 +96,6 @@ func (a atom) String() string {
 
 // describe says what a does, at the point of the run it struck.
 func (a atom) describe(at string) string {
-	what := map[atomKind]string{
-		atomCrash:       "crash after write %d (%s)",
-		atomFail:        "write %d (%s) failed before reaching the server",
-		atomConflict:    "write %d (%s) answered 409 Conflict",
-		atomClock:       "the fake clock jumped past the operator's next timer once step %d (%s) held",
-		atomDelay:       "watch event %d (%s) and those after it late",
-		atomRelist:      "watch broken at event %d (%s), which was lost, and the cache listed anew",
-		atomActionStart: "crash as the work of action %d (%s) starts",
-		atomActionEnd:   "crash as the work of action %d (%s) returns, before its outcome is written",
-		atomCallFail:    "call %d (%s) failed before its effect",
-		atomCallLost:    "call %d (%s) made its effect, and its answer was lost",
-		atomCallTimeout: "call %d (%s) made its effect, and its caller timed out",
-	}[a.Kind]
 	switch a.Kind {
 	case atomLag:
 		return fmt.Sprintf("every watch event %v late", exploreLag)
@@ -80,7 +105,18 @@ func (a atom) describe(at string) string {
 	if at == "" {
 		at = "not reached"
 	}
-	return fmt.Sprintf(what, a.N, at)
+	if a.Kind == atomDrift {
+		return fmt.Sprintf(faultKinds[a.Kind].what, a.N, at, a.Res)
+	}
+	return fmt.Sprintf(faultKinds[a.Kind].what, a.N, at)
+}
+
+// run names the run of Faults that strikes a, within its class.
+func (a atom) run() string {
+	if faultKinds[a.Kind].named {
+		return fmt.Sprintf(faultKinds[a.Kind].run, a.N, a.Res)
+	}
+	return fmt.Sprintf(faultKinds[a.Kind].run, a.N)
 }
 
 // schedule is a set of faults, in the order they strike.
@@ -101,16 +137,17 @@ func parseSchedule(text string) (schedule, error) {
 	for part := range strings.SplitSeq(text, ",") {
 		fields := strings.Split(strings.TrimSpace(part), ":")
 		a := atom{Kind: atomKind(fields[0])}
+		k, known := faultKinds[a.Kind]
 		var err error
 		switch {
 		case (a.Kind == atomLag || a.Kind == atomBurst) && len(fields) == 1:
-		case (a.Kind == atomDelay || a.Kind == atomRelist) && len(fields) == 3:
+		case known && k.named && len(fields) == 3 && fields[1] != "":
 			a.Res = fields[1]
 			a.N, err = strconv.Atoi(fields[2])
-		case slices.Contains([]atomKind{atomCrash, atomFail, atomConflict, atomClock, atomActionStart, atomActionEnd, atomCallFail, atomCallLost, atomCallTimeout}, a.Kind) && len(fields) == 2:
+		case known && !k.named && len(fields) == 2:
 			a.N, err = strconv.Atoi(fields[1])
 		default:
-			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, clock:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, call-fail:N, call-lost:N, call-timeout:N, lag or burst", part)
+			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, clock:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, call-fail:N, call-lost:N, call-timeout:N, drift:NAME:N, lag or burst", part)
 		}
 		if err != nil || (len(fields) > 1 && a.N < 1) {
 			return nil, fmt.Errorf("fsmtest: fault %q: the number must be a count from 1", part)
@@ -302,15 +339,33 @@ func (tr *tracker) action(a atom, obj types.NamespacedName, name string) int {
 }
 
 // call records call n to an outside system, about to make its effect,
-// and returns its seq.
-func (tr *tracker) call(n int, system, op string) int {
+// and returns its seq. A read, which has no effect, may only fail.
+func (tr *tracker) call(n int, system, op string, read bool) int {
 	if tr == nil {
 		return 0
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	atoms := []atom{{Kind: atomCallFail, N: n}, {Kind: atomCallLost, N: n}, {Kind: atomCallTimeout, N: n}}
+	atoms := []atom{{Kind: atomCallFail, N: n}}
+	if !read {
+		atoms = append(atoms, atom{Kind: atomCallLost, N: n}, atom{Kind: atomCallTimeout, N: n})
+	}
 	return tr.add(atoms, system+" "+op, true, "call", system, op)
+}
+
+// drift records the point before the scenario's change n, what, where
+// the drifts named may strike, and returns its seq.
+func (tr *tracker) drift(n int, names []string, what string) int {
+	if tr == nil {
+		return 0
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	atoms := make([]atom, len(names))
+	for i, name := range names {
+		atoms[i] = atom{Kind: atomDrift, N: n, Res: name}
+	}
+	return tr.add(atoms, what, true, "drift", n)
 }
 
 // struck notes that fault a struck at the point seq.

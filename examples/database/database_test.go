@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -175,8 +176,8 @@ func underFaults(t *testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Databa
 	// the runs, each in a namespace of its own, do not meet there. It
 	// outlives the operator's crashes, as the real one would.
 	a := startAgent(t)
-	machine := func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Database] {
-		return (&database.Operator{Agent: &agent.Client{URL: a.URL()}}).Machine()
+	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Database] {
+		return (&database.Operator{Agent: outside(e, a)}).Machine()
 	}
 	scenario := func(e *fsmtest.Env) {
 		d := named("orders", "Running")
@@ -210,6 +211,25 @@ func underFaults(t *testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Databa
 
 func TestReadmeDiagramIsCurrent(t *testing.T) {
 	doccheck.ReadmeHasDiagram(t, (&database.Operator{}).Machine().Graph().Mermaid())
+}
+
+// outside is the operator's client of agent a in a run of the fault
+// tests, each request made through the agent declared as a system
+// outside the cluster: a fault may fail it before it reaches the agent,
+// or lose its answer, or time it out, after the agent took it. And the
+// agent drifts as a real one does: someone stops the run's databases by
+// hand.
+func outside(e *fsmtest.Env, a *agent.Agent) *agent.Client {
+	system := e.Outside("agent")
+	system.Drift("stopped", func() {
+		c := &agent.Client{URL: a.URL()}
+		for _, name := range a.Names(e.Namespace + ".") {
+			if err := c.Do(context.Background(), name, "stop"); err != nil {
+				e.T.Errorf("stopping %s behind the operator: %v", name, err)
+			}
+		}
+	})
+	return &agent.Client{URL: a.URL(), HTTP: &http.Client{Transport: system.Transport(nil), Timeout: time.Minute}}
 }
 
 // named is a database that asks for desired.

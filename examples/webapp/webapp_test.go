@@ -1,9 +1,12 @@
 package webapp_test
 
 import (
+	"context"
 	"io/fs"
+	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -67,8 +70,23 @@ func registry(e *fsmtest.Env) *dns.Registry {
 
 // operator is the web app machine of one operator process, calling e's
 // DNS registry.
+//
+// The registry is a system outside the cluster: under Faults and Explore
+// each request of the operator to it may fail, or lose its answer or
+// time out after the registry took it, and its records may be removed
+// behind the operator, as someone cleaning up a DNS zone by hand would.
 func operator(e *fsmtest.Env) *fsm.Machine[*v1alpha1.WebApp] {
-	op := &webapp.Operator{DNS: &dns.Client{URL: registry(e).URL()}}
+	system := e.Outside("dns")
+	system.Drift("records-removed", func() {
+		r := registry(e)
+		c := &dns.Client{URL: r.URL()}
+		for name := range r.Records() {
+			if err := c.Deregister(context.Background(), name); err != nil {
+				e.T.Errorf("removing %s behind the operator: %v", name, err)
+			}
+		}
+	})
+	op := &webapp.Operator{DNS: &dns.Client{URL: registry(e).URL(), HTTP: &http.Client{Transport: system.Transport(nil), Timeout: time.Minute}}}
 	return op.Machine()
 }
 

@@ -23,6 +23,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +107,20 @@ func (a *Agent) Database(name string) (Database, bool) {
 		return Database{}, false
 	}
 	return Database{State: db.State, Backups: append([]string(nil), db.Backups...), Config: maps.Clone(db.Config)}, true
+}
+
+// Names lists the databases whose names start with prefix, in order.
+func (a *Agent) Names(prefix string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var names []string
+	for name := range a.dbs {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (a *Agent) get(w http.ResponseWriter, req *http.Request) {

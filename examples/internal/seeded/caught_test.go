@@ -36,13 +36,22 @@ func TestExploreCatchesEverySeededBug(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// One build of the example's tests with the bug, run for
+			// Explore, its replays and Faults: a go test of each would
+			// build it again.
+			bin := filepath.Join(t.TempDir(), "example.test")
+			start := time.Now()
+			if out, err := goIn(t, overlay, "test", "-race", "-c", "-o", bin, pkg(b)); err != nil {
+				t.Fatalf("building the example's tests with the bug: %v\n%s", err, out)
+			}
+			t.Logf("go test -c: %v", time.Since(start).Round(time.Second))
 			test := func(args ...string) (string, error) {
 				start := time.Now()
-				defer func() { t.Logf("go test %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Second)) }()
-				return goIn(t, overlay, append([]string{"test", "-race", "-count=1", "-timeout=20m", pkg(b)}, args...)...)
+				defer func() { t.Logf("%s %s: %v", pkg(b), strings.Join(args, " "), time.Since(start).Round(time.Second)) }()
+				return runIn(t, b, bin, append([]string{"-test.timeout=20m"}, args...)...)
 			}
 
-			out, err := test("-run=Survives?Faults$", "-failfast", "-kfsm.depth=2")
+			out, err := test("-test.run=Survives?Faults$", "-test.failfast", "-kfsm.depth=2")
 			schedule := counterexample(t, out, err)
 			if schedule == "" {
 				return
@@ -55,12 +64,12 @@ func TestExploreCatchesEverySeededBug(t *testing.T) {
 			// A bug that shows under some timings only (the moose's herd
 			// kept in memory) may pass one replay: the replay gets three
 			// tries, and stops at the first that fails.
-			out, err = test("-run=Survives?Faults$", "-kfsm.explore="+schedule, "-count=3", "-failfast")
+			out, err = test("-test.run=Survives?Faults$", "-kfsm.explore="+schedule, "-test.count=3", "-test.failfast")
 			if again := counterexample(t, out, err); again != schedule {
 				t.Errorf("the replay of %s failed with %q", schedule, again)
 			}
 
-			out, err = test("-run=^TestSeededUnderFaults$", "-parallel=8", "-failfast")
+			out, err = test("-test.run=^TestSeededUnderFaults$", "-test.parallel=8", "-test.failfast")
 			switch {
 			case b.FaultsCatches && err == nil:
 				t.Errorf("Faults passes with the bug; the patch says it catches it:\n%s", tail(out))
