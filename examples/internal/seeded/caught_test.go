@@ -5,6 +5,7 @@ package seeded_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -138,6 +139,16 @@ func TestSeededUnderFaults(t *testing.T) {
 	}
 	t.Fatalf("no test file of %s defines underFaults, the machine and scenario of its fault tests", b.Example)
 	return ""
+}
+
+// runIn runs the test binary bin of b's example with args, in the
+// example's directory, as go test runs it.
+func runIn(t *testing.T, b seeded.Bug, bin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = filepath.Join(root(t), b.Example)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // tail is the end of a long output.

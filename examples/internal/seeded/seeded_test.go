@@ -28,16 +28,6 @@ func goIn(t *testing.T, overlay string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// runIn runs the test binary bin of b's example with args, in the
-// example's directory, as go test runs it.
-func runIn(t *testing.T, b seeded.Bug, bin string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = filepath.Join(root(t), b.Example)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
 // pkg is the bug's example as a package path of the examples module.
 func pkg(b seeded.Bug) string { return "./" + strings.TrimPrefix(b.Example, "examples/") }
 
