@@ -112,7 +112,9 @@ func Ignore(fields ...string) FaultOption {
 }
 
 // Converge bounds each wait of a faulty run: a run that does not converge
-// in this time fails. The default is one minute.
+// in this time fails. The default is one minute. A run whose operator
+// comes to rest short of what the scenario awaits (no request, no walk,
+// no outside call, no action for 15 seconds) fails sooner.
 func Converge(d time.Duration) FaultOption { return func(o *faultOptions) { o.timeout = d } }
 
 // AlsoRun registers more with each run's manager, made for the run's Env:

@@ -434,22 +434,56 @@ func (e *Env) caughtUp() bool {
 // left to do but wait for a failure's backoff gets the clock moved to its
 // end: the backoff after an injected fault is a wait that the scenario
 // cannot know to make.
+//
+// In a run of Faults or Explore, an operator that has come to rest with
+// cond not holding stays so: the test owns the fake clock and every
+// outside system, and the backoffs are moved for it. Such a run fails
+// once the operator has been at rest for restLimit, rather than at the
+// timeout.
 func (o *Operator) await(what string, cond func() (bool, string)) {
 	o.e.T.Helper()
-	deadline := time.Now().Add(o.e.Timeout)
+	start := time.Now()
+	deadline := start.Add(o.e.Timeout)
+	var r atRest
 	for {
 		ok, why := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			o.e.fatalf("waited %v for %s: %s%s", o.e.Timeout, what, why, o.e.clockHint())
+		}
+		if o.e.snap != nil && r.lasted(o.e, now) >= restLimit {
+			o.e.fatalf("waited %v for %s, and the operator came to rest without it: %s%s", now.Sub(start).Round(time.Second), what, why, o.e.clockHint())
 		}
 		if o.e.snap.faulty() {
 			o.e.toNextBackoff(o.e.snap.moment())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// restLimit is how long an operator in a run of Faults or Explore works
+// on nothing before an Await gives up on it: far longer than a replica's
+// lease, a watch event's delay or a moment of a loaded machine.
+const restLimit = 15 * time.Second
+
+// atRest follows how long the operator has been at rest: no request to
+// the API server, no walk, no call to an outside system, no action
+// running.
+type atRest struct {
+	since        time.Time
+	walks, calls int64
+}
+
+// lasted is how long the operator has been at rest at now.
+func (r *atRest) lasted(e *Env, now time.Time) time.Duration {
+	walks, calls := int64(e.walks.count()), e.calls.Load()
+	if r.since.IsZero() || walks != r.walks || calls != r.calls || e.actions.runningAny() || e.api.quietFor(now) == 0 {
+		*r = atRest{since: now, walks: walks, calls: calls}
+	}
+	return min(now.Sub(r.since), e.api.quietFor(now))
 }
 
 // observe makes fsmtest see m's walks: for the counts of the test whose
