@@ -444,13 +444,24 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 	o.e.T.Helper()
 	start := time.Now()
 	deadline := start.Add(o.e.Timeout)
-	var r atRest
+	var (
+		r       atRest
+		seen    activity
+		checked time.Time
+		why     string
+	)
 	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
+		// cond reads the API server: it is asked again once the operator
+		// did something, or after a while for what others change (the
+		// garbage collector, a node).
 		now := time.Now()
+		if a := o.e.activity(); checked.IsZero() || a != seen || now.Sub(checked) >= recheck {
+			var ok bool
+			if ok, why = cond(); ok {
+				return
+			}
+			seen, checked = a, now
+		}
 		if now.After(deadline) {
 			o.e.fatalf("waited %v for %s: %s%s", o.e.Timeout, what, why, o.e.clockHint())
 		}
@@ -462,6 +473,30 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// recheck is how often an Await reads what it waits for while the
+// operator does nothing: it reads it at once after each of the operator's
+// requests, walks and calls.
+const recheck = 500 * time.Millisecond
+
+// activity is what the operator has done so far, as far as fsmtest sees
+// it: its requests to the API server, walks and calls to outside systems,
+// and the fake clock's time.
+type activity struct {
+	request      time.Time
+	walks, calls int64
+	clock        time.Time
+}
+
+func (e *Env) activity() activity {
+	e.api.mu.Lock()
+	request := e.api.lastAt
+	if e.api.flights > 0 {
+		request = time.Time{} // in flight: read again once it is done
+	}
+	e.api.mu.Unlock()
+	return activity{request: request, walks: int64(e.walks.count()), calls: e.calls.Load(), clock: e.Clock.Now()}
 }
 
 // restLimit is how long an operator in a run of Faults or Explore works
