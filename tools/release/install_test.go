@@ -41,8 +41,14 @@ func newUser(t *testing.T, proxy string) user {
 		// the go command does not ask it about kfsm's modules. (The test
 		// checks the tagged go.sum files against the proxy at the end.)
 		"GONOSUMDB=github.com/kfsm/kfsm", "GOPRIVATE=", "GONOPROXY=",
-		// -modcacherw lets the test remove the module cache.
-		"GOFLAGS=-modcacherw",
+		// -modcacherw lets the test remove the module cache. -trimpath
+		// keys what the user builds by module and version rather than by
+		// the directory of this run's module cache, so the machine's
+		// build cache serves it, as it would for a user whose module
+		// cache stays where it is; without it every run compiled every
+		// dependency again, twice (the project's tests have the race
+		// detector on).
+		"GOFLAGS=-modcacherw -trimpath",
 		"GOMODCACHE="+filepath.Join(home, "mod"),
 		"GOCACHE="+strings.TrimSpace(string(out)),
 		"GOBIN="+u.bin,
@@ -139,11 +145,10 @@ func wantRequires(t *testing.T, dir, path, version string) {
 // commit and builds the kubectl plugin's archives and krew's manifest.
 // krew's validator passes the manifest, and krew installs the plugin from
 // it and each platform's archive; it refuses a broken manifest. A module
-// proxy on disk serves the tags, and, with module and build caches that
-// start empty, go install installs kfsm, kfsm init writes a project that
+// proxy on disk serves the tags, and, with a module cache that starts
+// empty, go install installs kfsm, kfsm init writes a project that
 // requires the release and passes its own make verify, make vet and make
-// test, and
-// go get gets the CloudEvents sink. Outside the workspace, the tagged
+// test, and go get gets the CloudEvents sink. Outside the workspace, the tagged
 // tree's modules load as their go.mod and go.sum say. The module cache
 // starts empty; the build cache and the Kubernetes binaries in the user
 // cache directory are the machine's.
