@@ -445,27 +445,31 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 	start := time.Now()
 	deadline := start.Add(o.e.Timeout)
 	var (
-		r       atRest
-		seen    activity
-		checked time.Time
-		why     string
+		seen           activity
+		since, checked time.Time // of the operator's last act, and of the last read of cond
+		why            string
 	)
 	for {
-		// cond reads the API server: it is asked again once the operator
-		// did something, or after a while for what others change (the
-		// garbage collector, a node).
 		now := time.Now()
-		if a := o.e.activity(); checked.IsZero() || a != seen || now.Sub(checked) >= recheck {
+		a, busy := o.e.activity()
+		changed := checked.IsZero() || a != seen
+		if changed || busy {
+			seen, since = a, now
+		}
+		// cond reads the API server: it is read again once the operator
+		// acted, and after a while for what others change (the garbage
+		// collector, a node).
+		if changed || now.Sub(checked) >= recheck {
 			var ok bool
 			if ok, why = cond(); ok {
 				return
 			}
-			seen, checked = a, now
+			checked = now
 		}
 		if now.After(deadline) {
 			o.e.fatalf("waited %v for %s: %s%s", o.e.Timeout, what, why, o.e.clockHint())
 		}
-		if o.e.snap != nil && r.lasted(o.e, now) >= restLimit {
+		if o.e.snap != nil && now.Sub(since) >= restLimit {
 			o.e.fatalf("waited %v for %s, and the operator came to rest without it: %s%s", now.Sub(start).Round(time.Second), what, why, o.e.clockHint())
 		}
 		if o.e.snap.faulty() {
@@ -476,49 +480,30 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 }
 
 // recheck is how often an Await reads what it waits for while the
-// operator does nothing: it reads it at once after each of the operator's
-// requests, walks and calls.
+// operator does nothing: it reads it at once after each act.
 const recheck = 500 * time.Millisecond
+
+// restLimit is how long an operator in a run of Faults or Explore does
+// nothing before an Await gives up on it: far longer than a replica's
+// lease, a watch event's delay or a moment of a loaded machine.
+const restLimit = 15 * time.Second
 
 // activity is what the operator has done so far, as far as fsmtest sees
 // it: its requests to the API server, walks and calls to outside systems,
-// and the fake clock's time.
+// and the fake clock's time. busy says that it is doing something now: a
+// request is in flight, or an action runs.
 type activity struct {
 	request      time.Time
 	walks, calls int64
 	clock        time.Time
 }
 
-func (e *Env) activity() activity {
+func (e *Env) activity() (a activity, busy bool) {
 	e.api.mu.Lock()
-	request := e.api.lastAt
-	if e.api.flights > 0 {
-		request = time.Time{} // in flight: read again once it is done
-	}
+	a.request, busy = e.api.lastAt, e.api.flights > 0
 	e.api.mu.Unlock()
-	return activity{request: request, walks: int64(e.walks.count()), calls: e.calls.Load(), clock: e.Clock.Now()}
-}
-
-// restLimit is how long an operator in a run of Faults or Explore works
-// on nothing before an Await gives up on it: far longer than a replica's
-// lease, a watch event's delay or a moment of a loaded machine.
-const restLimit = 15 * time.Second
-
-// atRest follows how long the operator has been at rest: no request to
-// the API server, no walk, no call to an outside system, no action
-// running.
-type atRest struct {
-	since        time.Time
-	walks, calls int64
-}
-
-// lasted is how long the operator has been at rest at now.
-func (r *atRest) lasted(e *Env, now time.Time) time.Duration {
-	walks, calls := int64(e.walks.count()), e.calls.Load()
-	if r.since.IsZero() || walks != r.walks || calls != r.calls || e.actions.runningAny() || e.api.quietFor(now) == 0 {
-		*r = atRest{since: now, walks: walks, calls: calls}
-	}
-	return min(now.Sub(r.since), e.api.quietFor(now))
+	a.walks, a.calls, a.clock = int64(e.walks.count()), e.calls.Load(), e.Clock.Now()
+	return a, busy || e.actions.runningAny()
 }
 
 // observe makes fsmtest see m's walks: for the counts of the test whose
