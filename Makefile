@@ -31,11 +31,14 @@ test: assets
 
 ## explore: the four examples' main scenarios under every combination of two faults
 ## (fsmtest.Explore at depth 2; make test runs depth 1), one example at a time, each
-## within EXPLORE_BUDGET; the report of each says what it ran and what it cut
+## within EXPLORE_BUDGET, EXPLORE_PARALLEL runs at a time (a run mostly waits for its
+## operator to be quiet: twice Explore's default fills two cores); the report of each
+## says what it ran and what it cut
 EXPLORE_BUDGET ?= 5m
+EXPLORE_PARALLEL ?= 24
 explore: assets
 	$(GO) -C examples test -race -count=1 -p 1 -timeout 30m -v -run 'Survives?Faults$$' \
-		./moose ./database ./webapp ./autoupdate -kfsm.depth=2 -kfsm.budget=$(EXPLORE_BUDGET)
+		./moose ./database ./webapp ./autoupdate -kfsm.depth=2 -kfsm.budget=$(EXPLORE_BUDGET) -kfsm.parallel=$(EXPLORE_PARALLEL)
 
 ## seeded-bugs: the seeded bugs of examples/internal/seeded/bugs, each applied to its example in
 ## turn: Explore, two faults at a time, catches it with a counterexample of at most two faults

@@ -19,6 +19,7 @@ var (
 	exploreSchedule = flag.String("kfsm.explore", "", "run only this schedule of faults in Explore (as a failure's replay command gives it), with the clean run")
 	exploreDepth    = flag.Int("kfsm.depth", 0, "combine up to this many faults in Explore, whatever the test says")
 	exploreBudget   = flag.Duration("kfsm.budget", 0, "bound the time of each Explore's faulty runs, whatever the test says")
+	exploreParallel = flag.Int("kfsm.parallel", 0, "run this many of each Explore's runs at once, whatever the test says")
 )
 
 // Depth is how many faults Explore combines in one run, at most; the
@@ -41,7 +42,7 @@ func FailFast() FaultOption { return func(o *faultOptions) { o.failFast = true }
 // Parallel is how many of Explore's runs share the package's API server
 // at once; the default is six times GOMAXPROCS, at most 12: each run
 // waits at every Await until its operator is quiet, and the others use
-// the CPU meanwhile.
+// the CPU meanwhile. The -kfsm.parallel flag overrides it.
 func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n } }
 
 // Explore runs scenario once as it is, then under every combination of up
@@ -122,6 +123,9 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	}
 	if *exploreBudget > 0 {
 		o.budget = *exploreBudget
+	}
+	if *exploreParallel > 0 {
+		o.parallel = *exploreParallel
 	}
 	if f := flag.Lookup("test.failfast"); f != nil && f.Value.String() == "true" {
 		o.failFast = true
