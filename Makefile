@@ -32,7 +32,7 @@ test: assets
 ## explore: the four examples' main scenarios under every combination of two faults
 ## (fsmtest.Explore at depth 2; make test runs depth 1), one example at a time, each
 ## within EXPLORE_BUDGET, EXPLORE_PARALLEL runs at a time (a run mostly waits for its
-## operator to be quiet: twice Explore's default fills two cores); the report of each
+## operator to be quiet: twice Explore's default keeps two cores busier); the report of each
 ## says what it ran and what it cut
 EXPLORE_BUDGET ?= 5m
 EXPLORE_PARALLEL ?= 24
