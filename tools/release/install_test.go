@@ -148,10 +148,10 @@ func wantRequires(t *testing.T, dir, path, version string) {
 // proxy on disk serves the tags, and, with a module cache that starts
 // empty, go install installs kfsm, kfsm init writes a project that
 // requires the release and passes its own make verify, make vet and make
-// test, and go get gets the CloudEvents sink. Outside the workspace, the tagged
-// tree's modules load as their go.mod and go.sum say. The module cache
-// starts empty; the build cache and the Kubernetes binaries in the user
-// cache directory are the machine's.
+// test, and go get gets the CloudEvents sink. Outside the workspace, the
+// tagged tree's modules load as their go.mod and go.sum say. The build
+// cache and the Kubernetes binaries in the user cache directory are the
+// machine's.
 func TestAUserInstallsTheRelease(t *testing.T) {
 	isolateGit(t)
 	const version = "v0.1.0"
