@@ -69,9 +69,15 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 			e.snap.ops = append(e.snap.ops, "await "+what)
 			return
 		}
-		if ok, _ := cond(); ok {
-			e.snap.settled(e, what)
-			return
+		// The snapshot is of a moment when cond held: an operator that
+		// polls on its own clock may write between the two reads.
+		at, still := e.api.lastWrite()
+		if ok, _ := cond(); ok && still {
+			objects := e.snapshot()
+			if after, still := e.api.lastWrite(); still && after.Equal(at) {
+				e.snap.settled(what, objects)
+				return
+			}
 		}
 	}
 	e.fatalf("%s held, but not once the operator was quiet, ten times over", what)

@@ -355,13 +355,13 @@ func (s *snapshots) quiet(e *Env) {
 	}
 }
 
-// settled takes a snapshot once an Await succeeded and the operator has
-// been quiet for a moment.
-func (s *snapshots) settled(e *Env, what string) {
+// settled keeps the snapshot of objects once an Await succeeded and the
+// operator has been quiet for a moment.
+func (s *snapshots) settled(what string, objects map[string]any) {
 	if s.taken == nil {
 		s.taken = map[int]snapshot{}
 	}
-	s.taken[len(s.ops)] = snapshot{what: what, objects: e.snapshot()}
+	s.taken[len(s.ops)] = snapshot{what: what, objects: objects}
 	s.ops = append(s.ops, "await "+what)
 	step := len(s.ops)
 	if seq := s.trace.awaited(step, "await "+what); seq > 0 && s.jumps[step] {

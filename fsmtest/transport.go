@@ -108,6 +108,14 @@ func (l *apiLog) quietFor(now time.Time) time.Duration {
 	return now.Sub(l.lastAt)
 }
 
+// lastWrite is when the last write was answered, and false while one is
+// in flight.
+func (l *apiLog) lastWrite() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastAt, l.flights == 0
+}
+
 // life is one run of an operator process: its faults, and whether it has
 // crashed. A crashed process reaches the API server no more.
 type life struct {
