@@ -1,8 +1,10 @@
 package autoupdate_test
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -99,7 +101,10 @@ func TestUpgradesFollowTheVersionServer(t *testing.T) {
 // reaches the same status at every step as in a clean run, and the host
 // runs the same instances. Each run has a world of its own, which outlives
 // the operator's crashes; its instances listen on addresses of their own,
-// left out of the comparison. There is no burst to make: the story's
+// left out of the comparison. So is status.serverError: it reports the
+// version server's last answer, which a fault fails on purpose, and the
+// client polls on; each step awaits it empty while the server is up, and
+// the outage's text while it is down. There is no burst to make: the story's
 // changes are the version server's, and the client changes only when it
 // is created and deleted.
 func TestUpgradesSurviveFaults(t *testing.T) {
@@ -112,7 +117,7 @@ func TestUpgradesSurviveFaults(t *testing.T) {
 // fault tests: TestUpgradesSurviveFaults's, and the seeded-bug check's.
 func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient], func(*fsmtest.Env), []fsmtest.FaultOption) {
 	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedClient] {
-		return worldOf(e).operator().Machine()
+		return worldOf(e).outside(e).Machine()
 	}
 	return machine, func(e *fsmtest.Env) {
 		w := worldOf(e)
@@ -137,7 +142,7 @@ func underFaults(*testing.T) (func(*fsmtest.Env) *fsm.Machine[*v1alpha1.ManagedC
 			}
 			return ""
 		})
-	}, []fsmtest.FaultOption{fsmtest.Ignore("address")}
+	}, []fsmtest.FaultOption{fsmtest.Ignore("address", "serverError")}
 }
 
 func TestRestartMidUpgradeCompletesIt(t *testing.T) {
@@ -282,8 +287,39 @@ func (w *world) operator() *autoupdate.Operator {
 	}
 }
 
+// outside is operator, with each call to the version server and the
+// host made through them declared as systems outside the cluster: a
+// fault may fail a call before it reaches them, or lose its answer, or
+// time it out, after they took it. And the host drifts as a real one
+// does: it restarts, and forgets the instances it ran.
+func (w *world) outside(e *fsmtest.Env) *autoupdate.Operator {
+	op := w.operator()
+	versions := e.Outside("versions")
+	op.Versions = outsideVersions{versions, op.Versions}
+	host := e.Outside("host")
+	host.Drift("restarted", w.host.Restart)
+	op.Host.HTTP = &http.Client{Transport: host.Transport(nil), Timeout: time.Minute}
+	return op
+}
+
+// outsideVersions asks the version server through system.
+type outsideVersions struct {
+	system *fsmtest.Outside
+	versionpb.VersionServiceClient
+}
+
+func (v outsideVersions) GetVersion(ctx context.Context, in *versionpb.GetVersionRequest, opts ...grpc.CallOption) (resp *versionpb.GetVersionResponse, err error) {
+	err = v.system.Read("GetVersion", func() error {
+		resp, err = v.VersionServiceClient.GetVersion(ctx, in, opts...)
+		return err
+	})
+	return resp, err
+}
+
 // play makes the version server do what s says, and returns when the
-// operator has acted on it: the client has what s expects, at rest.
+// operator has acted on it: the client has what s expects, at rest, and
+// while the server is up, its last answer reached the operator (a fault
+// may fail one ask, and the status says so until the next).
 func (w *world) play(e *fsmtest.Env, s step) func(*v1alpha1.ManagedClient) bool {
 	if s.publish != nil {
 		w.versions.Publish("stable", s.publish)
@@ -298,10 +334,13 @@ func (w *world) play(e *fsmtest.Env, s step) func(*v1alpha1.ManagedClient) bool 
 		// Refused: wait until the server was asked about it twice more.
 		asked := w.versions.Asked()
 		return func(mc *v1alpha1.ManagedClient) bool {
-			return w.versions.Asked() >= asked+2 && e.Get(mc) && slices.Contains(mc.Status.FailedVersions, s.publish.GetVersion()) && settled(mc, s.version)
+			return w.versions.Asked() >= asked+2 && e.Get(mc) && slices.Contains(mc.Status.FailedVersions, s.publish.GetVersion()) &&
+				settled(mc, s.version) && mc.Status.ServerError == ""
 		}
 	}
-	return func(mc *v1alpha1.ManagedClient) bool { return e.Get(mc) && settled(mc, s.version) }
+	return func(mc *v1alpha1.ManagedClient) bool {
+		return e.Get(mc) && settled(mc, s.version) && mc.Status.ServerError == ""
+	}
 }
 
 // holds says how mc, read, and the host differ from what s expects, or

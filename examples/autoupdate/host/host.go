@@ -75,13 +75,19 @@ func (h *Host) URL() string { return "http://" + h.addr }
 
 // Close stops the host and its instances.
 func (h *Host) Close() error {
+	h.Restart()
+	return h.srv.Close()
+}
+
+// Restart stops every instance, as a host that restarts forgets what it
+// ran: its owner must start them again.
+func (h *Host) Restart() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for name, in := range h.instances {
 		_ = in.srv.Close()
 		delete(h.instances, name)
 	}
-	return h.srv.Close()
 }
 
 // Instances returns the running instances, by name.
