@@ -17,7 +17,6 @@ import (
 	"github.com/kfsm/kfsm/fsm/internal/metrics"
 	"github.com/kfsm/kfsm/fsm/internal/migrate"
 	"github.com/kfsm/kfsm/fsm/internal/statusfield"
-	"github.com/kfsm/kfsm/fsm/internal/text"
 	"github.com/kfsm/kfsm/graph"
 	"github.com/kfsm/kfsm/internal/refusal"
 )
@@ -169,12 +168,12 @@ func (m *Machine[T]) stateProblems(s *stateDef[T]) []graph.Problem {
 		problem(NoHandler, fmt.Sprintf("state %s has no handler", s.name))
 	}
 	if len(s.name) > maxStateName {
-		problem(LongStateName, fmt.Sprintf("state %s is %d bytes long; status.state holds at most %d", text.Clip(string(s.name), 64), len(s.name), maxStateName))
+		problem(LongStateName, fmt.Sprintf("state %s is %d bytes long; status.state holds at most %d", clip(string(s.name), 64), len(s.name), maxStateName))
 	}
 	if m.mode == Pipeline && s.name != "" && (!conditionType.MatchString(string(s.name)) || len(s.name) > maxStateName ||
 		len(validation.IsQualifiedName(string(s.name))) > 0 ||
 		slices.Contains([]State{ConditionReady, ConditionReconciling, ConditionStalled, ConditionPaused}, s.name)) {
-		problem(BadConditionType, fmt.Sprintf("pipeline state %s cannot name its condition: use a valid condition type (a name of at most 63 characters, with an optional DNS subdomain and a slash before it) other than Ready, Reconciling, Stalled and Paused", text.Clip(string(s.name), 64)))
+		problem(BadConditionType, fmt.Sprintf("pipeline state %s cannot name its condition: use a valid condition type (a name of at most 63 characters, with an optional DNS subdomain and a slash before it) other than Ready, Reconciling, Stalled and Paused", clip(string(s.name), 64)))
 	}
 	return problems
 }

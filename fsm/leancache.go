@@ -10,9 +10,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kfsm/kfsm/fsm/internal/intern"
-	"github.com/kfsm/kfsm/fsm/internal/restmap"
-	"github.com/kfsm/kfsm/fsm/internal/transform"
+	"github.com/kfsm/kfsm/fsm/internal/leancache"
 )
 
 // LeanCache makes the cache of the manager that opts will make keep less
@@ -55,10 +53,10 @@ func LeanCache(opts *manager.Options) {
 	}
 	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
 		if co.Mapper != nil {
-			co.Mapper = restmap.Memo(co.Mapper)
+			co.Mapper = leancache.Memo(co.Mapper)
 		}
-		in := interner{intern.New(), intern.NewSiblings()}
-		return newCache(cfg, transform.After(co, in.lean))
+		in := interner{leancache.NewTable(), leancache.NewSiblings()}
+		return newCache(cfg, leancache.After(co, in.lean))
 	}
 }
 
@@ -75,8 +73,8 @@ func (r *reconciler[T]) noteFatCache(ctx context.Context, obj T) {
 // interner keeps one copy of each string, and of each children's label
 // map, that a cache shares.
 type interner struct {
-	*intern.Table
-	siblings *intern.Siblings
+	*leancache.Table
+	siblings *leancache.Siblings
 }
 
 // repeats says whether the values of a label repeat from object to

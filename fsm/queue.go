@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -48,4 +50,54 @@ func (m *Machine[T]) scheduler() clock.WithDelayedExecution {
 		return c
 	}
 	return nil
+}
+
+// Failed attempts back off exponentially between these bounds.
+const (
+	backoffBase = time.Second
+	backoffMost = 5 * time.Minute
+)
+
+// backoffAfter is how long an object waits after its failures-th failed attempt
+// in a row: 1 s, doubling up to 5 min.
+func backoffAfter(failures int32) time.Duration {
+	d := backoffBase
+	for i := int32(1); i < failures && d < backoffMost; i++ {
+		d *= 2
+	}
+	return min(d, backoffMost)
+}
+
+// requeueLimiter is the rate limiter of a machine's controller. An object whose
+// handler failed is requeued when kfsm's backoff says; every other
+// requeue is the controller's own rate limiter's to time.
+type requeueLimiter struct {
+	workqueue.TypedRateLimiter[reconcile.Request]
+
+	mu  sync.Mutex
+	due map[reconcile.Request]time.Duration
+}
+
+// newRequeueLimiter wraps the controller's own rate limiter.
+func newRequeueLimiter(inner workqueue.TypedRateLimiter[reconcile.Request]) *requeueLimiter {
+	return &requeueLimiter{TypedRateLimiter: inner, due: map[reconcile.Request]time.Duration{}}
+}
+
+// RetryIn sets the delay of the next rate-limited requeue of req.
+func (l *requeueLimiter) RetryIn(req reconcile.Request, after time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.due[req] = after
+}
+
+// When is the delay of req's next rate-limited requeue.
+func (l *requeueLimiter) When(req reconcile.Request) time.Duration {
+	l.mu.Lock()
+	after, ok := l.due[req]
+	delete(l.due, req)
+	l.mu.Unlock()
+	if ok {
+		return after
+	}
+	return l.TypedRateLimiter.When(req)
 }

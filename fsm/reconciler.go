@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/action"
-	"github.com/kfsm/kfsm/fsm/internal/backoff"
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
@@ -51,8 +50,8 @@ type reconciler[T Object] struct {
 	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
 	actions *action.Pool
 	echoes  *echo.Marks
-	limiter *backoff.Limiter // set under a manager
-	shards  *shard.Replica   // set when the machine is sharded
+	limiter *requeueLimiter // set under a manager
+	shards  *shard.Replica  // set when the machine is sharded
 	// slowLogged holds the states whose handler was logged as slow.
 	slowLogged sync.Map
 	// fatCache is set once the cache was seen to keep managed fields.

@@ -3,10 +3,10 @@ package fsm
 import (
 	"errors"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/kfsm/kfsm/fsm/internal/text"
 )
 
 const (
@@ -22,11 +22,11 @@ const (
 // the note is cut as a whole. The recorder takes a format; a note with no
 // % is its own, which costs nothing to pass.
 func (r *reconciler[T]) event(regarding T, related runtime.Object, eventtype, reason, action, note string) {
-	note = text.Clip(text.OneLine(note), maxNote)
+	note = clip(oneLine(note), maxNote)
 	if strings.Contains(note, "%") {
 		note = strings.ReplaceAll(note, "%", "%%")
 	}
-	r.recorder.Eventf(regarding, related, eventtype, text.Clip(text.OneLine(reason), maxReason), text.Clip(text.OneLine(action), maxAction), note)
+	r.recorder.Eventf(regarding, related, eventtype, clip(oneLine(reason), maxReason), clip(oneLine(action), maxAction), note)
 }
 
 // redact filters a text that came from an error or a handler before kfsm
@@ -51,4 +51,34 @@ func (r *reconciler[T]) redactedError(err error) error {
 }
 
 // truncate makes s a condition message: one line, and bounded.
-func truncate(s string) string { return text.Clip(text.OneLine(s), maxMessage) }
+func truncate(s string) string { return clip(oneLine(s), maxMessage) }
+
+// oneLine is s with each control character (C0, newlines and tabs
+// included, DEL and C1) made a space: what kfsm writes to conditions and
+// events is one line, with no escape sequence for a terminal that prints
+// it to obey.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, func(c rune) bool { return c < ' ' || c > '~' }) {
+		return s // printable ASCII, the usual case, without a call of the mapping per character
+	}
+	return strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) {
+			return ' '
+		}
+		return c
+	}, s)
+}
+
+// clip shortens s to at most n bytes, cut at a character and marked with
+// an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}

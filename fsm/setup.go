@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/kfsm/kfsm/fsm/internal/backoff"
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
 	"github.com/kfsm/kfsm/fsm/internal/unserved"
@@ -80,7 +79,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers
 	}
-	r.limiter = backoff.New(rateLimiter(mgr, opts))
+	r.limiter = newRequeueLimiter(rateLimiter(mgr, opts))
 	opts.RateLimiter = r.limiter
 	return m.controller(mgr, r).WithOptions(opts).Complete(r)
 }

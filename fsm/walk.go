@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kfsm/kfsm/fsm/internal/backoff"
 	"github.com/kfsm/kfsm/graph"
 )
 
@@ -363,7 +362,7 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times: %s", cur, w.st.Failures, msg))
 		return true, outcome{failure: f}, ""
 	}
-	after := backoff.After(w.st.Failures)
+	after := backoffAfter(w.st.Failures)
 	w.st.RetryAt = &metav1.MicroTime{Time: w.now.Add(after)}
 	w.settle(cur, metav1.ConditionFalse, reason, fmt.Sprintf("state %s failed: %s", cur, msg), true, nil)
 	f.RetryAfter = w.withTimeout(def, after)

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
-	"github.com/kfsm/kfsm/fsm/internal/mergepatch"
 	"github.com/kfsm/kfsm/fsm/internal/statusfield"
 )
 
@@ -67,7 +66,7 @@ func statusPatch(before, obj runtime.Object) (client.Patch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status: %w", err)
 	}
-	data, err := mergepatch.Diff(from, to)
+	data, err := statusfield.MergePatch(from, to)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status: %w", err)
 	}

@@ -1,6 +1,7 @@
 // Package statusfield finds the status of a Kubernetes object of any Go
-// type by reflection: the field named Status, which kfsm writes, compares
-// and copies.
+// type by reflection: the field named Status, which kfsm compares, copies
+// and writes as a JSON merge patch (RFC 7386) made from the encodings of
+// the two statuses, without decoding them (mergepatch.go).
 package statusfield
 
 import (

@@ -1,12 +1,4 @@
-// Package restmap keeps the REST mappings that a cache asks for on every
-// read.
-//
-// A controller-runtime cache that serves some namespaces asks its REST
-// mapper whether an object's kind is namespaced on every Get and List.
-// controller-runtime's mapper answers from what it has discovered, but
-// builds the answer anew each time, through every API group it knows: in
-// kfsm's benchmark, a seventh of everything an operator allocated.
-package restmap
+package leancache
 
 import (
 	"sync"

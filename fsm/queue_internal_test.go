@@ -1,4 +1,4 @@
-package backoff
+package fsm
 
 import (
 	"testing"
@@ -14,15 +14,15 @@ func TestAfterDoublesUpToFiveMinutes(t *testing.T) {
 		0: time.Second, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second,
 		9: 256 * time.Second, 10: 5 * time.Minute, 1000: 5 * time.Minute,
 	} {
-		if got := After(failures); got != want {
-			t.Errorf("After(%d) = %v, want %v", failures, got, want)
+		if got := backoffAfter(failures); got != want {
+			t.Errorf("backoffAfter(%d) = %v, want %v", failures, got, want)
 		}
 	}
 }
 
 func TestTheBackoffTimesOneRequeueAndTheInnerLimiterTheRest(t *testing.T) {
 	inner := workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, time.Second)
-	l := New(inner)
+	l := newRequeueLimiter(inner)
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "o"}}
 	l.RetryIn(req, 42*time.Second)
 	if got := l.When(req); got != 42*time.Second {

@@ -1,7 +1,4 @@
-// Package intern keeps one copy of each string that many objects repeat,
-// and one of each label map that the children of one parent repeat, so
-// that a cache of them holds it once.
-package intern
+package leancache
 
 import (
 	"hash/maphash"
@@ -22,8 +19,8 @@ type Table struct {
 	strings map[string]string
 }
 
-// New returns an empty table.
-func New() *Table {
+// NewTable returns an empty table.
+func NewTable() *Table {
 	return &Table{strings: map[string]string{}}
 }
 

@@ -1,4 +1,4 @@
-package restmap
+package leancache
 
 import (
 	"testing"

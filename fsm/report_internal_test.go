@@ -1,4 +1,4 @@
-package text
+package fsm
 
 import (
 	"testing"
@@ -13,8 +13,8 @@ func TestOneLineLeavesNoControlCharacter(t *testing.T) {
 		"c1 \u009b2J del \x7f":   "c1  2J del  ",
 		"héllo, 世界":              "héllo, 世界",
 	} {
-		if got := OneLine(in); got != want {
-			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -30,9 +30,9 @@ func TestClipCutsAtACharacter(t *testing.T) {
 		{"a longer text", 8, "a lon…"},
 		{"世界世界", 8, "世…"}, // 3 bytes each: "世界" and the ellipsis would be 9
 	} {
-		got := Clip(tc.in, tc.n)
+		got := clip(tc.in, tc.n)
 		if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
-			t.Errorf("Clip(%q, %d) = %q, want %q, valid UTF-8 of at most %d bytes", tc.in, tc.n, got, tc.want, tc.n)
+			t.Errorf("clip(%q, %d) = %q, want %q, valid UTF-8 of at most %d bytes", tc.in, tc.n, got, tc.want, tc.n)
 		}
 	}
 }

@@ -1,13 +1,4 @@
-// Package mergepatch makes JSON merge patches (RFC 7386) of documents that
-// encoding/json wrote, comparing their encodings rather than decoding
-// them.
-//
-// A general merge patch decodes both documents into maps of interfaces
-// and compares them value by value. The statuses that kfsm writes are
-// encoded by encoding/json from the same Go type, whose encoding of equal
-// values is equal bytes, so a member whose bytes did not change can be
-// left out unread, and only objects whose bytes changed are looked into.
-package mergepatch
+package statusfield
 
 import (
 	"bytes"
@@ -15,15 +6,21 @@ import (
 	"fmt"
 )
 
+// A general merge patch decodes both documents into maps of interfaces
+// and compares them value by value. The statuses that kfsm writes are
+// encoded by encoding/json from the same Go type, whose encoding of equal
+// values is equal bytes, so a member whose bytes did not change can be
+// left out unread, and only objects whose bytes changed are looked into.
+
 var null = json.RawMessage("null")
 
-// Diff returns the merge patch that turns the JSON object from into to:
+// MergePatch returns the merge patch that turns the JSON object from into to:
 // the members of to that changed, the members of from that to lacks as
 // null, and the objects that are members of both as patches of their
 // own. Both must be objects; equal values must be equal bytes, as
 // encoding/json writes them, or the patch merely sets a few members to
 // what they already are.
-func Diff(from, to []byte) ([]byte, error) {
+func MergePatch(from, to []byte) ([]byte, error) {
 	patch, err := diff(from, to)
 	if err != nil {
 		return nil, err
@@ -52,7 +49,7 @@ func diff(from, to []byte) (map[string]any, error) {
 		fv, ok := f[k]
 		switch {
 		case ok && bytes.Equal(fv, tv):
-		case ok && object(fv) && object(tv):
+		case ok && isObject(fv) && isObject(tv):
 			sub, err := diff(fv, tv)
 			if err != nil {
 				return nil, err
@@ -66,7 +63,7 @@ func diff(from, to []byte) (map[string]any, error) {
 }
 
 // object says whether the JSON value v is an object.
-func object(v json.RawMessage) bool {
+func isObject(v json.RawMessage) bool {
 	v = bytes.TrimLeft(v, " \t\r\n")
 	return len(v) > 0 && v[0] == '{'
 }

@@ -1,4 +1,4 @@
-package mergepatch
+package statusfield
 
 import (
 	"encoding/json"
@@ -74,9 +74,9 @@ func decode(t *testing.T, data []byte) any {
 	return v
 }
 
-// Diff's patch is the one a general merge patch makes, and applied to the
+// MergePatch's patch is the one a general merge patch makes, and applied to the
 // original it gives the changed document.
-func TestDiffIsTheMergePatch(t *testing.T) {
+func TestMergePatchIsTheGeneralOnes(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 5000 {
 		from := randomObject(r, 0)
@@ -86,7 +86,7 @@ func TestDiffIsTheMergePatch(t *testing.T) {
 		}
 		fromJSON, _ := json.Marshal(from)
 		toJSON, _ := json.Marshal(to)
-		got, err := Diff(fromJSON, toJSON)
+		got, err := MergePatch(fromJSON, toJSON)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,10 +107,10 @@ func TestDiffIsTheMergePatch(t *testing.T) {
 	}
 }
 
-func TestDiffRefusesWhatIsNotAnObject(t *testing.T) {
+func TestMergePatchRefusesWhatIsNotAnObject(t *testing.T) {
 	for _, c := range [][2]string{{`[]`, `{}`}, {`{}`, `3`}, {`{`, `{}`}} {
-		if _, err := Diff([]byte(c[0]), []byte(c[1])); err == nil {
-			t.Errorf("Diff(%s, %s) gave no error", c[0], c[1])
+		if _, err := MergePatch([]byte(c[0]), []byte(c[1])); err == nil {
+			t.Errorf("MergePatch(%s, %s) gave no error", c[0], c[1])
 		}
 	}
 }

@@ -1,7 +1,4 @@
-// Package transform runs a function on every object that a cache stores,
-// after the transforms that the cache's options give: package fsm's
-// LeanCache makes each object lean with it.
-package transform
+package leancache
 
 import (
 	toolscache "k8s.io/client-go/tools/cache"

@@ -1,4 +1,4 @@
-package logvalues
+package fsm
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ func jsonLogger(lines *[]map[string]any, verbosity int) logr.Logger {
 func TestLinesCarryTheValues(t *testing.T) {
 	var got []map[string]any
 	base := jsonLogger(&got, 0).WithValues("controller", "gadget")
-	log := With(base, "machine", "m", "state", "Configured")
+	log := withValues(base, "machine", "m", "state", "Configured")
 	log.Info("applied", "child", "cm")
 	log.Error(errors.New("refused"), "apply failed")
 	log.WithValues("try", 2).WithName("sub").V(0).Info("again")
@@ -37,9 +37,9 @@ func TestLinesCarryTheValues(t *testing.T) {
 				t.Errorf("line %d: %s = %v, want %v: %v", i, key, line[key], want, line)
 			}
 		}
-		// The caller is this test, not the package's sink.
+		// The caller is this test, not the sink that adds the values.
 		caller, _ := line["caller"].(map[string]any)
-		if caller["file"] != "logvalues_test.go" {
+		if caller["file"] != "logvalues_internal_test.go" {
 			t.Errorf("line %d: caller %v, want this test", i, line["caller"])
 		}
 	}
@@ -50,7 +50,7 @@ func TestLinesCarryTheValues(t *testing.T) {
 
 func TestLevelsStayTheLoggers(t *testing.T) {
 	var got []map[string]any
-	log := With(jsonLogger(&got, 0), "state", "S")
+	log := withValues(jsonLogger(&got, 0), "state", "S")
 	if log.V(1).Enabled() {
 		t.Fatal("V(1) is enabled under an info-level logger")
 	}
@@ -62,7 +62,7 @@ func TestLevelsStayTheLoggers(t *testing.T) {
 }
 
 func TestDiscardStaysDiscard(t *testing.T) {
-	log := With(logr.Discard(), "state", "S")
+	log := withValues(logr.Discard(), "state", "S")
 	if log.Enabled() {
 		t.Fatal("a discarding logger became enabled")
 	}

@@ -1,4 +1,4 @@
-package intern
+package leancache
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestShareReturnsOneCopy(t *testing.T) {
-	table := New()
+	table := NewTable()
 	first := strings.Clone("kfsm.io/machine")
 	second := strings.Clone("kfsm.io/machine")
 	if unsafe.StringData(first) == unsafe.StringData(second) {
@@ -24,7 +24,7 @@ func TestShareReturnsOneCopy(t *testing.T) {
 }
 
 func TestShareIsBounded(t *testing.T) {
-	table := New()
+	table := NewTable()
 	for i := range max + 10 {
 		table.Share(fmt.Sprint("value-", i))
 	}
@@ -38,7 +38,7 @@ func TestShareIsBounded(t *testing.T) {
 }
 
 func TestCopyTellsWhetherAFieldShouldChange(t *testing.T) {
-	table := New()
+	table := NewTable()
 	first := strings.Clone("kfsm.dev/machine")
 	if c, change := table.Copy(first); c != first || change {
 		t.Fatalf("the first copy: %q, %v; want it back, unchanged", c, change)
