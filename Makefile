@@ -95,7 +95,7 @@ demo:
 ## BENCH="-n 1000,10000 -workers 1,8 -rounds 3" chooses what to measure
 BENCH ?= -n 1000 -workers 1,8 -rounds 3
 bench:
-	$(GO) run ./bench $(BENCH)
+	$(GO) run ./tools/bench $(BENCH)
 
 ## screenshot: take docs/dashboard.png, the README's picture of the demo's dashboard,
 ## in the browser test of the demo (headless Chromium, fetched on first use), and
