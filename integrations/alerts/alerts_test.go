@@ -37,7 +37,7 @@ import (
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
 	fsmtest.Main(m, fsmtest.Options{
-		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd")},
+		CRDPaths:    []string{filepath.Join("..", "..", "internal", "testapi", "crd")},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 	})
 }
@@ -86,7 +86,7 @@ func rules(t *testing.T) (ruleFile, string) {
 // use by tools/prometheus/promtool.sh.
 func promtool(t *testing.T, args ...string) string {
 	t.Helper()
-	path, err := exec.CommandContext(t.Context(), "bash", filepath.Join("..", "tools", "prometheus", "promtool.sh")).Output()
+	path, err := exec.CommandContext(t.Context(), "bash", filepath.Join("..", "..", "tools", "prometheus", "promtool.sh")).Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

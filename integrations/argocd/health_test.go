@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
-		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd")},
+		CRDPaths:    []string{filepath.Join("..", "..", "internal", "testapi", "crd")},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 	})
 }

@@ -31,7 +31,7 @@ func TestReadmeConfigMapIsCurrent(t *testing.T) {
 		t.Fatalf("the README's ConfigMap: %v", err)
 	}
 
-	crds, err := filepath.Glob(filepath.Join("..", "examples", "*", "crd", "*.yaml"))
+	crds, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "crd", "*.yaml"))
 	if err != nil || len(crds) == 0 {
 		t.Fatalf("no CRDs of the examples found (%v)", err)
 	}

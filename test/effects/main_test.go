@@ -17,7 +17,7 @@ import (
 // its own.
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
-		CRDPaths:     []string{filepath.Join("..", "internal", "testapi", "crd")},
+		CRDPaths:     []string{filepath.Join("..", "..", "internal", "testapi", "crd")},
 		AddToScheme:  []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 		FeatureGates: map[string]bool{"ShardedListAndWatch": true},
 	})

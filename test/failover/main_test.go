@@ -16,7 +16,7 @@ import (
 // own, with a Lease of its own there.
 func TestMain(m *testing.M) {
 	fsmtest.Main(m, fsmtest.Options{
-		CRDPaths:    []string{filepath.Join("..", "internal", "testapi", "crd")},
+		CRDPaths:    []string{filepath.Join("..", "..", "internal", "testapi", "crd")},
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 	})
 }

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	fsmtest.Main(m, fsmtest.Options{
-		CRDPaths:     []string{filepath.Join("..", "internal", "testapi", "crd")},
+		CRDPaths:     []string{filepath.Join("..", "..", "internal", "testapi", "crd")},
 		AddToScheme:  []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 		FeatureGates: map[string]bool{"ShardedListAndWatch": true},
 	})

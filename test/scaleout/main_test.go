@@ -13,7 +13,7 @@ import (
 )
 
 // crdPath holds the test API's CRDs.
-var crdPath = filepath.Join("..", "internal", "testapi", "crd")
+var crdPath = filepath.Join("..", "..", "internal", "testapi", "crd")
 
 // One API server, with the sharded list and watch, serves the tests that
 // need no other; each works in a namespace of its own.
