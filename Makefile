@@ -13,6 +13,12 @@ GENERATED := fsm internal/testapi cluster/internal/k8smod examples
 # covers all four.
 PACKAGES := ./... ./cesink/... ./cmd/... ./examples/...
 
+# Every build is -trimpath: without it the go command keys a package's
+# compiled form by its directory too, so a second clone of the repository
+# (CI's, a worktree) compiles everything again instead of reusing the build
+# cache; nothing here reads a source path from a binary.
+export GOFLAGS += -trimpath
+
 # The test binaries are linked without DWARF: nothing reads it there (a
 # panic's or a race's stack comes from the runtime's own tables), and
 # linking each of the fifty race-enabled binaries takes a quarter less
