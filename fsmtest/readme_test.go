@@ -104,7 +104,7 @@ import (
 	profile := filepath.Join(dir, "door.cover")
 	cmd := exec.CommandContext(t.Context(), "go", "test", "-count=1", ".", "-args", "-kfsm.coverprofile="+profile)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -trimpath") // -trimpath: the build cache serves the module in a new directory
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the documents' operator fails its tests: %v\n%s", err, out)
