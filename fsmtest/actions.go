@@ -16,7 +16,6 @@ import (
 type actionLog struct {
 	mu      sync.Mutex
 	running map[runningAction]int
-	starts  int // actions started, in all the operator's processes
 }
 
 // runningAction names the actions of an object that a process runs.
@@ -40,7 +39,6 @@ func (l *actionLog) observe(obj types.NamespacedName, name string, a fsm.Action,
 	l.mu.Lock()
 	if a.State == fsm.ActionPending {
 		l.running[k]++
-		l.starts++
 	} else {
 		if l.running[k]--; l.running[k] <= 0 {
 			delete(l.running, k)
@@ -62,13 +60,6 @@ func (l *actionLog) end(life *life) {
 			delete(l.running, k)
 		}
 	}
-}
-
-// started is how many actions started so far.
-func (l *actionLog) started() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.starts
 }
 
 // runningAny reports whether an action runs.

@@ -127,7 +127,8 @@
 // Faults runs a scenario (a function that drives objects through
 // create, changes and delete with the Env's methods) once cleanly, then
 // once per fault point of each class, after the bug classes of Sieve
-// (OSDI '22) and Acto (SOSP '23):
+// (OSDI '22) and Acto (SOSP '23). It is Explore (below) at depth 1,
+// with these classes:
 //
 //   - Crash: the operator process dies right after its k-th write, for
 //     every k; a new process, with nothing in memory, takes over. It
@@ -138,8 +139,9 @@
 //   - StaleReads: watch events reach the operator late, so its cache lags
 //     behind its own writes. It finds handlers that count or look up
 //     objects in the cache and act as if the cache were current.
-//   - Conflicts: every third write is answered 409 Conflict. It finds
-//     conflicts treated as final.
+//   - Conflicts: the k-th write, for every k that changes an object (an
+//     update or a patch), is answered 409 Conflict. It finds conflicts
+//     treated as final.
 //   - Bursts: the changes are made while the operator is stopped, so it
 //     never observes the states in between. It finds handlers that count
 //     on seeing every change.
@@ -169,10 +171,10 @@
 // objects' status (without times, UIDs and versions, nor the key and
 // times of each action's record, which name a run and differ in every
 // one), finalizers and children (kind, name, labels, annotations,
-// content). It must converge
-// in bounded time, and no handler may run on a copy older than one the
-// operator wrote itself. A divergence fails the run's subtest with the
-// fault point, the diff, and a go test -run command that replays it.
+// content). It must converge in bounded time, come to rest, and no
+// handler may run on a copy older than one the operator wrote itself:
+// Explore's oracles. A divergence fails the test with the fault point,
+// the diff, and a command that replays that run.
 //
 // What it proves: that the machine reaches the same objects despite each
 // fault at each point of this scenario. What it does not: faults at
@@ -192,8 +194,11 @@
 // failed, its answer lost or timed out, a drift of an outside system
 // before the scenario's change N, every event late, a burst of changes
 // seen as one. Faults and Explore share one vocabulary: each kind of
-// fault at a point is a class of Faults, or Explore's alone. Most bugs that one fault misses need two: a crash
-// during the recovery from a conflict, a lost status write after a burst.
+// fault is of a class of Faults, or Explore's alone (the delayed and
+// lost watch events, the jumps of the fake clock), and Only narrows
+// either to some classes. Most bugs that one fault misses need two: a
+// crash during the recovery from a conflict, a lost status write after a
+// burst.
 //
 // A run with k faults grows from one with k-1 that passed. Each point
 // where a fault may strike has a key: what the scenario changed so far,
@@ -206,7 +211,7 @@
 // ten or twenty of the schedules it generates, 91 to 159 runs beside the
 // 61 to 67 of depth 1.
 //
-// Every run is checked by the snapshots of Faults, and by eventual stable
+// Every run is checked by the snapshots above, and by eventual stable
 // reconciliation: once the scenario ends and the operator is quiet, a new
 // operator process, which reads every object anew, must make no write and
 // take no transition. A machine that writes a counter or a time into its

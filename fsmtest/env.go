@@ -291,7 +291,7 @@ func (e *Env) processOf(m any) *process {
 // how to replay the run.
 func (e *Env) fatalf(format string, args ...any) {
 	e.T.Helper()
-	e.T.Fatal("fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...) + e.api.refused() + e.snap.replayLine(e.T))
+	e.T.Fatal("fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...) + e.api.refused())
 }
 
 // latest returns, for each object by name, the newest version of it that

@@ -64,7 +64,7 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 //   - drift:NAME:N, the outside system that declared the drift NAME
 //     (Outside.Drift) makes it behind the operator, just before the
 //     scenario's change N;
-//   - lag, every watch event reaches the operator late: stale reads;
+//   - lag, every watch event reaches the operator Lag late: stale reads;
 //   - clock:N, for a machine on the fake clock, the clock jumps past the
 //     operator's next timer once step N of the scenario, an Await, held.
 //     A jump may fire a timeout that the clean run never reached, so the
@@ -72,8 +72,11 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 //     what it leaves; its later Awaits wait until the operator took in
 //     the scenario's last change, and pass whether or not they hold.
 //
-// With Replicas, the operator runs as replicas that share the machine,
-// and a crash kills the replica that made the write.
+// Each kind is of a class of Faults, or Explore's alone (delay, relist,
+// clock); Only narrows the faults to some classes, as Faults does, which
+// is Explore at depth 1 with the classes of AllFaults. With Replicas, the
+// operator runs as replicas that share the machine, and a crash kills the
+// replica that made the write.
 //
 // A run with k faults is made from one with k-1 that passed, with the new
 // fault at a point after the last one struck. Points are deduplicated by
@@ -114,7 +117,7 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	if testing.Short() {
 		t.Skip("fault exploration runs without -short")
 	}
-	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, parallel: min(12, 6*runtime.GOMAXPROCS(0))}
+	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, lag: exploreLag, parallel: min(12, 6*runtime.GOMAXPROCS(0))}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -226,9 +229,11 @@ func (x *explorer) extend(out *outcome, depth int) []schedule {
 	st := &x.stats[depth-1]
 	var next []schedule
 	if len(out.schedule) == 0 {
-		st.generated++
-		next = append(next, schedule{{Kind: atomLag}})
-		if out.snaps.lastChange() > 0 {
+		if x.injects(atomLag) {
+			st.generated++
+			next = append(next, schedule{{Kind: atomLag}})
+		}
+		if x.injects(atomBurst) && out.snaps.lastChange() > 0 {
 			st.generated++
 			next = append(next, schedule{{Kind: atomBurst}})
 		}
@@ -238,6 +243,9 @@ func (x *explorer) extend(out *outcome, depth int) []schedule {
 			continue
 		}
 		for _, a := range p.atoms {
+			if !x.injects(a.Kind) {
+				continue
+			}
 			st.generated++
 			h := fnv.New64a()
 			fmt.Fprint(h, p.key, a.Kind, a.Res) // two drifts at one point are two faults
@@ -250,6 +258,12 @@ func (x *explorer) extend(out *outcome, depth int) []schedule {
 		}
 	}
 	return next
+}
+
+// injects reports whether faults of kind k are explored: every kind, or
+// those of the classes that Only names.
+func (x *explorer) injects(k atomKind) bool {
+	return x.o.classes == nil || slices.Contains(x.o.classes, k.class())
 }
 
 // runAll runs the schedules, Parallel at a time, until the budget is
@@ -387,7 +401,7 @@ func (x *explorer) describe(out *outcome) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "fsmtest: a run with %d fault(s) failed:\n", len(out.schedule))
 	for _, a := range out.schedule {
-		fmt.Fprintf(&b, "  %s: %s\n", a, a.describe(out.at(a)))
+		fmt.Fprintf(&b, "  %s: %s\n", a, a.describe(out.at(a), x.o.lag))
 	}
 	for _, f := range out.failures {
 		b.WriteString(indent(f))

@@ -26,9 +26,9 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 	out := &outcome{schedule: s}
 	rec.do(func() {
 		e := New(rec)
-		f := scheduled(s)
+		f := scheduled(s, x.o.lag)
 		f.trace = newTracker(e)
-		snap := &snapshots{holdUntil: -1, faults: x.t.Name(), ignore: x.o.ignore, effects: x.o.effects, trace: f.trace, lag: f.watchLag}
+		snap := &snapshots{holdUntil: -1, ignore: x.o.ignore, effects: x.o.effects, trace: f.trace, lag: f.watchLag}
 		if s != nil {
 			snap.clean, snap.point = x.clean.snaps, s.String()
 		}

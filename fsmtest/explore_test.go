@@ -3,10 +3,6 @@ package fsmtest_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -143,101 +139,4 @@ func restless(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 // failed writes and late events.
 func TestExplorePassesAMachineWhoseCallsLoseTheirAnswers(t *testing.T) {
 	fsmtest.Explore(t, provisioning(false), createAndDelete, fsmtest.Depth(2))
-}
-
-// The broken machines of sloppy, and one that never comes to rest, fail
-// Explore at depth 1, each with its faults, a replay command, and the
-// transitions beside the clean run's. They run in a test process of their
-// own, whose failure is the expected outcome.
-func TestExploreCatchesBrokenMachines(t *testing.T) {
-	if os.Getenv("FSMTEST_EXPLORE_BROKEN") != "" {
-		t.Skip("running inside the broken machines' own process")
-	}
-	if testing.Short() {
-		t.Skip("fault exploration runs without -short")
-	}
-	t.Parallel() // another process does the work
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestExploreBrokenMachines$", "-test.v")
-	cmd.Env = append(os.Environ(), "FSMTEST_EXPLORE_BROKEN=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("the broken machines passed exploration:\n%s", out)
-	}
-	for name := range sloppy {
-		if !strings.Contains(string(out), "--- FAIL: TestExploreBrokenMachines/"+name+" ") {
-			t.Errorf("%s: Explore did not fail it", name)
-		}
-		if !strings.Contains(string(out), "replay: go test -run '^TestExploreBrokenMachines$/^"+name+"$' . -kfsm.explore='") {
-			t.Errorf("%s: no replay command", name)
-		}
-	}
-	// The machine that counts its runs fails its clean run already, as not
-	// at rest.
-	if !regexp.MustCompile(`(?s)the clean run failed.*not at rest \(eventual stable reconciliation\).*made 1 write\(s\): patch gadgets.testing.kfsm.dev g status, with nothing changed`).Match(out) {
-		t.Errorf("the restless machine was not found restless")
-	}
-	// The machine whose timeout path never comes to rest fails once the
-	// clock jumps past its timeout, which the clean run never reaches.
-	if !strings.Contains(string(out), "replay: go test -run '^TestExploreBrokenMachines$/^Expiring$' . -kfsm.explore='clock:2'") {
-		t.Errorf("the expiring machine was not caught by a jump of the clock after its second step")
-	}
-	// The machine that invoices on every run of its Ready state fails its
-	// clean run too: the resync at rest sent an invoice.
-	if !regexp.MustCompile(`(?s)--- FAIL: TestExploreBrokenMachines/Dunning .*`).Match(out) ||
-		!regexp.MustCompile(`caused effects outside the cluster, with nothing changed: invoices: \d+ before, \d+ after`).Match(out) {
-		t.Errorf("the dunning machine was not found sending invoices at rest")
-	}
-	if !strings.Contains(string(out), "transitions, the clean run's | this run's:") {
-		t.Errorf("no transitions beside the clean run's")
-	}
-	// The replay command runs that schedule again, and it fails again.
-	replay := regexp.MustCompile(`replay: go test -run '(\^TestExploreBrokenMachines\$/\^GenerateName\$)' \. -kfsm.explore='([^']+)'`).FindSubmatch(out)
-	if replay == nil {
-		t.Fatalf("no replay command for GenerateName:\n%s", out)
-	}
-	again := exec.CommandContext(t.Context(), os.Args[0], "-test.run", string(replay[1]), "-test.v", "-kfsm.explore="+string(replay[2]))
-	again.Env = cmd.Env
-	out2, err := again.CombinedOutput()
-	if err == nil || strings.Count(string(out2), "a run with ") != 1 || strings.Contains(string(out2), "explored up to") {
-		t.Errorf("the replay of %s did not run that one schedule and fail:\n%s", replay[2], out2)
-	}
-	if t.Failed() {
-		t.Logf("output of the broken machines:\n%s", out)
-	}
-}
-
-// TestExploreBrokenMachines runs only inside
-// TestExploreCatchesBrokenMachines.
-func TestExploreBrokenMachines(t *testing.T) {
-	if os.Getenv("FSMTEST_EXPLORE_BROKEN") == "" {
-		t.Skip("run by TestExploreCatchesBrokenMachines in a process of its own")
-	}
-	// Two machines at a time (go test's -parallel), four runs each: the
-	// clean run and the shrinking of one overlap the other's runs.
-	for name, tc := range sloppy {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			fsmtest.Explore(t, tc.machine(true), tc.scenario, fsmtest.FailFast(), fsmtest.Parallel(4))
-		})
-	}
-	t.Run("Expiring", func(t *testing.T) {
-		t.Parallel()
-		fsmtest.Explore(t, expiring(true), finishInTime, fsmtest.FailFast())
-	})
-	t.Run("Dunning", func(t *testing.T) {
-		t.Parallel()
-		fsmtest.Explore(t, dunning, func(e *fsmtest.Env) {
-			g := gadget()
-			e.Create(g)
-			e.AwaitReady(g)
-		}, countInvoices)
-	})
-	t.Run("Restless", func(t *testing.T) {
-		t.Parallel()
-		fsmtest.Explore(t, restless(true), func(e *fsmtest.Env) {
-			g := gadget()
-			e.Create(g)
-			e.AwaitReady(g)
-		})
-	})
 }

@@ -38,9 +38,9 @@ const (
 	// handlers that act on what they read from the cache as if it were
 	// current.
 	StaleReads Fault = "stale-reads"
-	// Conflicts answers every third write with 409 Conflict, as when
-	// someone else changed the object first (but never the same write twice
-	// in a row): three runs, from the first, second and third write.
+	// Conflicts answers a write that changes an object (an update or a
+	// patch) with 409 Conflict, as when someone else changed the object
+	// first: once for each such write of the clean run.
 	Conflicts Fault = "conflicts"
 	// Bursts makes the scenario's changes while the operator is stopped,
 	// so that it sees only the last of them: intermediate states it never
@@ -75,7 +75,7 @@ const (
 // AllFaults are the classes Faults injects unless told otherwise.
 var AllFaults = []Fault{Crash, FailWrite, StaleReads, Conflicts, Bursts, CrashInAction, OutsideFailures, Drift}
 
-// FaultOption changes what Faults does.
+// FaultOption changes what Faults and Explore do.
 type FaultOption func(*faultOptions)
 
 type faultOptions struct {
@@ -89,19 +89,20 @@ type faultOptions struct {
 	replicas int                      // see Replicas
 	group    func(replica int) string // the replicas' group names, for tests of the overlap oracle
 
-	// Explore's:
 	depth, maxRuns, parallel int
 	budget                   time.Duration
 	failFast                 bool
 }
 
-// Only injects these classes of fault.
+// Only injects these classes of fault alone. Without it, Faults injects
+// AllFaults, and Explore every kind of fault it knows, those of no class
+// (jumps of the fake clock, watch events delayed or lost) too.
 func Only(classes ...Fault) FaultOption {
 	return func(o *faultOptions) { o.classes = classes }
 }
 
-// Lag sets how late watch events reach the operator in StaleReads runs;
-// the default is 300 ms.
+// Lag sets how late every watch event reaches the operator in a
+// StaleReads run (lag); the default is 300 ms.
 func Lag(d time.Duration) FaultOption { return func(o *faultOptions) { o.lag = d } }
 
 // Ignore leaves the named fields out of the snapshots, wherever they
@@ -124,135 +125,46 @@ func AlsoRun(setup func(*Env) func(manager.Manager) error) FaultOption {
 	return func(o *faultOptions) { o.also = append(o.also, setup) }
 }
 
-// Faults runs scenario once as it is, then again under each class of
-// fault, each run in a namespace and an operator of its own, and compares
-// every faulty run with the clean one. scenario drives objects through
-// their life with Env's Create, Update, Delete and Await methods; machine
-// makes the machine anew for each operator process, as a new process
-// would.
+// Faults is Explore at depth 1 with the classes above: it runs scenario
+// once as it is, then again under each fault of each class at every point
+// of the clean run where it may strike (after each write, inside each
+// action, at each outside call, with every watch event late, with the
+// scenario's changes in a burst), each run in a namespace and an
+// operator of its own, and checks every run against Explore's oracles.
+// scenario drives objects through their life with Env's Create, Update,
+// Delete and Await methods; machine makes the machine anew for each
+// operator process, as a new process would. Options are Explore's; Only
+// narrows the classes.
 //
 // At every Await of the scenario, once the operator has been quiet for a
 // moment (and, after a crash or a restart, its new process has walked
-// every object), Faults takes a snapshot: the status of the machine's objects
-// (times, UIDs and resourceVersions left out), their finalizers, and
-// their children (kind, name, labels, annotations and content; generated
-// names and server-allocated fields left out). A faulty run must take the
-// same snapshots. The history of transitions and the failure count are
-// left out: how an object got there may differ between correct runs (a
-// retried failure, a pipeline resting on its way, a burst), where it is
-// may not. Each run must also
-// converge in bounded time, and no handler may run on a copy of an object
-// older than one the operator itself wrote.
+// every object), each run takes a snapshot: the status of the machine's
+// objects (times, UIDs and resourceVersions left out), their finalizers,
+// and their children (kind, name, labels, annotations and content;
+// generated names and server-allocated fields left out). A faulty run
+// must take the same snapshots as the clean one. The history of
+// transitions and the failure count are left out: how an object got
+// there may differ between correct runs (a retried failure, a pipeline
+// resting on its way, a burst), where it is may not.
 //
-// A divergence fails the run's subtest with the fault point, the diff and
-// a command that replays that run (with the clean run it is compared
-// with). Fault-injection runs take time: Faults is skipped with -short.
+// A failure names the fault, what failed and a command that replays that
+// run with the clean one. Fault-injection runs take time: Faults is
+// skipped with -short.
 //
 // A machine on the Env's fake clock (WithClock(e.Clock)) needs no Step for
 // the backoffs that faults cause: in a faulty run, when an Await does not
 // hold, no action runs, the operator has been quiet for a moment and a
-// handler's failure backs off, Faults moves the clock to the backoff's
+// handler's failure backs off, the run moves the clock to the backoff's
 // end. Waits and timeouts are the scenario's to step through, in every
-// run alike. Outside Faults, only the test moves the clock; an Await that
-// gives up says when the operator's next timer is.
+// run alike. Outside Faults and Explore, only the test moves the clock; an
+// Await that gives up says when the operator's next timer is.
 //
 // Check outcomes inside Awaits: in a Bursts run, the Awaits before the
 // last change return at once, so a plain check between two of them sees
 // the world before the burst.
 func Faults[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scenario func(*Env), opts ...FaultOption) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("fault injection runs without -short")
-	}
-	o := faultOptions{classes: AllFaults, lag: 300 * time.Millisecond, timeout: time.Minute}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	name := t.Name()
-	run := func(t *testing.T, f *faults, snap *snapshots) *Env {
-		t.Helper()
-		e := New(t)
-		snap.faults, snap.ignore, snap.effects = name, o.ignore, o.effects
-		e.Timeout, e.snap = o.timeout, snap
-		if f != nil && !snap.faulty() {
-			f.trace = newTracker(e)
-		}
-		op := newOperator(e, machine, f, o.runOptions(e)...)
-		if snap.holdUntil >= 0 {
-			snap.start = func() {
-				if err := op.start(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		} else if err := op.start(); err != nil {
-			t.Fatal(err)
-		}
-		scenario(e)
-		snap.countEffects(e)
-		return e
-	}
-
-	var clean *snapshots
-	var points []point
-	var writes int
-	if !t.Run("clean", func(t *testing.T) {
-		clean = &snapshots{holdUntil: -1}
-		// The clean run makes no fault; it only records the points where
-		// the classes' faults strike, as Explore's clean run does.
-		f := scheduled(nil)
-		e := run(t, f, clean)
-		points, _ = f.trace.result()
-		writes = len(e.api.all())
-		t.Logf("the clean run made %d writes, started %d actions, made %d calls outside and took %d snapshots", writes, e.actions.started(), int(e.calls.Load()), len(clean.taken))
-	}) {
-		return
-	}
-	for _, class := range o.classes {
-		t.Run(string(class), func(t *testing.T) {
-			one := func(name, point string, f *faults, snap *snapshots) {
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					snap.clean, snap.point = clean, point
-					run(t, f, snap)
-					snap.compare(t)
-					snap.compareEffects(t)
-				})
-			}
-			switch class {
-			case StaleReads:
-				one("lag", fmt.Sprintf("watch events %v late", o.lag), &faults{watchLag: o.lag}, &snapshots{holdUntil: -1, lag: o.lag})
-			case Conflicts:
-				for k := 1; k <= min(3, writes); k++ {
-					one(fmt.Sprintf("from-write-%d", k), fmt.Sprintf("every third write from write %d answered 409 Conflict", k),
-						&faults{conflictEvery: 3, conflictFrom: k}, &snapshots{holdUntil: -1})
-				}
-			case Bursts:
-				last := clean.lastChange()
-				if last <= 0 {
-					t.Logf("the scenario makes one change before deleting: no burst to make")
-					return
-				}
-				one("burst", fmt.Sprintf("the operator stopped until after %s", clean.ops[last]), &faults{}, &snapshots{holdUntil: last})
-			case Crash, FailWrite, CrashInAction, OutsideFailures, Drift:
-				// The faults that strike at points of the run, each at
-				// every point of the clean run where it may.
-				struck := 0
-				for _, p := range points {
-					for _, a := range p.atoms {
-						if faultKinds[a.Kind].class == class {
-							struck++
-							one(a.run(), a.describe(p.what), scheduled(schedule{a}), &snapshots{holdUntil: -1})
-						}
-					}
-				}
-				if struck == 0 {
-					t.Logf("the clean run had no point where %s strikes", class)
-				}
-			default:
-				t.Fatalf("fsmtest: unknown fault class %q", class)
-			}
-		})
-	}
+	Explore(t, machine, scenario, append([]FaultOption{Only(AllFaults...)}, opts...)...)
 }
 
 // snapshots records a run: the scenario's operations and, at each Await,
@@ -261,7 +173,6 @@ type snapshots struct {
 	ops   []string
 	taken map[int]snapshot // by index in ops
 
-	faults string        // the name of the test that called Faults
 	ignore []string      // fields left out
 	lag    time.Duration // how late watch events reach the operator
 
@@ -379,37 +290,13 @@ func (s *snapshots) compare(t testing.TB) {
 			if s.holdUntil >= 0 && i < s.holdUntil || s.clockJumped() {
 				continue // in the burst, or after the clock jumped
 			}
-			t.Errorf("%s: the run never reached await %q\n%s", s.point, want.what, s.replay(t))
+			t.Errorf("%s: the run never reached await %q", s.point, want.what)
 			continue
 		}
 		if diff := cmp.Diff(want.objects, got.objects); diff != "" {
-			t.Errorf("%s: at await %q the objects differ from the clean run (-clean +faulty):\n%s%s", s.point, want.what, diff, s.replay(t))
+			t.Errorf("%s: at await %q the objects differ from the clean run (-clean +faulty):\n%s", s.point, want.what, diff)
 		}
 	}
-}
-
-// replay is the command that runs the faulty run t again, with the clean
-// run it is compared with.
-func (s *snapshots) replay(t testing.TB) string {
-	rest := strings.Split(strings.TrimPrefix(t.Name(), s.faults+"/"), "/")
-	if len(rest) != 2 {
-		return ""
-	}
-	return "replay: go test -run '" + replayPattern(s.faults, rest[0], rest[1]) + "' ."
-}
-
-// replayPattern is the -run pattern of run in class of the Faults test
-// named faults, together with the clean run.
-func replayPattern(faults, class, run string) string {
-	parts := strings.Split(faults, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	parts = append(parts, "^(clean|"+regexp.QuoteMeta(class)+")$")
-	if run != "" {
-		parts = append(parts, "^"+regexp.QuoteMeta(run)+"$")
-	}
-	return strings.Join(parts, "/")
 }
 
 // snapshot is what the operator made of the test's namespace: its
@@ -557,7 +444,7 @@ func (e *Env) checkWalks() {
 	for _, w := range e.walks.walks {
 		rv, _ := strconv.ParseInt(w.ResourceVersion, 10, 64)
 		if before := written[w.Object.Name]; len(w.Steps) > 0 && rv < before {
-			e.T.Errorf("fsmtest: %sa handler of %s ran on %s at version %d, older than version %d that the operator had written%s", e.snap.faultPoint(), w.machine, w.Object.Name, rv, before, e.snap.replayLine(e.T))
+			e.T.Errorf("fsmtest: %sa handler of %s ran on %s at version %d, older than version %d that the operator had written", e.snap.faultPoint(), w.machine, w.Object.Name, rv, before)
 		}
 		written[w.Object.Name] = max(written[w.Object.Name], w.written)
 	}
@@ -577,12 +464,4 @@ func (s *snapshots) ignored() []string {
 		return nil
 	}
 	return s.ignore
-}
-
-// replayLine is the replay command on a line of its own, in a faulty run.
-func (s *snapshots) replayLine(t testing.TB) string {
-	if s == nil || s.point == "" {
-		return ""
-	}
-	return "\n" + s.replay(t)
 }

@@ -48,11 +48,11 @@ var sloppy = map[string]struct {
 	// Children counted in the cache and made up to a number: with a
 	// lagging cache, the handler does not see those it made and makes
 	// more.
-	"StaleCache": {class: fsmtest.StaleReads, machine: scaling, scenario: scale, caught: `watch events 1s late`},
+	"StaleCache": {class: fsmtest.StaleReads, machine: scaling, scenario: scale, caught: `lag: every watch event 1s late`},
 	// A conflict taken as final: the object stops instead of retrying.
-	"ConflictStops": {class: fsmtest.Conflicts, machine: stopping, scenario: createAndDelete, caught: `every third write from write \d answered 409 Conflict`},
+	"ConflictStops": {class: fsmtest.Conflicts, machine: stopping, scenario: threeTargets, caught: `conflict:\d+: write \d+ \(update configmaps g-ledger\) answered 409 Conflict`},
 	// Counting spec changes one by one: a burst of changes is seen once.
-	"CountsChanges": {class: fsmtest.Bursts, machine: counting, scenario: threeTargets, caught: `the operator stopped until after update Gadget/g`},
+	"CountsChanges": {class: fsmtest.Bursts, machine: counting, scenario: threeTargets, caught: `burst: the operator stopped until the scenario's last change before deleting`},
 	// An action declared Idempotent whose effect is not: a crash inside
 	// it charges twice.
 	"ChargesTwice": {class: fsmtest.CrashInAction, machine: charging, scenario: createAndDelete, caught: `crash as the work of action 1 \([^)]*\) (starts|returns)`},
@@ -82,8 +82,10 @@ func TestFaultsPassCorrectMachines(t *testing.T) {
 	}
 }
 
-// Each fault class catches its bug, and the failure names the fault point
-// and how to replay it. The broken machines run in a test process of
+// Each fault class catches its bug, and the failure names the fault
+// point, what failed, the transitions beside the clean run's and how to
+// replay it; Explore, with every kind of fault, catches machines that no
+// class of Faults reaches. The broken machines run in a test process of
 // their own, whose failure is the expected outcome.
 func TestFaultsCatchBrokenMachines(t *testing.T) {
 	if os.Getenv("FSMTEST_BROKEN") != "" {
@@ -100,42 +102,60 @@ func TestFaultsCatchBrokenMachines(t *testing.T) {
 		t.Fatalf("the broken machines passed fault injection:\n%s", out)
 	}
 	for name, tc := range sloppy {
-		// The subtest of the broken machine fails, naming the fault point.
-		failed := regexp.MustCompile(`--- FAIL: TestBrokenMachines/` + name + `/` + string(tc.class) + `/`)
-		if !failed.Match(out) {
-			t.Errorf("%s: no failing run of class %s", name, tc.class)
+		// The machine's subtest fails, naming the fault point, with a
+		// command that replays the run.
+		if !strings.Contains(string(out), "--- FAIL: TestBrokenMachines/"+name+" ") {
+			t.Errorf("%s: Faults with %s did not fail it", name, tc.class)
 		}
 		if !regexp.MustCompile(tc.caught).Match(out) {
 			t.Errorf("%s: the failure does not name the fault point %q", name, tc.caught)
 		}
-		if !strings.Contains(string(out), "replay: go test -run '^TestBrokenMachines$/^"+name+"$/^(clean|"+string(tc.class)+")$/") {
+		if !strings.Contains(string(out), "replay: go test -run '^TestBrokenMachines$/^"+name+"$' . -kfsm.explore='") {
 			t.Errorf("%s: no replay command", name)
 		}
 	}
+	if !strings.Contains(string(out), "transitions, the clean run's | this run's:") {
+		t.Errorf("no transitions beside the clean run's")
+	}
 	// An invoice sent again after a failed write shows in the effects
 	// alone: the snapshots of the two runs are the same.
-	if !regexp.MustCompile(`--- FAIL: TestBrokenMachines/InvoicesInTheHandler/`+string(fsmtest.FailWrite)+`/write-\d+ `).Match(out) ||
+	if !strings.Contains(string(out), "--- FAIL: TestBrokenMachines/InvoicesInTheHandler ") ||
 		!strings.Contains(string(out), "the effects outside the cluster differ from the clean run: invoices: 1 in the clean run, 2 in this one") {
 		t.Errorf("InvoicesInTheHandler: the invoice sent twice was not found")
 	}
 	// A machine that stops after a conflict comes to rest short of Ready:
 	// its run fails once the operator has been at rest a while, not at
 	// the timeout.
-	if !regexp.MustCompile(`answered 409 Conflict: waited \d+s for Gadget/g to be Ready, and the operator came to rest without it: kstatus says Failed`).Match(out) {
+	if !regexp.MustCompile(`waited \d+s for Gadget/g to be Ready, and the operator came to rest without it: kstatus says Failed`).Match(out) {
 		t.Errorf("ConflictStops: the failure does not say that the operator came to rest short of Ready")
+	}
+	// The machine that counts its runs fails its clean run already, as not
+	// at rest.
+	if !regexp.MustCompile(`(?s)the clean run failed.*not at rest \(eventual stable reconciliation\).*made 1 write\(s\): patch gadgets.testing.kfsm.dev g status, with nothing changed`).Match(out) {
+		t.Errorf("the restless machine was not found restless")
+	}
+	// The machine whose timeout path never comes to rest fails once the
+	// clock jumps past its timeout, which the clean run never reaches.
+	if !strings.Contains(string(out), "replay: go test -run '^TestBrokenMachines$/^Expiring$' . -kfsm.explore='clock:2'") {
+		t.Errorf("the expiring machine was not caught by a jump of the clock after its second step")
+	}
+	// The machine that invoices on every run of its Ready state fails its
+	// clean run too: the resync at rest sent an invoice.
+	if !strings.Contains(string(out), "--- FAIL: TestBrokenMachines/Dunning ") ||
+		!regexp.MustCompile(`caused effects outside the cluster, with nothing changed: invoices: \d+ before, \d+ after`).Match(out) {
+		t.Errorf("the dunning machine was not found sending invoices at rest")
 	}
 	// The replay command runs the clean run and that one faulty run again,
 	// and it fails again.
-	replay := regexp.MustCompile(`replay: go test -run '(\^TestBrokenMachines\$/\^GenerateName\$/[^']*)' \.`).FindSubmatch(out)
+	replay := regexp.MustCompile(`replay: go test -run '(\^TestBrokenMachines\$/\^GenerateName\$)' \. -kfsm.explore='([^']+)'`).FindSubmatch(out)
 	if replay == nil {
 		t.Fatalf("no replay command for GenerateName:\n%s", out)
 	}
-	again := exec.CommandContext(t.Context(), os.Args[0], "-test.run", string(replay[1]), "-test.v")
+	again := exec.CommandContext(t.Context(), os.Args[0], "-test.run", string(replay[1]), "-test.v", "-kfsm.explore="+string(replay[2]))
 	again.Env = cmd.Env
 	out2, err := again.CombinedOutput()
-	runs := regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL): TestBrokenMachines/GenerateName/crash/`).FindAll(out2, -1)
-	if err == nil || len(runs) != 1 || !strings.Contains(string(out2), "--- PASS: TestBrokenMachines/GenerateName/clean") {
-		t.Errorf("%s replayed %d faulty runs after the clean one, error %v; want the one run, failing:\n%s", replay[1], len(runs), err, out2)
+	if err == nil || strings.Count(string(out2), "a run with ") != 1 || strings.Contains(string(out2), "explored up to") {
+		t.Errorf("the replay of %s did not run that one schedule and fail:\n%s", replay[2], out2)
 	}
 
 	// Their tests take only some edges: the threshold fails the package
@@ -148,18 +168,42 @@ func TestFaultsCatchBrokenMachines(t *testing.T) {
 	}
 }
 
-// TestBrokenMachines runs only inside TestFaultsCatchBrokenMachines.
+// TestBrokenMachines runs only inside TestFaultsCatchBrokenMachines, two
+// machines at a time (go test's -parallel), four runs of each at once.
 func TestBrokenMachines(t *testing.T) {
 	if os.Getenv("FSMTEST_BROKEN") == "" {
 		t.Skip("run by TestFaultsCatchBrokenMachines in a process of its own")
 	}
 	for name, tc := range sloppy {
 		t.Run(name, func(t *testing.T) {
-			fsmtest.Faults(t, tc.machine(true), tc.scenario, fsmtest.Only(tc.class), fsmtest.Lag(time.Second))
+			t.Parallel()
+			fsmtest.Faults(t, tc.machine(true), tc.scenario, fsmtest.Only(tc.class), fsmtest.Lag(time.Second), fsmtest.Parallel(4))
 		})
 	}
 	t.Run("InvoicesInTheHandler", func(t *testing.T) {
-		fsmtest.Faults(t, invoicing(true), createAndDelete, fsmtest.Only(fsmtest.FailWrite), countInvoices, fsmtest.Converge(20*time.Second))
+		t.Parallel()
+		fsmtest.Faults(t, invoicing(true), createAndDelete, fsmtest.Only(fsmtest.FailWrite), countInvoices, fsmtest.Converge(20*time.Second), fsmtest.Parallel(4))
+	})
+	// Explore's alone: a jump of the fake clock, and the resync at rest.
+	t.Run("Expiring", func(t *testing.T) {
+		t.Parallel()
+		fsmtest.Explore(t, expiring(true), finishInTime, fsmtest.FailFast(), fsmtest.Parallel(4))
+	})
+	t.Run("Dunning", func(t *testing.T) {
+		t.Parallel()
+		fsmtest.Explore(t, dunning, func(e *fsmtest.Env) {
+			g := gadget()
+			e.Create(g)
+			e.AwaitReady(g)
+		}, countInvoices, fsmtest.Parallel(4))
+	})
+	t.Run("Restless", func(t *testing.T) {
+		t.Parallel()
+		fsmtest.Explore(t, restless(true), func(e *fsmtest.Env) {
+			g := gadget()
+			e.Create(g)
+			e.AwaitReady(g)
+		}, fsmtest.Parallel(4))
 	})
 }
 
@@ -253,22 +297,31 @@ func ignoring(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 	}
 }
 
+// stopping keeps a ledger of the gadget's target, created and then
+// updated with controllerutil.CreateOrUpdate. Broken, it takes a failed
+// write, such as a conflict, as final and stops.
 func stopping(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 	return func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
-		return simple("stopping", func(ctx context.Context, r *request) fsm.Result {
-			cm := ledger(r.Object)
-			_, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
-				cm.Data = map[string]string{"owner": r.Object.Name}
-				return controllerutil.SetControllerReference(r.Object, cm, r.Client.Scheme())
-			})
-			if err != nil {
-				if broken {
-					return fsm.Stop("WriteFailed", err.Error())
+		return fsm.New[*v1alpha1.Gadget]("stopping", fsm.Lifecycle).
+			Initial(Working).
+			State(Working, func(ctx context.Context, r *request) fsm.Result {
+				cm := ledger(r.Object)
+				_, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
+					cm.Data = map[string]string{"owner": r.Object.Name, "target": fmt.Sprint(r.Object.Spec.Target)}
+					return controllerutil.SetControllerReference(r.Object, cm, r.Client.Scheme())
+				})
+				if err != nil {
+					if broken {
+						return fsm.Stop("WriteFailed", err.Error())
+					}
+					return fsm.Fail(err)
 				}
-				return fsm.Fail(err)
-			}
-			return fsm.Next(Ready)
-		})
+				return fsm.Done()
+			}, fsm.To(Ready)).
+			State(Ready, nil, fsm.Final()).
+			OnDelete(Cleanup).
+			State(Cleanup, nil, fsm.Final()).
+			Owns(&corev1.ConfigMap{})
 	}
 }
 

@@ -48,40 +48,46 @@ const (
 	atomBurst       atomKind = "burst"        // the operator starts once the scenario made its last change but one
 )
 
-// faultKind is what Faults and Explore both know of a kind of atom: the
-// one vocabulary of faults that strike at a numbered point of the run.
+// faultKind is what fsmtest knows of a kind of atom that strikes at a
+// numbered point of the run: the one vocabulary of those faults.
 type faultKind struct {
-	// class is the class of Faults that strikes the kind at every point
-	// of the clean run where it may strike; none for the kinds that
-	// Explore alone strikes there (Faults' Conflicts and StaleReads
-	// strike writes and events by a rule of their own).
+	// class is the class of Faults the kind belongs to; none for the
+	// kinds that Explore alone strikes.
 	class Fault
 	// what says what the fault did, with the point's number and what
 	// happened there; a drift's name comes third.
 	what string
-	// run names the run of Faults that strikes it at a point: its
-	// subtest.
-	run string
 	// named: the atom names a resource or a drift, as kind:NAME:N.
 	named bool
 }
 
 // faultKinds is the vocabulary of faults at points of the run. A new
-// kind is added here once, and both Faults (by its class) and Explore
-// (at every point of a run that lists it) strike it.
+// kind is added here once, and Explore strikes it at every point of a
+// run that lists it (Faults too, if it has a class).
 var faultKinds = map[atomKind]faultKind{
-	atomCrash:       {class: Crash, what: "crash after write %d (%s)", run: "write-%d"},
-	atomFail:        {class: FailWrite, what: "write %d (%s) failed before reaching the server", run: "write-%d"},
-	atomConflict:    {what: "write %d (%s) answered 409 Conflict"},
+	atomCrash:       {class: Crash, what: "crash after write %d (%s)"},
+	atomFail:        {class: FailWrite, what: "write %d (%s) failed before reaching the server"},
+	atomConflict:    {class: Conflicts, what: "write %d (%s) answered 409 Conflict"},
 	atomClock:       {what: "the fake clock jumped past the operator's next timer once step %d (%s) held"},
 	atomDelay:       {what: "watch event %d (%s) and those after it late", named: true},
 	atomRelist:      {what: "watch broken at event %d (%s), which was lost, and the cache listed anew", named: true},
-	atomActionStart: {class: CrashInAction, what: "crash as the work of action %d (%s) starts", run: "start-%d"},
-	atomActionEnd:   {class: CrashInAction, what: "crash as the work of action %d (%s) returns, before its outcome is written", run: "end-%d"},
-	atomCallFail:    {class: OutsideFailures, what: "call %d (%s) failed before its effect", run: "call-fail-%d"},
-	atomCallLost:    {class: OutsideFailures, what: "call %d (%s) made its effect, and its answer was lost", run: "call-lost-%d"},
-	atomCallTimeout: {class: OutsideFailures, what: "call %d (%s) made its effect, and its caller timed out", run: "call-timeout-%d"},
-	atomDrift:       {class: Drift, what: "before the scenario's change %d (%s), an outside system made its drift %s behind the operator", run: "drift-%[2]s-%[1]d", named: true},
+	atomActionStart: {class: CrashInAction, what: "crash as the work of action %d (%s) starts"},
+	atomActionEnd:   {class: CrashInAction, what: "crash as the work of action %d (%s) returns, before its outcome is written"},
+	atomCallFail:    {class: OutsideFailures, what: "call %d (%s) failed before its effect"},
+	atomCallLost:    {class: OutsideFailures, what: "call %d (%s) made its effect, and its answer was lost"},
+	atomCallTimeout: {class: OutsideFailures, what: "call %d (%s) made its effect, and its caller timed out"},
+	atomDrift:       {class: Drift, what: "before the scenario's change %d (%s), an outside system made its drift %s behind the operator", named: true},
+}
+
+// class is the class of Faults that k belongs to.
+func (k atomKind) class() Fault {
+	switch k {
+	case atomLag:
+		return StaleReads
+	case atomBurst:
+		return Bursts
+	}
+	return faultKinds[k].class
 }
 
 func (a atom) String() string {
@@ -94,11 +100,12 @@ func (a atom) String() string {
 	return fmt.Sprintf("%s:%d", a.Kind, a.N)
 }
 
-// describe says what a does, at the point of the run it struck.
-func (a atom) describe(at string) string {
+// describe says what a does, at the point of the run it struck, with
+// every watch event lag late under a lag.
+func (a atom) describe(at string, lag time.Duration) string {
 	switch a.Kind {
 	case atomLag:
-		return fmt.Sprintf("every watch event %v late", exploreLag)
+		return fmt.Sprintf("every watch event %v late", lag)
 	case atomBurst:
 		return "the operator stopped until the scenario's last change before deleting: a burst of changes seen as one"
 	}
@@ -109,14 +116,6 @@ func (a atom) describe(at string) string {
 		return fmt.Sprintf(faultKinds[a.Kind].what, a.N, at, a.Res)
 	}
 	return fmt.Sprintf(faultKinds[a.Kind].what, a.N, at)
-}
-
-// run names the run of Faults that strikes a, within its class.
-func (a atom) run() string {
-	if faultKinds[a.Kind].named {
-		return fmt.Sprintf(faultKinds[a.Kind].run, a.N, a.Res)
-	}
-	return fmt.Sprintf(faultKinds[a.Kind].run, a.N)
 }
 
 // schedule is a set of faults, in the order they strike.

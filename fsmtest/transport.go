@@ -153,32 +153,29 @@ func (l *life) action(obj types.NamespacedName, name string, a fsm.Action) {
 }
 
 // faults is what fsmtest does to the operator's requests in a
-// fault-injection run: the atoms of its schedule, and the periodic faults
-// of Faults' classes. Writes are numbered from 1 across the run's
-// processes, and so are watch events (by resource) and action starts and
-// ends.
+// fault-injection run: the atoms of its schedule. Writes are numbered
+// from 1 across the run's processes, and so are watch events (by
+// resource) and action starts and ends.
 type faults struct {
-	schedule      map[atom]bool
-	conflictEvery int // every n-th write from write conflictFrom is answered 409 Conflict
-	conflictFrom  int
-	watchLag      time.Duration // watch events reach the operator this late
-	trace         *tracker      // records where faults may strike, when exploring
+	schedule map[atom]bool
+	watchLag time.Duration // watch events reach the operator this late
+	trace    *tracker      // records where faults may strike
 
 	n            atomic.Int64 // writes so far
 	starts, ends atomic.Int64 // action starts and ends so far
 
-	mu         sync.Mutex
-	conflicted map[string]bool // writes answered 409 last time
-	gone       map[string]bool // resources whose next watch is answered 410 Gone
-	listing    map[string]bool // resources whose cache lists anew after a 410 Gone
+	mu      sync.Mutex
+	gone    map[string]bool // resources whose next watch is answered 410 Gone
+	listing map[string]bool // resources whose cache lists anew after a 410 Gone
 }
 
-// scheduled makes the faults of a schedule.
-func scheduled(s schedule) *faults {
+// scheduled makes the faults of a schedule, with every watch event lag
+// late under a lag.
+func scheduled(s schedule, lag time.Duration) *faults {
 	f := &faults{schedule: map[atom]bool{}}
 	for _, a := range s {
 		if a.Kind == atomLag {
-			f.watchLag = exploreLag
+			f.watchLag = lag
 		}
 		f.schedule[a] = true
 	}
@@ -192,24 +189,6 @@ func (f *faults) strikes(a atom, seq int) bool {
 		return false
 	}
 	f.trace.struck(a, seq)
-	return true
-}
-
-// mayConflict reports whether a write may be answered 409: not the same
-// write twice in a row, or a retry that makes the same writes in a cycle
-// of the conflicts' period would never get through.
-func (f *faults) mayConflict(verb string, k apiKey, sub string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id := fmt.Sprint(verb, k, sub)
-	if f.conflicted[id] {
-		delete(f.conflicted, id)
-		return false
-	}
-	if f.conflicted == nil {
-		f.conflicted = map[string]bool{}
-	}
-	f.conflicted[id] = true
 	return true
 }
 
@@ -261,8 +240,7 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case f.strikes(atom{Kind: atomFail, N: k}, seq):
 		return nil, fmt.Errorf("fsmtest: write %d (%s %s) failed before reaching the API server (injected)", k, verb, key.Name)
-	case conflictable(verb) && f.strikes(atom{Kind: atomConflict, N: k}, seq),
-		f.conflictEvery > 0 && k >= f.conflictFrom && (k-f.conflictFrom)%f.conflictEvery == 0 && f.mayConflict(verb, key, sub):
+	case conflictable(verb) && f.strikes(atom{Kind: atomConflict, N: k}, seq):
 		return conflict(req, key), nil
 	}
 	resp, err := t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
