@@ -55,9 +55,9 @@ explore: assets
 
 ## seeded-bugs: the seeded bugs of examples/internal/seeded/bugs, each applied to its example in
 ## turn: Explore, two faults at a time, catches it with a counterexample of at most two faults
-## that its replay command fails again, and Faults catches it or misses it as the patch says
-## (the example's tests are built once per bug, with the race detector, and that binary runs
-## all three)
+## that its replay command fails again, and Faults (Explore at depth 1) catches it or misses it
+## as the patch says, which the counterexample's size tells (the example's tests are built once
+## per bug, with the race detector, and that binary runs them all)
 seeded-bugs: assets
 	$(GO) -C examples test -tags seeded -count=1 -timeout 90m -v -run '^TestExploreCatchesEverySeededBug$$' ./internal/seeded
 
