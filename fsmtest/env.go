@@ -287,8 +287,8 @@ func (e *Env) processOf(m any) *process {
 	return proc
 }
 
-// fatalf fails the test; in a faulty run, the message names the fault and
-// how to replay the run.
+// fatalf fails the test; in a faulty run, the message names the fault
+// (Explore's report adds the command that replays the run).
 func (e *Env) fatalf(format string, args ...any) {
 	e.T.Helper()
 	e.T.Fatal("fsmtest: " + e.snap.faultPoint() + fmt.Sprintf(format, args...) + e.api.refused())

@@ -187,7 +187,7 @@ type snapshots struct {
 	effects func(*Env) map[string]int
 	counted map[string]int
 
-	// For a run of Explore:
+	// Where the run's faults strike, and what the scenario made:
 	jumps map[int]bool // the steps after which the fake clock jumps
 	trace *tracker
 	mine  []apiKey // the objects the scenario created
