@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,17 +59,25 @@ type Env struct {
 	parents, owned []schema.GroupVersionKind
 	resources      map[string]apiKey // the group and resource of each machine's objects
 	driver         driver
-	snap           *snapshots   // set in fault-injection runs
-	faults         *faults      // set in fault-injection runs, for Outside's calls
-	calls          atomic.Int64 // calls to outside systems so far
-	drifts         drifts       // the changes that outside systems make behind the operator
-	changes        atomic.Int64 // the scenario's changes so far, where drifts strike
-	processes      sync.Map     // the operator process of each machine: *fsm.Machine[T] → *process
+	snap           *snapshots      // set in fault-injection runs
+	faults         *faults         // set in fault-injection runs, for Outside's calls
+	calls          atomic.Int64    // calls to outside systems so far
+	drifts         drifts          // the changes that outside systems make behind the operator
+	changes        atomic.Int64    // the scenario's changes so far, where drifts strike
+	processes      sync.Map        // the operator process of each machine: *fsm.Machine[T] → *process
+	mapper         meta.RESTMapper // shared by the client and the operator's managers, in Explore's runs
 }
 
 // New gives the test a namespace of its own in the package's cluster.
 // Main must be the package's TestMain.
 func New(t testing.TB) *Env {
+	t.Helper()
+	return newEnv(t, nil)
+}
+
+// newEnv is New with the RESTMapper that the Env's client and its
+// operator's managers share, or with one of their own each when nil.
+func newEnv(t testing.TB, mapper meta.RESTMapper) *Env {
 	t.Helper()
 	if pkg.cluster == nil && testing.Short() {
 		t.Skip("fsmtest: this test needs an API server, which -short does not start")
@@ -78,7 +87,7 @@ func New(t testing.TB) *Env {
 	}
 	cfg := rest.CopyConfig(pkg.cluster.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // Await polls; client-side throttling would slow every read
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: pkg.scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: pkg.scheme, Mapper: mapper})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +98,7 @@ func New(t testing.TB) *Env {
 	e := &Env{
 		T: t, Namespace: ns.Name, Client: c, Scheme: pkg.scheme,
 		Clock: clocktesting.NewFakeClock(Epoch), Timeout: 2 * time.Minute,
-		api: newAPILog(), walks: &walkLog{}, actions: newActionLog(),
+		api: newAPILog(), walks: &walkLog{}, actions: newActionLog(), mapper: mapper,
 	}
 	pkg.mu.Lock()
 	pkg.envs[e.Namespace] = e

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
 	"github.com/kfsm/kfsm/fsm"
 )
 
@@ -134,6 +138,20 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 		o.failFast = true
 	}
 	x := &explorer{t: t, o: o, visited: map[uint64]bool{}, runs: map[string]*outcome{}, start: time.Now()}
+	if pkg.cluster != nil {
+		// The runs share what discovery found: each run's client and
+		// managers would otherwise discover the API server's resources
+		// anew, a tenth of a run's requests.
+		hc, err := rest.HTTPClientFor(pkg.cluster.Config)
+		if err != nil {
+			t.Fatalf("fsmtest: %v", err)
+		}
+		mapper, err := apiutil.NewDynamicRESTMapper(pkg.cluster.Config, hc)
+		if err != nil {
+			t.Fatalf("fsmtest: %v", err)
+		}
+		x.mapper = mapper
+	}
 	x.run = func(s schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
 	x.explore()
 }
@@ -145,6 +163,8 @@ type explorer struct {
 	run   func(schedule) *outcome
 	clean *outcome
 	start time.Time
+	// mapper is the RESTMapper of every run's client and managers.
+	mapper meta.RESTMapper
 
 	mu      sync.Mutex
 	visited map[uint64]bool     // the points explored, with the fault

@@ -25,7 +25,7 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 	rec := &runT{TB: x.t, name: x.t.Name() + "/" + s.String()}
 	out := &outcome{schedule: s}
 	rec.do(func() {
-		e := New(rec)
+		e := newEnv(rec, x.mapper)
 		f := scheduled(s, x.o.lag)
 		f.trace = newTracker(e)
 		snap := &snapshots{holdUntil: -1, ignore: x.o.ignore, effects: x.o.effects, trace: f.trace, lag: f.watchLag}

@@ -3,11 +3,13 @@ package fsmtest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -208,6 +210,9 @@ func (o *Operator) startProcess(i int) error {
 			o.hooks = h
 		}
 		opts.WebhookServer = o.hooks.server()
+	}
+	if m := o.e.mapper; m != nil {
+		opts.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return m, nil }
 	}
 	for _, change := range o.opts.manager {
 		change(&opts)
