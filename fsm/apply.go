@@ -17,6 +17,8 @@ import (
 	"github.com/kfsm/kfsm/fsm/internal/applyjson"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/ownership"
+	"github.com/kfsm/kfsm/fsm/internal/shard"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // managedBy is the value of LabelManagedBy on kfsm's children.
@@ -201,7 +203,7 @@ func (w *walker[T]) mark(content client.Object, ref *OutputRef, adopted, ownable
 	labels[LabelMachine] = w.r.m.name
 	labels[LabelOwnerUID] = string(parent.GetUID())
 	if w.r.shards != nil {
-		labels[LabelSlot] = strconv.Itoa(SlotOf(parent.GetUID()))
+		labels[sharding.LabelSlot] = strconv.Itoa(shard.SlotOf(parent.GetUID()))
 	}
 	content.SetLabels(labels)
 	// Annotations only where they say something: a child with an owner

@@ -404,20 +404,20 @@
 // # One machine on several replicas
 //
 // A machine runs on one active replica unless it is sharded: with
-// [NewShards] and [Machine.Sharded], every replica of the operator runs
-// the machine, each on the objects of its own slice, so that a fleet too
-// large for one process is shared by several:
+// package [sharding] and [Machine.Sharded], every replica of the operator
+// runs the machine, each on the objects of its own slice, so that a fleet
+// too large for one process is shared by several:
 //
 //	opts := manager.Options{...} // no leader election for the machine
-//	shards, err := fsm.NewShards(cfg, &opts, fsm.ShardOptions{Name: "moose", Namespace: podNamespace})
+//	shards, err := sharding.New(cfg, &opts, sharding.Options{Name: "moose", Namespace: podNamespace})
 //	mgr, err := manager.New(cfg, opts)
 //	m.Sharded(shards)
 //	err = m.SetupWithManager(mgr)
 //
 // The number of replicas is not configured: each replica keeps a Lease
-// in Namespace, labelled with [LabelShards], and the replicas derive
+// in Namespace, labelled with [sharding.LabelShards], and the replicas derive
 // their slices from the live Leases. The objects are divided by the
-// FNV-1a hash of their UID into 64 slots; a Lease's [AnnotationSlots]
+// FNV-1a hash of their UID into 64 slots; a Lease's [sharding.AnnotationSlots]
 // lists the slots its replica holds. A replica joining or leaving moves
 // about one replica's share of the slots.
 //
@@ -470,10 +470,11 @@
 // reconciles only its own: the work is still disjoint, and kfsm logs it
 // once and sets kfsm_shard_fallback to 1.
 // Children are selected too, on any API server: a sharded machine's
-// children carry their parent's slot in the label [LabelSlot], and each
-// replica's cache lists and watches them with a label selector that
-// leaves out the other slots' (objects without the label stay in). So a
-// replica's memory for the machine falls with the number of replicas.
+// children carry their parent's slot in the label [sharding.LabelSlot],
+// and each replica's cache lists and watches them with a label selector
+// that leaves out the other slots' (objects without the label stay in).
+// So a replica's memory for the machine falls with the number of
+// replicas.
 // Other kinds, and children applied before the machine was sharded (until
 // it applies them again), are cached in full; kinds from Watches are not
 // sharded.
@@ -514,7 +515,7 @@
 //     there, which lets a machine publish its graph at run time on a CRD
 //     installed without it, also lets the operator change the CRD's
 //     schema, and is best left out;
-//   - with leader election or sharded replicas ([NewShards]), on
+//   - with leader election or sharded replicas ([sharding.New]), on
 //     coordination.k8s.io leases in the namespace of the Leases only (a
 //     Role, not a ClusterRole): get, list, create, update and delete;
 //     and there, for the events of controller-runtime's leader election,

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm/internal/leancache"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // LeanCache makes the cache of the manager that opts will make keep less
@@ -33,7 +34,7 @@ import (
 // a cache of some namespaces looks up on every read.
 //
 // It runs after the transforms that opts's cache options give, and works
-// with [NewShards] called before or after it. Call it before the manager
+// with [sharding.New] called before or after it. Call it before the manager
 // is made:
 //
 //	fsm.LeanCache(&opts)
@@ -81,7 +82,7 @@ type interner struct {
 // object: those of kfsm's labels other than an owner's UID.
 func repeats(label string) bool {
 	switch label {
-	case LabelManagedBy, LabelMachine, LabelSlot:
+	case LabelManagedBy, LabelMachine, sharding.LabelSlot:
 		return true
 	}
 	return false

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/graph"
 )
 
@@ -67,7 +68,7 @@ type Machine[T Object] struct {
 	redact        func(string) string
 	noPublish     bool
 	admission     Admission[T]
-	shards        *Shards
+	shards        *sharding.Shards
 	versions      map[int][]Migration
 
 	built *built[T]

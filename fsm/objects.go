@@ -19,6 +19,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // tracked is what the gauges count for one object, and its hash slot. It
@@ -31,7 +32,7 @@ type tracked struct {
 }
 
 // tracked.slot holds every slot: this does not compile if it cannot.
-const _ = uint8(NumSlots - 1)
+const _ = uint8(shard.NumSlots - 1)
 
 // track keeps the objects and stalled gauges in step with obj's status,
 // remembers the children that garbage collection cannot reach, for an
@@ -43,7 +44,7 @@ func (r *reconciler[T]) track(obj T) {
 	key := client.ObjectKeyFromObject(obj)
 	st := obj.FSMStatus()
 	now := tracked{
-		slot:        uint8(SlotOf(obj.GetUID())),
+		slot:        uint8(shard.SlotOf(obj.GetUID())),
 		state:       st.State,
 		stalled:     meta.IsStatusConditionTrue(st.Conditions, ConditionStalled),
 		reconciling: meta.IsStatusConditionTrue(st.Conditions, ConditionReconciling),
@@ -105,7 +106,8 @@ func (r *reconciler[T]) untrack(key types.NamespacedName) []OutputRef {
 }
 
 // shard registers a sharded machine's reconciler with its Shards.
-func (r *reconciler[T]) shard(mgr manager.Manager, s *Shards) error {
+func (r *reconciler[T]) shard(mgr manager.Manager, s *sharding.Shards) error {
+	replica := shard.ReplicaOf(s)
 	mapping, err := mgr.GetRESTMapper().RESTMapping(r.gk, r.gvk.Version)
 	if err != nil {
 		return err
@@ -118,10 +120,10 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *Shards) error {
 		}
 		resources = append(resources, shard.NewResource(t.gvk, m.Resource.Resource, true))
 	}
-	if err := s.replica.Join(mgr, r.m.name, r.b.plan.Version(), resources, r); err != nil {
+	if err := replica.Join(mgr, r.m.name, r.b.plan.Version(), resources, r); err != nil {
 		return err
 	}
-	r.shards = s.replica
+	r.shards = replica
 	return nil
 }
 
@@ -190,7 +192,7 @@ func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 		return
 	}
 	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj := o.(client.Object); won.Has(SlotOf(obj.GetUID())) {
+		if obj := o.(client.Object); won.Has(shard.SlotOf(obj.GetUID())) {
 			r.requeue(client.ObjectKeyFromObject(obj))
 		}
 		return nil
@@ -212,7 +214,7 @@ func (r *reconciler[T]) Released(lost shard.Slots) map[int][]<-chan struct{} {
 		r.forget(key)
 	}
 	return r.actions.CancelSlots(func(uid types.UID) (int, bool) {
-		slot := SlotOf(uid)
+		slot := shard.SlotOf(uid)
 		return slot, lost.Has(slot)
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // remove is Request.Delete.
@@ -233,7 +234,7 @@ func (r *reconciler[T]) release(ctx context.Context, ref OutputRef, t ownedType)
 	obj.SetNamespace(ref.Namespace)
 	obj.SetName(ref.Name)
 	patch := map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{LabelManagedBy: nil, LabelMachine: nil, LabelOwnerUID: nil, LabelSlot: nil},
+		"labels":      map[string]any{LabelManagedBy: nil, LabelMachine: nil, LabelOwnerUID: nil, sharding.LabelSlot: nil},
 		"annotations": map[string]any{AnnotationOwner: nil, AnnotationState: nil, AnnotationAdopted: nil},
 	}}
 	if ref.UID != "" {

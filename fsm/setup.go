@@ -22,6 +22,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
+	"github.com/kfsm/kfsm/fsm/internal/shard"
 	"github.com/kfsm/kfsm/fsm/internal/unserved"
 )
 
@@ -149,7 +150,7 @@ func (m *Machine[T]) controller(mgr manager.Manager, r *reconciler[T]) *builder.
 		// back as events, must not drive the loop.
 		WithEventFilter(r.index.Filter())
 	if m.shards != nil {
-		b = b.WithEventFilter(m.shards.replica.CatchUpFilter(r.kindOf, r.echoed))
+		b = b.WithEventFilter(shard.ReplicaOf(m.shards).CatchUpFilter(r.kindOf, r.echoed))
 	}
 	b = b.WithEventFilter(r.echoes.Filter(r.roleOf, r.echoed))
 	for i, o := range m.owns {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
@@ -120,7 +121,7 @@ func (r *replica) count(o any) (any, error) {
 // group "gadgets" would in its own process.
 func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *replica {
 	t.Helper()
-	return startReplicaOf(t, fe, name, func(shards *fsm.Shards) *fsm.Machine[*gadget] {
+	return startReplicaOf(t, fe, name, func(shards *sharding.Shards) *fsm.Machine[*gadget] {
 		return fsm.New[*gadget]("sharded", fsm.Pipeline).
 			Initial("Counted").
 			Owns(&corev1.ConfigMap{}).
@@ -133,7 +134,7 @@ func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *rep
 
 // startReplicaOf runs a manager with the sharded machine that machine
 // makes, as a replica of group "gadgets" would in its own process.
-func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*fsm.Shards) *fsm.Machine[*gadget]) *replica {
+func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*sharding.Shards) *fsm.Machine[*gadget]) *replica {
 	t.Helper()
 	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}, children: map[types.UID]bool{}}
 	cfg := fe.Config()
@@ -150,7 +151,7 @@ func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*fs
 		// Replicas in one process: each names its controller alike.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
-	shards, err := fsm.NewShards(cfg, &opts, fsm.ShardOptions{
+	shards, err := sharding.New(cfg, &opts, sharding.Options{
 		Name: "gadgets", Namespace: fe.Namespace, Identity: name,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
 	})
@@ -217,10 +218,10 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 	}
 	// The Leases say who holds what, as kubectl fsm get shows it.
 	var leases coordinationv1.LeaseList
-	if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+	if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{sharding.LabelShards: "gadgets"}); err != nil {
 		t.Fatal(err)
 	}
-	holder, ok := fsm.ShardHolders(leases.Items, "sharded")
+	holder, ok := sharding.Holders(leases.Items, "sharded")
 	if !ok {
 		t.Fatalf("the Leases %v do not name machine sharded", leases.Items)
 	}
@@ -247,7 +248,7 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 		}
 	}
 	b.stop()
-	if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+	if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{sharding.LabelShards: "gadgets"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(leases.Items) != 1 || ptr.Deref(leases.Items[0].Spec.HolderIdentity, "") != "a" {
@@ -261,11 +262,11 @@ func TestUnderManagerShardedReplicasShareTheObjects(t *testing.T) {
 
 	startReplica(t, fe, h, "c")
 	await(t, "c to hold slots", func() bool {
-		if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+		if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{sharding.LabelShards: "gadgets"}); err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range leases.Items {
-			if ptr.Deref(l.Spec.HolderIdentity, "") == "c" && l.Annotations[fsm.AnnotationSlots] != "" {
+			if ptr.Deref(l.Spec.HolderIdentity, "") == "c" && l.Annotations[sharding.AnnotationSlots] != "" {
 				return true
 			}
 		}
@@ -296,7 +297,7 @@ func TestUnderManagerAReplicaTakingASlotMapsItsObjectsToTheirWatchers(t *testing
 		watcher atomic.Value // the name of the gadget that watches the others
 	)
 	watcher.Store("")
-	machine := func(shards *fsm.Shards) *fsm.Machine[*gadget] {
+	machine := func(shards *sharding.Shards) *fsm.Machine[*gadget] {
 		return fsm.New[*gadget]("sharded", fsm.Pipeline).
 			Initial("Watching").
 			Watches(&gadget{}, func(_ context.Context, o client.Object) []reconcile.Request {
@@ -324,12 +325,12 @@ func TestUnderManagerAReplicaTakingASlotMapsItsObjectsToTheirWatchers(t *testing
 	startReplicaOf(t, fe, "b", machine)
 	var leases coordinationv1.LeaseList
 	await(t, "a and b to hold slots", func() bool {
-		if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{fsm.LabelShards: "gadgets"}); err != nil {
+		if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{sharding.LabelShards: "gadgets"}); err != nil {
 			t.Fatal(err)
 		}
 		n := 0
 		for _, l := range leases.Items {
-			if l.Annotations[fsm.AnnotationSlots] != "" {
+			if l.Annotations[sharding.AnnotationSlots] != "" {
 				n++
 			}
 		}
@@ -343,7 +344,7 @@ func TestUnderManagerAReplicaTakingASlotMapsItsObjectsToTheirWatchers(t *testing
 		}
 		g := &gadget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g-%02d", i)}}
 		fe.Create(g)
-		holder, _ := fsm.ShardHolders(leases.Items, "sharded")
+		holder, _ := sharding.Holders(leases.Items, "sharded")
 		switch holder(g.UID) {
 		case "a":
 			m = cmp.Or(m, g.Name)
@@ -411,7 +412,7 @@ func TestUnderManagerAnEventOfAVersionAlreadyReadRunsNoHandler(t *testing.T) {
 		}
 		return true
 	}}
-	a := startReplicaOf(t, fe, "a", func(shards *fsm.Shards) *fsm.Machine[*gadget] {
+	a := startReplicaOf(t, fe, "a", func(shards *sharding.Shards) *fsm.Machine[*gadget] {
 		return fsm.New[*gadget]("sharded", fsm.Pipeline).
 			Initial("Counted").
 			Owns(&corev1.ConfigMap{}).
@@ -495,8 +496,8 @@ func TestUnderManagerAReplicaWaitsOutItsEarlierLease(t *testing.T) {
 	holder := "a"
 	fe.Create(&coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gadgets-%08x", h.Sum32()),
-			Labels:      map[string]string{fsm.LabelShards: "gadgets"},
-			Annotations: map[string]string{fsm.AnnotationSlots: "0-63", fsm.AnnotationMachines: "sharded"}},
+			Labels:      map[string]string{sharding.LabelShards: "gadgets"},
+			Annotations: map[string]string{sharding.AnnotationSlots: "0-63", sharding.AnnotationMachines: "sharded"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder},
 	})
 	fe.Create(&gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}, Spec: v1alpha1.GadgetSpec{Target: 1}})
@@ -519,16 +520,16 @@ func TestUnderManagerAReplicaWaitsOutItsEarlierLease(t *testing.T) {
 // documents, and divide objects into as many slots.
 func TestTheShardsNamesAreThePublicOnes(t *testing.T) {
 	for public, internal := range map[string]string{
-		fsm.LabelShards:        shard.LabelShards,
-		fsm.AnnotationSlots:    shard.AnnotationSlots,
-		fsm.AnnotationMachines: shard.AnnotationMachines,
-		fsm.LabelSlot:          shard.LabelSlot,
+		sharding.LabelShards:        shard.LabelShards,
+		sharding.AnnotationSlots:    shard.AnnotationSlots,
+		sharding.AnnotationMachines: shard.AnnotationMachines,
+		sharding.LabelSlot:          shard.LabelSlot,
 	} {
 		if public != internal {
 			t.Errorf("package fsm documents %q, the replicas write %q", public, internal)
 		}
 	}
-	if fsm.NumSlots != shard.NumSlots {
-		t.Errorf("package fsm documents %d slots, the replicas use %d", fsm.NumSlots, shard.NumSlots)
+	if sharding.NumSlots != shard.NumSlots {
+		t.Errorf("package fsm documents %d slots, the replicas use %d", sharding.NumSlots, shard.NumSlots)
 	}
 }

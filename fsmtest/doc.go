@@ -219,7 +219,7 @@
 // may be left being deleted, no child of kfsm's may be left without its
 // parent and an owner reference, and no object that the scenario created
 // (other than the machine's) may be written. With Replicas, the operator
-// runs as replicas that share the machine with fsm.NewShards, a crash
+// runs as replicas that share the machine with sharding.New, a crash
 // kills one of them, and no object may be reconciled by two at once. A
 // failure is shrunk to the
 // fewest faults that still fail, printed with the transitions of the run

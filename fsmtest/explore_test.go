@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
@@ -62,12 +63,12 @@ func twoGadgets(e *fsmtest.Env) {
 // slots.
 func slotHolders(e *fsmtest.Env) []string {
 	var leases coordinationv1.LeaseList
-	if err := e.Client.List(context.Background(), &leases, client.InNamespace(e.Namespace), client.HasLabels{fsm.LabelShards}); err != nil {
+	if err := e.Client.List(context.Background(), &leases, client.InNamespace(e.Namespace), client.HasLabels{sharding.LabelShards}); err != nil {
 		e.T.Fatal(err)
 	}
 	var out []string
 	for _, l := range leases.Items {
-		if l.Annotations[fsm.AnnotationSlots] != "" {
+		if l.Annotations[sharding.AnnotationSlots] != "" {
 			out = append(out, l.Name)
 		}
 	}

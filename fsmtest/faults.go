@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // Fault is a class of fault that Faults injects, after those that Sieve
@@ -350,9 +351,9 @@ var (
 		"lastTransitionTime": true, "time": true, "stateSince": true, "retryAt": true,
 		"uid": true, "resourceVersion": true, "creationTimestamp": true,
 		"clusterIP": true, "clusterIPs": true, "nodePort": true, "healthCheckNodePort": true,
-		fsm.LabelOwnerUID: true,
-		fsm.LabelSlot:     true, // a slot of the parent's UID, on a sharded machine's children
-		"appliedDigest":   true, // of content that holds the parent's UID
+		fsm.LabelOwnerUID:  true,
+		sharding.LabelSlot: true, // a slot of the parent's UID, on a sharded machine's children
+		"appliedDigest":    true, // of content that holds the parent's UID
 	}
 	rfc3339 = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
 )

@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // Operator is a machine running under a real controller-runtime manager,
@@ -29,7 +30,7 @@ import (
 // runs until the test ends.
 type Operator struct {
 	e     *Env
-	setup func(p *process, s *fsm.Shards) ([]func(manager.Manager) error, error)
+	setup func(p *process, s *sharding.Shards) ([]func(manager.Manager) error, error)
 	opts  runOptions
 
 	hooks   *hooks       // with WithWebhooks
@@ -66,7 +67,7 @@ type runOptions struct {
 	manager  []func(*ctrl.Options)
 	webhooks bool
 	replicas int                      // shards the machine over this many processes, when more than one
-	group    func(replica int) string // the replicas' ShardOptions.Name; see Replicas
+	group    func(replica int) string // the replicas' sharding.Options.Name; see Replicas
 }
 
 // With registers more with the operator's manager: another machine's
@@ -121,7 +122,7 @@ func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *fa
 	if f != nil {
 		e.faults = f
 	}
-	o.setup = func(p *process, s *fsm.Shards) ([]func(manager.Manager) error, error) {
+	o.setup = func(p *process, s *sharding.Shards) ([]func(manager.Manager) error, error) {
 		m := machine(e)
 		if s != nil {
 			if e.processOf(m) != nil {
@@ -244,7 +245,7 @@ func (o *Operator) startProcess(i int) error {
 
 // shards prepares a replica's manager to shard the machine, under
 // Replicas: its process gets an identity of its own, as a new Pod would.
-func (o *Operator) shards(p *process, cfg *rest.Config, opts *ctrl.Options) (*fsm.Shards, error) {
+func (o *Operator) shards(p *process, cfg *rest.Config, opts *ctrl.Options) (*sharding.Shards, error) {
 	if len(o.procs) == 1 {
 		return nil, nil
 	}
@@ -253,7 +254,7 @@ func (o *Operator) shards(p *process, cfg *rest.Config, opts *ctrl.Options) (*fs
 	if o.opts.group != nil {
 		group = o.opts.group(p.replica)
 	}
-	s, err := fsm.NewShards(cfg, opts, fsm.ShardOptions{
+	s, err := sharding.New(cfg, opts, sharding.Options{
 		Name: group, Namespace: o.e.Namespace, Identity: p.identity,
 		LeaseDuration: replicaLease, RenewDeadline: replicaLease * 3 / 4, RetryPeriod: replicaLease / 16,
 	})

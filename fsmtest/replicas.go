@@ -9,13 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // Replicas runs the operator of each of Faults' and Explore's runs as n
 // replicas that share the machine, as a sharded operator runs: each
 // replica is a process of its own (a manager, its caches, a Lease in the
-// test's namespace), prepared with fsm.NewShards (Leases of 4 s) and
+// test's namespace), prepared with sharding.New (Leases of 4 s) and
 // given the machine with Machine.Sharded. The machine function is called
 // once per process and must make a new machine each time.
 //
@@ -60,13 +60,13 @@ func (e *Env) held() bool {
 	}
 	o.mu.Unlock()
 	var leases coordinationv1.LeaseList
-	if err := e.Client.List(context.Background(), &leases, client.InNamespace(e.Namespace), client.HasLabels{fsm.LabelShards}); err != nil {
+	if err := e.Client.List(context.Background(), &leases, client.InNamespace(e.Namespace), client.HasLabels{sharding.LabelShards}); err != nil {
 		return false
 	}
 	e.kindsMu.Lock()
 	var holder func(types.UID) string
 	for name := range e.resources {
-		if h, ok := fsm.ShardHolders(leases.Items, name); ok {
+		if h, ok := sharding.Holders(leases.Items, name); ok {
 			holder = h // the replicas hold the slots of all their machines
 			break
 		}

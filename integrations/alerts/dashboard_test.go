@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/integrations/alerts"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -215,7 +216,7 @@ func runSharded(t *testing.T, e *fsmtest.Env) {
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{e.Namespace: {}}},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
-	shards, err := fsm.NewShards(cfg, &opts, fsm.ShardOptions{Name: "dashboard", Namespace: e.Namespace, Identity: "replica-0",
+	shards, err := sharding.New(cfg, &opts, sharding.Options{Name: "dashboard", Namespace: e.Namespace, Identity: "replica-0",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

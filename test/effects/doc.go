@@ -56,7 +56,7 @@
 // without a key the service honours or an Observe it is charged again.
 //
 // A handover round, in modes keys and observe, runs two replicas sharded
-// as package scaleout runs them (fsm.NewShards, LeaseDuration 4 s,
+// as package scaleout runs them (sharding.New, LeaseDuration 4 s,
 // RenewDeadline 3 s, RetryPeriod 1 s). Replica a starts alone and charges
 // every order, while the service makes each charge and holds its answer.
 // Then b joins, and a hands about half of the slots over: it cancels the

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 	"github.com/kfsm/kfsm/test/internal/proctest"
@@ -321,10 +322,10 @@ func (r *round) uids() []types.UID {
 func (r *round) holders() func(types.UID) string {
 	r.t.Helper()
 	var leases coordinationv1.LeaseList
-	if err := r.env.Client.List(r.t.Context(), &leases, client.InNamespace(r.env.Namespace), client.MatchingLabels{fsm.LabelShards: machine}); err != nil {
+	if err := r.env.Client.List(r.t.Context(), &leases, client.InNamespace(r.env.Namespace), client.MatchingLabels{sharding.LabelShards: machine}); err != nil {
 		r.t.Fatal(err)
 	}
-	holder, _ := fsm.ShardHolders(leases.Items, machine)
+	holder, _ := sharding.Holders(leases.Items, machine)
 	return holder
 }
 

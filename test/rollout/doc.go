@@ -16,7 +16,7 @@
 // 300 ms, so that the process that owns a gadget writes its status every
 // 300 ms, a heartbeat that the API server sees. The operator runs either
 // under leader election on a Lease, behind kfsm's fence, or as a sharded
-// replica (fsm.NewShards), with LeaseDuration 4 s, RenewDeadline 3 s and
+// replica (sharding.New), with LeaseDuration 4 s, RenewDeadline 3 s and
 // RetryPeriod 1 s.
 //
 // Each process reaches the API server only through a proxy of its own

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/test/internal/proctest"
 )
 
@@ -157,7 +157,7 @@ func (s *scenario) share(ps ...*process) {
 			owned = append(owned, fmt.Sprintf("%s %d", p.name, int(slots)))
 		}
 		previous, now = now, strings.Join(owned, ", ")
-		return total == fsm.NumSlots && now == previous, fmt.Sprintf("the replicas own %s slots, want %d in all, twice", now, fsm.NumSlots)
+		return total == sharding.NumSlots && now == previous, fmt.Sprintf("the replicas own %s slots, want %d in all, twice", now, sharding.NumSlots)
 	})
 	s.t.Logf("the slots are shared: %s", now)
 }
@@ -182,7 +182,7 @@ func (s *scenario) holdAll(newest *process, aside ...*process) {
 			seen = append(seen, fmt.Sprintf("%s: %v members, %v standing aside, %v slots", p.name, values[0], values[1], values[2]))
 			slots := 0
 			if p == newest {
-				slots = fsm.NumSlots
+				slots = sharding.NumSlots
 			}
 			if int(values[0]) != 1+len(aside) || int(values[1]) != len(aside) || int(values[2]) != slots {
 				return false, strings.Join(seen, "; ")

@@ -1,5 +1,5 @@
 // Package scaleout tests a kfsm operator scaled out to several replicas
-// that share one machine's objects (fsm.NewShards and Machine.Sharded),
+// that share one machine's objects (sharding.New and Machine.Sharded),
 // the way it runs in production: as separate processes, which the test
 // starts, kills and stops with real signals. It holds tests only.
 //
@@ -85,7 +85,7 @@
 // # Caveats
 //
 //   - The recorder sees the handler, not the status write that kfsm makes
-//     after it returns; the fence that NewShards puts on the replica's
+//     after it returns; the fence that sharding.New puts on the replica's
 //     writes is what keeps that write within the replica's ownership.
 //   - The test sees a gadget converge through a cache of its own, when the
 //     watch event arrives, so measured times are a little long.

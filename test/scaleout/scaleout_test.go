@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/cluster"
-	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 	"github.com/kfsm/kfsm/test/internal/proctest"
@@ -82,7 +82,7 @@ func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 	f.start("a", "b", "c")
 	f.share("a", "b", "c")
 	if h := holders(f.leases()); !slices.Equal(h, []string{"a", "b", "c"}) {
-		t.Errorf("the membership Leases labelled %s=%s are held by %v, want a, b and c", fsm.LabelShards, shards, h)
+		t.Errorf("the membership Leases labelled %s=%s are held by %v, want a, b and c", sharding.LabelShards, shards, h)
 	}
 	f.create(gadgets)
 	converged := f.converge(1, gadgets)
@@ -410,7 +410,7 @@ func (f *fleet) share(names ...string) {
 		now := strings.Join(owned, ", ")
 		stable := now == previous
 		previous = now
-		return total == fsm.NumSlots && stable, fmt.Sprintf("the replicas own %s slots, %d in all, want %d in two scrapes in a row", now, total, fsm.NumSlots)
+		return total == sharding.NumSlots && stable, fmt.Sprintf("the replicas own %s slots, %d in all, want %d in two scrapes in a row", now, total, sharding.NumSlots)
 	})
 	f.t.Logf("the slots are shared: %s", previous)
 }
@@ -419,7 +419,7 @@ func (f *fleet) share(names ...string) {
 func (f *fleet) leases() []coordinationv1.Lease {
 	f.t.Helper()
 	var l coordinationv1.LeaseList
-	if err := f.client.List(f.t.Context(), &l, client.InNamespace(f.namespace), client.MatchingLabels{fsm.LabelShards: shards}); err != nil {
+	if err := f.client.List(f.t.Context(), &l, client.InNamespace(f.namespace), client.MatchingLabels{sharding.LabelShards: shards}); err != nil {
 		f.t.Fatal(err)
 	}
 	return l.Items
@@ -762,7 +762,7 @@ func (r *recorder) lastBy(replica string) []types.UID {
 func onePerSlot(uids []types.UID) []types.UID {
 	bySlot := map[int]types.UID{}
 	for _, uid := range uids {
-		bySlot[fsm.SlotOf(uid)] = uid
+		bySlot[sharding.SlotOf(uid)] = uid
 	}
 	return slices.Collect(maps.Values(bySlot))
 }

@@ -34,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -148,7 +149,7 @@ func controllerMain(args []string) (err error) {
 		}
 		return serve(mgr, resync, c)
 	}
-	shards, err := fsm.NewShards(cfg, &opts, shardOptions(a))
+	shards, err := sharding.New(cfg, &opts, shardOptions(a))
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func controllerMain(args []string) (err error) {
 	return serve(mgr, resync, c)
 }
 
-// managerOptions are the manager's options, before NewShards changes them
+// managerOptions are the manager's options, before sharding.New changes them
 // for a sharded replica: a cache of one namespace whose Gadget informer
 // counts what it decodes.
 func managerOptions(namespace string, resync *resyncer, decodes *decodeCounter, log logr.Logger) (ctrl.Options, error) {
@@ -212,8 +213,8 @@ func stripManagedFields(opts *ctrl.Options) {
 // shardOptions make the replicas of a run one group, with Leases in the
 // run's namespace, timed for a benchmark: they find each other and divide
 // the slots within a few RetryPeriods of starting.
-func shardOptions(a controllerArgs) fsm.ShardOptions {
-	return fsm.ShardOptions{
+func shardOptions(a controllerArgs) sharding.Options {
+	return sharding.Options{
 		Name:          "bench",
 		Namespace:     a.namespace,
 		Identity:      a.shard,

@@ -88,7 +88,7 @@
 //
 // With -replicas it measures kfsm's sharded machines instead, and kfsm
 // only: R replicas of the kfsm controller share one machine's Gadgets,
-// each reconciling the hash slots it holds (see fsm.NewShards).
+// each reconciling the hash slots it holds (see sharding.New).
 //
 //	go run ./tools/bench -replicas 1,2,3 -n 3000 -rounds 3
 //

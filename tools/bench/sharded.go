@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
 // sharded says whether the plan measures sharded kfsm replicas.
@@ -31,7 +31,7 @@ type shardedResult struct {
 type replicaResult struct {
 	identity string
 	report   report
-	slots    int // listed in its Lease, of fsm.NumSlots
+	slots    int // listed in its Lease, of sharding.NumSlots
 }
 
 // cpu returns the replicas' CPU seconds, summed, and the most of one.
@@ -136,13 +136,13 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 // readSlots reads from the replicas' Leases how many slots each holds.
 func (d *driver) readSlots(ctx context.Context, ns string, replicas []replicaResult) error {
 	var leases coordinationv1.LeaseList
-	if err := d.client.List(ctx, &leases, client.InNamespace(ns), client.MatchingLabels{fsm.LabelShards: "bench"}); err != nil {
+	if err := d.client.List(ctx, &leases, client.InNamespace(ns), client.MatchingLabels{sharding.LabelShards: "bench"}); err != nil {
 		return fmt.Errorf("listing the replicas' Leases: %w", err)
 	}
 	for _, l := range leases.Items {
 		holder := ptr.Deref(l.Spec.HolderIdentity, "")
 		if i := slices.IndexFunc(replicas, func(r replicaResult) bool { return r.identity == holder }); i >= 0 {
-			replicas[i].slots = countSlots(l.Annotations[fsm.AnnotationSlots])
+			replicas[i].slots = countSlots(l.Annotations[sharding.AnnotationSlots])
 		}
 	}
 	return nil

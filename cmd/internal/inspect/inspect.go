@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/graph"
 )
 
@@ -263,10 +264,10 @@ func (c Cluster) Objects(ctx context.Context, m *Machine, namespace string) ([]O
 var leases = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 
 // ShardHolders tells which replica holds each object of a sharded machine
-// (see fsm.Shards), from the replicas' Leases in every namespace; ok is
+// (see sharding.Shards), from the replicas' Leases in every namespace; ok is
 // false when the machine is not sharded or the Leases cannot be read.
 func (c Cluster) ShardHolders(ctx context.Context, m *Machine) (holder func(types.UID) string, ok bool) {
-	list, err := c.Dynamic.Resource(leases).List(ctx, metav1.ListOptions{LabelSelector: fsm.LabelShards})
+	list, err := c.Dynamic.Resource(leases).List(ctx, metav1.ListOptions{LabelSelector: sharding.LabelShards})
 	if err != nil {
 		return nil, false
 	}
@@ -276,7 +277,7 @@ func (c Cluster) ShardHolders(ctx context.Context, m *Machine) (holder func(type
 			return nil, false
 		}
 	}
-	return fsm.ShardHolders(typed, m.Machine)
+	return sharding.Holders(typed, m.Machine)
 }
 
 // Object reads one of the machine's objects.

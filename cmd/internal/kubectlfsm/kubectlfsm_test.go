@@ -39,6 +39,7 @@ import (
 	"github.com/kfsm/kfsm/examples/moose"
 	"github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
 )
 
@@ -596,8 +597,8 @@ func TestGetShowsTheReplicaOfASharedObject(t *testing.T) {
 		name := fmt.Sprintf("replica-%d", i)
 		l := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: "moose-" + name,
-				Labels:      map[string]string{fsm.LabelShards: "moose"},
-				Annotations: map[string]string{fsm.AnnotationSlots: half, fsm.AnnotationMachines: "moose"}},
+				Labels:      map[string]string{sharding.LabelShards: "moose"},
+				Annotations: map[string]string{sharding.AnnotationSlots: half, sharding.AnnotationMachines: "moose"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &name},
 		}
 		h.env.Create(l)
@@ -615,7 +616,7 @@ func TestGetShowsTheReplicaOfASharedObject(t *testing.T) {
 	}
 	for _, name := range []string{"moose-01", "moose-02", "moose-03", "moose-04"} {
 		holder := holders["0-31"]
-		if fsm.SlotOf(types.UID(h.uid(t, name))) >= 32 {
+		if sharding.SlotOf(types.UID(h.uid(t, name))) >= 32 {
 			holder = holders["32-63"]
 		}
 		if row := regexp.MustCompile(`(?m)^` + name + ` .* ` + holder + `$`); !row.MatchString(out) {

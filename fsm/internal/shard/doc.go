@@ -1,6 +1,6 @@
 // Package shard spreads the objects of sharded machines over the replicas
-// of an operator; it is the work behind package fsm's Shards, NewShards
-// and Machine.Sharded. A Replica keeps this process's Lease and the hash
+// of an operator; it is the work behind package sharding's Shards and New,
+// and fsm's Machine.Sharded. A Replica keeps this process's Lease and the hash
 // slots it holds (membership.go), by a rule that every replica computes
 // alike (slots.go); it makes the cache list and watch only the objects of
 // those slots (transport.go) and moves the informers to new slots without

@@ -30,7 +30,7 @@ import (
 	"github.com/kfsm/kfsm/fsm/internal/fence"
 )
 
-// Options configures a replica: fsm.ShardOptions, whose fields it has.
+// Options configures a replica: sharding.Options, whose fields it has.
 type Options struct {
 	Name, Namespace, Identity                 string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -53,13 +53,17 @@ const (
 	annotationGraphVersion = "kfsm.dev/graph-version"
 )
 
+// ReplicaOf returns the replica of a sharding.Shards; package sharding
+// sets it, so that only kfsm reaches a Shards' replica.
+var ReplicaOf func(shards any) *Replica
+
 // Replica is this process among the replicas of an operator that share
-// its sharded machines: the work of fsm.Shards, which spreads the objects of sharded machines over the replicas of an
+// its sharded machines: the work of sharding.Shards, which spreads the objects of sharded machines over the replicas of an
 // operator, so that a fleet too large for one process is shared by
 // several, and never two replicas reconcile one object at once. Make it
-// with fsm.NewShards and give it to machines with fsm.Machine.Sharded.
+// with sharding.New and give it to machines with fsm.Machine.Sharded.
 //
-// Each replica keeps a Lease in ShardOptions.Namespace, renewed every
+// Each replica keeps a Lease in sharding.Options.Namespace, renewed every
 // RetryPeriod, which lists the hash slots it holds. The replicas are not
 // configured: each finds the others through their Leases and derives from
 // the live ones which slots it should hold, all by the same rule
@@ -157,7 +161,7 @@ type Machine interface {
 	Released(s Slots) map[int][]<-chan struct{}
 }
 
-// NewReplica is fsm.NewShards: it prepares cfg and opts, before
+// NewReplica is sharding.New: it prepares cfg and opts, before
 // manager.New, to run sharded machines.
 func NewReplica(cfg *rest.Config, opts *manager.Options, o Options) (*Replica, error) {
 	o.LeaseDuration = cmp.Or(o.LeaseDuration, 15*time.Second)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// NumSlots is fsm.NumSlots: the number of hash slots. An object's slot is
+// NumSlots is sharding.NumSlots: the number of hash slots. An object's slot is
 // the top six bits of the 64-bit FNV-1a hash of its UID, the hash that the
 // API server's shardRange uses, so that a set of slots is a set of hash
 // ranges.
@@ -103,7 +103,7 @@ func SlotOf(uid types.UID) int {
 	return int(h.Sum64() >> (64 - 6))
 }
 
-// Holders is fsm.ShardHolders.
+// Holders is sharding.Holders.
 func Holders(leases []coordinationv1.Lease, machine string) (holder func(types.UID) string, ok bool) {
 	var holders [NumSlots]string
 	for _, l := range leases {

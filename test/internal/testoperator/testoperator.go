@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -110,8 +111,8 @@ func (p *Process) Leader(cfg *rest.Config, opts *manager.Options, name string, f
 }
 
 // Shards makes the process a replica of the group name, with its timing.
-func (p *Process) Shards(cfg *rest.Config, opts *manager.Options, name string) (*fsm.Shards, error) {
-	return fsm.NewShards(cfg, opts, fsm.ShardOptions{
+func (p *Process) Shards(cfg *rest.Config, opts *manager.Options, name string) (*sharding.Shards, error) {
+	return sharding.New(cfg, opts, sharding.Options{
 		Name: name, Namespace: p.Namespace, Identity: p.Identity,
 		LeaseDuration: p.LeaseDuration, RenewDeadline: p.RenewDeadline, RetryPeriod: p.RetryPeriod,
 	})

@@ -21,7 +21,7 @@
 // write that records an action's intent; after-intent, right after that
 // write succeeded; before-outcome, in the work, right after the service
 // answered the charge. With -sharded, the process is a replica of the
-// group "effects" (fsm.NewShards).
+// group "effects" (sharding.New).
 //
 // The process prints a line to standard output for each notable event,
 // as "<RFC 3339 time> <identity> <event> <gadget> <detail>": started,
@@ -48,6 +48,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 	"github.com/kfsm/kfsm/test/internal/testoperator"
 )
@@ -102,7 +103,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	cfg.Wrap(crash.intents)
-	var shards *fsm.Shards
+	var shards *sharding.Shards
 	if o.sharded {
 		if shards, err = o.Shards(cfg, &opts, "effects"); err != nil {
 			return err

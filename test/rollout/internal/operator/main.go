@@ -15,7 +15,7 @@
 // With -mode leader the process elects a leader on a Lease, behind kfsm's
 // fence (fsm.FenceLeaderElection), and releases the Lease when it stops;
 // with -mode sharded it is a replica of the group "rollout"
-// (fsm.NewShards), without leader election.
+// (sharding.New), without leader election.
 //
 // The metrics endpoint (-metrics-addr) serves controller-runtime's
 // registry, with kfsm's metrics. Every request carries the identity in
@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 	"github.com/kfsm/kfsm/test/internal/testoperator"
 )
@@ -73,7 +74,7 @@ type options struct {
 func main() {
 	o := options{Process: testoperator.Flags()}
 	flag.IntVar(&o.version, "version", 1, "the version of the graph that the process runs: 1 or 2")
-	flag.StringVar(&o.mode, "mode", Leader, "leader (elect a leader on a Lease) or sharded (share the gadgets with fsm.NewShards)")
+	flag.StringVar(&o.mode, "mode", Leader, "leader (elect a leader on a Lease) or sharded (share the gadgets with sharding.New)")
 	flag.StringVar(&o.MetricsAddr, "metrics-addr", "0", "host:port of the metrics endpoint; 0 serves none")
 	flag.DurationVar(&o.tick, "tick", 300*time.Millisecond, "how often a resting gadget's status is written")
 	flag.BoolVar(&o.ignoreNewer, "ignore-newer", false, "a fault: forget status.graphVersion in the cache, so that no gadget looks newer")
@@ -97,7 +98,7 @@ func run(ctx context.Context, o options) error {
 	if o.ignoreNewer {
 		opts.Cache.ByObject = map[client.Object]cache.ByObject{&v1alpha1.Gadget{}: {Transform: forgetGraphVersion}}
 	}
-	var shards *fsm.Shards
+	var shards *sharding.Shards
 	switch o.mode {
 	case Leader:
 		err = o.Leader(cfg, &opts, "rollout", true)

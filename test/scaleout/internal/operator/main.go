@@ -1,7 +1,7 @@
 // Command operator is the operator that package scaleout runs as several
 // processes at once, to test sharding: one kfsm machine under a
 // controller-runtime manager, without leader election, whose objects the
-// replicas share through fsm.NewShards.
+// replicas share through sharding.New.
 //
 // The machine is a pipeline of one state, Configured, over the Gadgets of
 // one namespace. Its handler tells the test's recorder that it begins,
