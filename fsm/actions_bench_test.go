@@ -20,7 +20,7 @@ func BenchmarkActionLife(b *testing.B) {
 	c := &statusCounter{Client: benchClient()}
 	ended := make(chan struct{}, 1)
 	m := New[*benchObject]("actions", Lifecycle).
-		WithTracerProvider(noop.NewTracerProvider()).
+		Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
 		Initial("Work").
 		State("Work", func(_ context.Context, r *Request[*benchObject]) Result {
 			switch a := r.Action("work", benchWork); a.State {

@@ -65,7 +65,7 @@ func TestActionRunsOutsideTheReconcileWorker(t *testing.T) {
 		}
 		finished.Store(true)
 		return nil
-	}).Workers(1)
+	}).Tune(fsm.Tuning{Workers: 1})
 	completed := metricValue(t, "kfsm_actions_completed_total", map[string]string{"machine": "actions", "action": "backup"})
 	timed := map[string]string{"machine": "actions", "action": "backup", "outcome": "succeeded"}
 	durations := metricValue(t, "kfsm_action_duration_seconds", timed)

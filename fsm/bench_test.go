@@ -43,7 +43,7 @@ func (nopRecorder) Eventf(runtime.Object, runtime.Object, string, string, string
 
 func benchMachine() *Machine[*benchObject] {
 	m := New[*benchObject]("bench", Lifecycle).
-		WithTracerProvider(noop.NewTracerProvider()).
+		Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
 		Initial("A").
 		State("A", func(context.Context, *Request[*benchObject]) Result { return Next("B") }, To("B")).
 		State("B", func(context.Context, *Request[*benchObject]) Result { return Wait(0, "Resting") }, To("A"))
@@ -82,7 +82,7 @@ func BenchmarkStep(b *testing.B) {
 func convergedObject(b *testing.B) (client.Client, reconcile.Reconciler) {
 	c := benchClient()
 	m := New[*benchObject]("converged", Lifecycle).
-		WithTracerProvider(noop.NewTracerProvider()).
+		Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
 		Initial("Ready").
 		State("Ready", func(context.Context, *Request[*benchObject]) Result { return Done() }, Final())
 	if err := m.Build(); err != nil {

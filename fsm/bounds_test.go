@@ -50,11 +50,11 @@ func TestBuildRefusesWhatTheStatusCannotHold(t *testing.T) {
 	}{
 		"HistoryLimitAtTheBound": {
 			reason:  "status.history holds the largest HistoryLimit",
-			machine: fsm.New[*gadget]("history", fsm.Lifecycle).HistoryLimit(fsm.MaxHistory).Initial("A").State("A", done, fsm.Final()),
+			machine: fsm.New[*gadget]("history", fsm.Lifecycle).Tune(fsm.Tuning{HistoryLimit: fsm.MaxHistory}).Initial("A").State("A", done, fsm.Final()),
 		},
 		"HistoryLimitPastTheBound": {
 			reason:  "a longer history would be refused by the API server",
-			machine: fsm.New[*gadget]("history", fsm.Lifecycle).HistoryLimit(fsm.MaxHistory+1).Initial("A").State("A", done, fsm.Final()),
+			machine: fsm.New[*gadget]("history", fsm.Lifecycle).Tune(fsm.Tuning{HistoryLimit: fsm.MaxHistory + 1}).Initial("A").State("A", done, fsm.Final()),
 			want:    fsm.BadOption,
 		},
 		"LongestStateName": {

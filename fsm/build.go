@@ -38,7 +38,7 @@ const (
 	// its initial state on every reconcile and so walks towards nothing.
 	GoalInPipeline graph.ProblemCode = "GoalInPipeline"
 	// BadOption is an option of the machine out of its range, such as a
-	// negative HistoryLimit.
+	// negative Tuning.HistoryLimit.
 	BadOption graph.ProblemCode = "BadOption"
 	// LongStateName is a state name longer than Status.State holds: 316
 	// bytes, the bound of a condition type.
@@ -234,21 +234,18 @@ func (m *Machine[T]) badOptions() []graph.Problem {
 	}
 	switch {
 	case m.historyLimit < 0:
-		bad("HistoryLimit(%d): the history cannot keep fewer than 0 transitions", m.historyLimit)
+		bad("Tuning.HistoryLimit %d: the history keeps at least 1 transition (0 means the default, 10)", m.historyLimit)
 	case m.historyLimit > maxHistory:
-		bad("HistoryLimit(%d): status.history holds at most %d transitions", m.historyLimit, maxHistory)
+		bad("Tuning.HistoryLimit %d: status.history holds at most %d transitions", m.historyLimit, maxHistory)
 	}
 	if m.actionLimit < 1 {
-		bad("ActionLimit(%d): at least 1 action must be able to run", m.actionLimit)
+		bad("Tuning.ActionLimit %d: at least 1 action must be able to run (0 means the default, 4)", m.actionLimit)
 	}
 	if m.workers < 0 {
-		bad("Workers(%d): give at least 1 worker, or 0 for the manager's default", m.workers)
+		bad("Tuning.Workers %d: give at least 1 worker, or 0 for the manager's default", m.workers)
 	}
 	if m.resync < 0 {
-		bad("Resync(%s): the period cannot be negative", m.resync)
-	}
-	if m.slowAfter < 0 {
-		bad("SlowHandlerAfter(%s): the time cannot be negative", m.slowAfter)
+		bad("Tuning.Resync %s: the period cannot be negative", m.resync)
 	}
 	if m.options.MaxConcurrentReconciles < 0 {
 		bad("WithOptions: MaxConcurrentReconciles %d is negative", m.options.MaxConcurrentReconciles)

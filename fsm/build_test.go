@@ -15,10 +15,7 @@ import (
 // to panic in kfsm's own code later.
 func TestBuildRefusesBadOptions(t *testing.T) {
 	m := fsm.New[*gadget]("bad-options", fsm.Lifecycle).
-		HistoryLimit(-1).
-		ActionLimit(-1).
-		Workers(-1).
-		Resync(-time.Second).
+		Tune(fsm.Tuning{HistoryLimit: -1, ActionLimit: -1, Workers: -1, Resync: -time.Second}).
 		Initial("Start").
 		State("Start", done, fsm.Final())
 	err := m.Build()
@@ -32,15 +29,15 @@ func TestBuildRefusesBadOptions(t *testing.T) {
 			found = append(found, p.Detail)
 		}
 	}
-	for _, option := range []string{"HistoryLimit(-1)", "ActionLimit(-1)", "Workers(-1)", "Resync(-1s)"} {
+	for _, option := range []string{"Tuning.HistoryLimit -1", "Tuning.ActionLimit -1", "Tuning.Workers -1", "Tuning.Resync -1s"} {
 		if !slices.ContainsFunc(found, func(d string) bool { return strings.HasPrefix(d, option) }) {
 			t.Errorf("Build() does not refuse %s; problems: %v", option, found)
 		}
 	}
-	ok := fsm.New[*gadget]("zero-options", fsm.Lifecycle).HistoryLimit(0).Workers(0).
+	ok := fsm.New[*gadget]("zero-options", fsm.Lifecycle).Tune(fsm.Tuning{HistoryLimit: 1, SlowHandlerAfter: -time.Second}).Tune(fsm.Tuning{}).
 		Initial("Start").State("Start", done, fsm.Final())
 	if err := ok.Build(); err != nil {
-		t.Errorf("HistoryLimit(0) and Workers(0) are valid; Build() = %v", err)
+		t.Errorf("HistoryLimit 1, a negative SlowHandlerAfter (no log) and a zero Tuning are valid; Build() = %v", err)
 	}
 }
 

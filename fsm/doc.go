@@ -150,7 +150,7 @@
 //
 // Work that takes longer than a reconcile should, such as a backup, runs
 // as an action: [Request.Action] starts it in the machine's bounded pool
-// ([Machine.ActionLimit]) outside the reconcile worker and reports it
+// ([Tuning.ActionLimit]) outside the reconcile worker and reports it
 // pending, succeeded or failed on later calls; its completion reconciles
 // the object at once. Actions are durable: the status records each one's
 // intent (Status.Actions: its name, a key, the state and the attempt)
@@ -182,7 +182,7 @@
 // kfsm_actions_running, kfsm_actions_completed_total and
 // kfsm_actions_failed_total count them by kind ([ActionKind], by default
 // the state that started them), never by a name made at run time. A handler that itself runs longer
-// than [Machine.SlowHandlerAfter] (5 s by default) holds a reconcile
+// than [Tuning.SlowHandlerAfter] (5 s by default) holds a reconcile
 // worker, and with one worker every other object: kfsm logs it once per
 // state, pointing to Request.Action.
 //
@@ -273,7 +273,7 @@
 // # Seeing what happens
 //
 // Every transition adds an entry to Status.History (bounded; see
-// [Machine.HistoryLimit]), records a Kubernetes event (events.k8s.io),
+// [Tuning.HistoryLimit]), records a Kubernetes event (events.k8s.io),
 // writes a log line with the machine, object, states and reason, counts in
 // kfsm_transitions_total, and tells the [Machine.OnTransition] observers,
 // each once, and only once the status that records it is written. A
@@ -644,7 +644,7 @@
 //     fsmtest's FailWrite and Conflicts faults find those that do not.
 //   - A Wait without a delay runs the handler again only when the object
 //     or something it watches changes. So does Done, unless the machine
-//     resyncs ([Machine.Resync]) to compare with a world that sends no
+//     resyncs ([Tuning.Resync]) to compare with a world that sends no
 //     events.
 //   - The metrics kfsm_objects, kfsm_stalled_objects and
 //     kfsm_reconciling_objects count the objects this process reconciled
@@ -653,7 +653,7 @@
 //   - Typed children are applied with every field their JSON has, so a
 //     field without omitempty is applied even at its zero value; pass an
 //     *unstructured.Unstructured to apply exactly the fields you set.
-//   - [Machine.Redact] filters the texts kfsm takes from errors, panics and
+//   - [Tuning.Redact] filters the texts kfsm takes from errors, panics and
 //     Stop messages before it writes them to conditions, events, logs,
 //     spans and the error it returns. It cannot filter what it does not
 //     see: what handlers log themselves, errors that actions return to a

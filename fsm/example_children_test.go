@@ -215,7 +215,7 @@ func ExampleRequest_Action() {
 			r.Event("Normal", "BackedUp", "backup taken to "+a.Result)
 			return fsm.Next("Running")
 		}, fsm.To("Running")).
-		ActionLimit(2)
+		Tune(fsm.Tuning{ActionLimit: 2})
 	fmt.Println(m.Build())
 	// Output: <nil>
 }

@@ -185,7 +185,7 @@ func TestResyncRequeuesDoneObjectsWithJitter(t *testing.T) {
 	m := fsm.New[*gadget]("resync", fsm.Lifecycle).
 		Initial("Polling").
 		State("Polling", done, fsm.Final()).
-		Resync(time.Minute)
+		Tune(fsm.Tuning{Resync: time.Minute})
 	r := e.reconciler(m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
 	seen := map[time.Duration]bool{}

@@ -88,7 +88,7 @@ func (w *walker[T]) from() State {
 }
 
 // slow logs, once per state, a handler that ran for longer than the
-// machine's SlowHandlerAfter.
+// machine's Tuning.SlowHandlerAfter.
 func (r *reconciler[T]) slow(log logr.Logger, state State, ran time.Duration) {
 	if r.m.slowAfter <= 0 || ran < r.m.slowAfter {
 		return

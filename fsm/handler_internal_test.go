@@ -60,7 +60,7 @@ func TestARefusedTransitionDiscardsTheHandlersStatusWithAPromotedDeepCopy(t *tes
 				}
 			}
 			m := New[*promotedObject]("promoted", Lifecycle).
-				WithTracerProvider(noop.NewTracerProvider()).
+				Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
 				Initial(tc.initial).
 				State("Start", note("start", Next("Refuse")), To("Refuse")).
 				State("Refuse", note("refuse", Next("Nowhere")), To("End", "Start")).
@@ -94,7 +94,7 @@ func TestARefusedTransitionDiscardsTheHandlersStatusWithAPromotedDeepCopy(t *tes
 func TestARefusedTransitionLeavesTheSameStatusWhenTheStatusIsKfsmsAlone(t *testing.T) {
 	walk := func(copies bool) Status {
 		m := New[*benchObject]("alone", Lifecycle).
-			WithTracerProvider(noop.NewTracerProvider()).
+			Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
 			WithClock(clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))).
 			Initial("Start").
 			State("Start", func(context.Context, *Request[*benchObject]) Result { return Next("Refuse") }, To("Refuse")).
@@ -147,7 +147,7 @@ func TestUnderANoopTracerAHandlerSeesTheSpanANoopSpanWouldBe(t *testing.T) {
 			var seen trace.Span
 			c := benchClient()
 			m := New[*benchObject]("noop", Lifecycle).
-				WithTracerProvider(noop.NewTracerProvider()).
+				Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
 				Initial("Ready").
 				State("Ready", func(ctx context.Context, _ *Request[*benchObject]) Result {
 					seen = trace.SpanFromContext(ctx)

@@ -91,7 +91,7 @@ func TestUnderManagerASlowHandlerIsLoggedOncePerState(t *testing.T) {
 		Initial("Slow").
 		State("Slow", counted(&runs{}, sleepy), fsm.To("Quick")).
 		State("Quick", done, fsm.Final()).
-		SlowHandlerAfter(200 * time.Millisecond)
+		Tune(fsm.Tuning{SlowHandlerAfter: 200 * time.Millisecond})
 	fsmtest.Run(e.fe, m, fsmtest.WithManagerOptions(func(o *manager.Options) { o.Logger = log }))
 	e.gadget("a", v1alpha1.GadgetSpec{})
 	e.gadget("b", v1alpha1.GadgetSpec{})

@@ -185,7 +185,7 @@ func RetriesThen(n int, to State) StateOption {
 // in metrics, events, logs, its finalizer and its field owner; use a short
 // DNS label such as "moose".
 func New[T Object](name string, mode Mode) *Machine[T] {
-	return &Machine[T]{name: name, mode: mode, clock: clock.RealClock{}, historyLimit: 10, actionLimit: 4, slowAfter: defaultSlowAfter}
+	return &Machine[T]{name: name, mode: mode, clock: clock.RealClock{}, historyLimit: defaultHistoryLimit, actionLimit: defaultActionLimit, slowAfter: defaultSlowAfter}
 }
 
 // Initial names the state where new objects start.
@@ -255,20 +255,9 @@ func (m *Machine[T]) WithEventFilter(p predicate.Predicate) *Machine[T] {
 // builder's WithOptions does: a rate limiter, a reconciliation timeout,
 // leader election, and the rest. kfsm's backoff after a failed handler
 // goes first; every other requeue is the given rate limiter's to time.
-// [Machine.Workers], when set, wins over MaxConcurrentReconciles.
+// [Tuning.Workers], when set, wins over MaxConcurrentReconciles.
 func (m *Machine[T]) WithOptions(o controller.Options) *Machine[T] {
 	m.options = o
-	return m
-}
-
-// Redact filters every text that kfsm takes from a handler's error, a
-// panic or a Stop before it reaches a condition, an event, a log line, a
-// span or the error returned to controller-runtime; use it to take out
-// secrets that errors may carry, such as a connection string with a
-// password. kfsm applies it before truncating. What handlers log or
-// record themselves is theirs to filter.
-func (m *Machine[T]) Redact(filter func(string) string) *Machine[T] {
-	m.redact = filter
 	return m
 }
 
@@ -282,36 +271,6 @@ func (m *Machine[T]) Redact(filter func(string) string) *Machine[T] {
 // and a message saying why. Only lifecycle machines take a goal.
 func (m *Machine[T]) Goal(goal func(T) State) *Machine[T] {
 	m.goal = goal
-	return m
-}
-
-// ActionLimit sets how many asynchronous actions of the machine run at
-// once, at least 1; more wait their turn. The default is 4.
-func (m *Machine[T]) ActionLimit(n int) *Machine[T] {
-	m.actionLimit = n
-	return m
-}
-
-// Workers sets how many objects the machine reconciles at once: the
-// equivalent of controller-runtime's MaxConcurrentReconciles. The default
-// (and 0) is the manager's, 1 unless configured. An object is never
-// reconciled twice at once.
-func (m *Machine[T]) Workers(n int) *Machine[T] {
-	m.workers = n
-	return m
-}
-
-// defaultSlowAfter is how long a handler runs before it is logged as
-// slow, unless SlowHandlerAfter says otherwise.
-const defaultSlowAfter = 5 * time.Second
-
-// SlowHandlerAfter sets how long a handler may run before kfsm logs, once
-// per state and process, that it holds a reconcile worker (and with one
-// worker, every other object) and that long work belongs in
-// Request.Action. The time is real time, whatever the machine's clock;
-// the default is 5 seconds, and 0 turns the log off.
-func (m *Machine[T]) SlowHandlerAfter(d time.Duration) *Machine[T] {
-	m.slowAfter = d
 	return m
 }
 
@@ -349,13 +308,73 @@ func (m *Machine[T]) OnAction(observe func(obj types.NamespacedName, name string
 	return m
 }
 
-// Resync reconciles objects that are done again about every period (give
-// or take a tenth, so that objects spread out), for handlers that compare
-// with something that does not send events, such as a version server. A
-// converged object stays Ready; the default is no resync.
-func (m *Machine[T]) Resync(every time.Duration) *Machine[T] {
-	m.resync = every
+// Tuning holds a machine's knobs, for [Machine.Tune]. A field left zero
+// keeps the default, or what an earlier Tune set.
+type Tuning struct {
+	// Workers is how many objects the machine reconciles at once:
+	// controller-runtime's MaxConcurrentReconciles, which it wins over.
+	// Zero is the manager's, 1 unless configured. An object is never
+	// reconciled twice at once.
+	Workers int
+	// ActionLimit is how many asynchronous actions of the machine run at
+	// once; more wait their turn. Zero means 4.
+	ActionLimit int
+	// HistoryLimit is how many transitions Status.History keeps, from 1
+	// to 100 (the bound of the field); zero means 10. The latest
+	// transition is always kept, since Request.From reads it.
+	HistoryLimit int
+	// SlowHandlerAfter is how long a handler may run before kfsm logs,
+	// once per state and process, that it holds a reconcile worker (and
+	// with one worker, every other object) and that long work belongs in
+	// Request.Action. It is real time, whatever the machine's clock.
+	// Zero means 5 seconds; a negative duration turns the log off.
+	SlowHandlerAfter time.Duration
+	// Resync reconciles objects that are done again about every period
+	// (give or take a tenth, so that objects spread out), for handlers
+	// that compare with something that sends no events, such as a
+	// version server. A converged object stays Ready. Zero means no
+	// resync.
+	Resync time.Duration
+	// TracerProvider is where spans go; nil means OpenTelemetry's global
+	// provider.
+	TracerProvider trace.TracerProvider
+	// Redact filters every text that kfsm takes from a handler's error, a
+	// panic or a Stop before it reaches a condition, an event, a log
+	// line, a span or the error returned to controller-runtime: use it to
+	// take out secrets that errors may carry, such as a connection string
+	// with a password. kfsm applies it before truncating. What handlers
+	// log or record themselves is theirs to filter.
+	Redact func(string) string
+}
+
+// Defaults of Tuning's fields.
+const (
+	defaultActionLimit  = 4
+	defaultHistoryLimit = 10
+	defaultSlowAfter    = 5 * time.Second
+)
+
+// Tune sets the knobs that t sets; see [Tuning]. Build reports a knob
+// out of its range.
+func (m *Machine[T]) Tune(t Tuning) *Machine[T] {
+	set(&m.workers, t.Workers)
+	set(&m.actionLimit, t.ActionLimit)
+	set(&m.historyLimit, t.HistoryLimit)
+	set(&m.slowAfter, t.SlowHandlerAfter) // a negative one turns the log off
+	set(&m.resync, t.Resync)
+	set(&m.tracer, t.TracerProvider)
+	if t.Redact != nil {
+		m.redact = t.Redact
+	}
 	return m
+}
+
+// set sets *field to v, unless v is zero.
+func set[V comparable](field *V, v V) {
+	var zero V
+	if v != zero {
+		*field = v
+	}
 }
 
 // resyncAfter is the requeue after a Done: the resync period, jittered.
@@ -373,22 +392,6 @@ func (m *Machine[T]) resyncAfter() time.Duration {
 // a Wait, a timeout or a backoff comes when the clock reaches it.
 func (m *Machine[T]) WithClock(c clock.PassiveClock) *Machine[T] {
 	m.clock = c
-	return m
-}
-
-// WithTracerProvider sets where spans go; the default is OpenTelemetry's
-// global provider.
-func (m *Machine[T]) WithTracerProvider(tp trace.TracerProvider) *Machine[T] {
-	m.tracer = tp
-	return m
-}
-
-// HistoryLimit sets how many transitions Status.History keeps; the
-// default is 10, and the most is 100, the bound of the field. The latest
-// transition is always kept, since Request.From reads it: 0 keeps that
-// one only.
-func (m *Machine[T]) HistoryLimit(n int) *Machine[T] {
-	m.historyLimit = n
 	return m
 }
 

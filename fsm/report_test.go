@@ -47,7 +47,7 @@ func TestUnderManagerRedactFiltersErrorsEverywhere(t *testing.T) {
 	e := newEnv(t)
 	password := regexp.MustCompile(`password=\S+`)
 	m := fsm.New[*gadget]("redacted", fsm.Lifecycle).
-		Redact(func(s string) string { return password.ReplaceAllString(s, "password=***") }).
+		Tune(fsm.Tuning{Redact: func(s string) string { return password.ReplaceAllString(s, "password=***") }}).
 		Initial("Connect").
 		State("Connect", func(context.Context, *request) fsm.Result {
 			return fsm.Fail(errors.New("cannot connect to postgres://app:password=hunter2@db:5432"))

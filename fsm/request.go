@@ -102,7 +102,7 @@ func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
 //
 // The first call for a name records the action's intent (its name, key,
 // state and attempt) and reports ActionPending; work starts in the
-// machine's pool (see [Machine.ActionLimit]) once the status holding the
+// machine's pool (see [Tuning.ActionLimit]) once the status holding the
 // intent is written, never before. While it runs, calls report
 // ActionPending. Once it returns, the object is reconciled at once, the
 // outcome is recorded, and calls report ActionSucceeded (with the Result

@@ -25,11 +25,11 @@ import (
 func TestUnderManagerAnInvalidMachineIsRefused(t *testing.T) {
 	t.Parallel()
 	m := fsm.New[*gadget]("invalid", fsm.Lifecycle).
-		HistoryLimit(-1).
+		Tune(fsm.Tuning{HistoryLimit: -1}).
 		Initial("Start").
 		State("Start", next("Nowhere"), fsm.To("Nowhere"))
 	err := m.SetupWithManager(nil)
-	if err == nil || !strings.Contains(err.Error(), "HistoryLimit(-1)") || !strings.Contains(err.Error(), "Nowhere") {
+	if err == nil || !strings.Contains(err.Error(), "Tuning.HistoryLimit -1") || !strings.Contains(err.Error(), "Nowhere") {
 		t.Errorf("SetupWithManager() = %v, want every problem listed", err)
 	}
 }

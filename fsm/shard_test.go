@@ -429,7 +429,7 @@ func TestUnderManagerAnEventOfAVersionAlreadyReadRunsNoHandler(t *testing.T) {
 				return fsm.Done()
 			}, fsm.Final()).
 			ForOptions(builder.WithPredicates(stopper)).
-			Workers(1).
+			Tune(fsm.Tuning{Workers: 1}).
 			PublishGraph(false).
 			Sharded(shards)
 	})

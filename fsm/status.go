@@ -34,7 +34,7 @@ type Object interface {
 // Its doc comments are the descriptions that kubectl explain shows, and
 // its bounds are part of every CRD that embeds it. kfsm never writes more
 // than they allow: [Machine.Build] refuses a machine that could (a state
-// name longer than a condition type, a HistoryLimit over the history's
+// name longer than a condition type, a Tuning.HistoryLimit over the history's
 // bound, a pipeline with more states than conditions fit), and
 // [Request.Apply] refuses a child that the outputs cannot record (an
 // [OutputLimitError]).
@@ -272,7 +272,7 @@ const (
 	// A pipeline's conditions are kfsm's own four (Ready, Reconciling,
 	// Stalled, Paused) and one per state.
 	maxPipelineStates = maxConditions - 4
-	maxHistory        = 100 // the largest HistoryLimit
+	maxHistory        = 100 // the largest Tuning.HistoryLimit
 	maxOutputs        = 256
 	maxRetryMark      = 256 // lastHandledRetry
 	maxActions        = 16

@@ -23,7 +23,7 @@ func TestSpanPerReconcileWithAChildPerState(t *testing.T) {
 	e := newEnv(t)
 	spans := &spanRecorder{}
 	m := fsm.New[*gadget]("traced", fsm.Lifecycle).
-		WithTracerProvider(spans).
+		Tune(fsm.Tuning{TracerProvider: spans}).
 		Initial("A").
 		State("A", next("B"), fsm.To("B")).
 		State("B", func(context.Context, *request) fsm.Result { return fsm.Fail(errors.New("no luck")) }, fsm.To("C")).
@@ -62,7 +62,7 @@ func TestSpansFollowTheConventionsAndLinkAnObjectsReconciles(t *testing.T) {
 	e := newEnv(t)
 	spans := &spanRecorder{}
 	m := fsm.New[*gadget]("linked", fsm.Lifecycle).
-		WithTracerProvider(spans).
+		Tune(fsm.Tuning{TracerProvider: spans}).
 		Initial("A").
 		State("A", next("B"), fsm.To("B")).
 		State("B", func(_ context.Context, r *request) fsm.Result {

@@ -29,9 +29,10 @@ func (w *walker[T]) move(next State, reason string) {
 	w.st.State, w.st.Failures, w.st.RetryAt = next, 0, nil
 	t := Transition{From: from, To: next, Reason: reason, Time: since, TraceParent: traceParent(w.ctx)}
 	w.st.History = append(w.st.History, t)
-	// The latest transition stays whatever the limit: Request.From reads it.
+	// The limit is at least 1 (Build refuses less), so the latest
+	// transition stays: Request.From reads it.
 	// Slicing the oldest off copies nothing; a shift paid a write barrier per string during GC.
-	if over := len(w.st.History) - max(w.r.m.historyLimit, 1); over > 0 {
+	if over := len(w.st.History) - w.r.m.historyLimit; over > 0 {
 		w.st.History = w.st.History[over:]
 	}
 	w.notices = append(w.notices, notice{moved: true, t: t, spent: spent})

@@ -56,9 +56,9 @@ func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
 			limit:  2, history: []string{"Ping>Pong", "Pong>Ping"},
 			from: []fsm.State{"", "Ping", "Pong", "Ping", "Pong", "Ping"},
 		},
-		"None": {
-			reason: "HistoryLimit(0) keeps the latest transition all the same",
-			limit:  0, history: []string{"Pong>Ping"},
+		"One": {
+			reason: "HistoryLimit 1 keeps the latest transition only",
+			limit:  1, history: []string{"Pong>Ping"},
 			from: []fsm.State{"", "Ping", "Pong", "Ping", "Pong", "Ping"},
 		},
 	}
@@ -67,7 +67,7 @@ func TestHistoryKeepsTheLatestTransitions(t *testing.T) {
 			e := newEnv(t)
 			var from []fsm.State
 			m := fsm.New[*gadget]("history-"+strings.ToLower(name), fsm.Lifecycle).
-				HistoryLimit(tc.limit).
+				Tune(fsm.Tuning{HistoryLimit: tc.limit}).
 				Initial("Ping").
 				State("Ping", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Pong") }, fsm.To("Pong")).
 				State("Pong", func(_ context.Context, r *request) fsm.Result { from = append(from, r.From); return fsm.Next("Ping") }, fsm.To("Ping"))

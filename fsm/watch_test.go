@@ -187,7 +187,7 @@ func TestUnderManagerAConvergedObjectIsQuiet(t *testing.T) {
 	e := newEnv(t)
 	var calls runs
 	m := fsm.New[*gadget]("converged", fsm.Lifecycle).
-		Resync(time.Second).
+		Tune(fsm.Tuning{Resync: time.Second}).
 		Initial("Start").
 		State("Start", next("Running"), fsm.To("Running")).
 		State("Running", counted(&calls, done), fsm.Final())

@@ -78,7 +78,7 @@ func (o *Operator) Machine() *fsm.Machine[*v1alpha1.ManagedClient] {
 		State(Processed, o.process, fsm.To(Updating)).
 		OnDelete(Removed).
 		State(Removed, o.remove, fsm.Final()).
-		Resync(o.Poll)
+		Tune(fsm.Tuning{Resync: o.Poll})
 }
 
 type request = fsm.Request[*v1alpha1.ManagedClient]

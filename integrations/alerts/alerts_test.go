@@ -192,7 +192,7 @@ func failing() *fsm.Machine[*v1alpha1.Gadget] {
 			return fsm.Wait(0, "WaitingForApproval")
 		}, fsm.To("Done"), fsm.Retries(2)).
 		State("Done", nil, fsm.Final()).
-		Resync(time.Second)
+		Tune(fsm.Tuning{Resync: time.Second})
 }
 
 // flaky counts the calls of the flaky dependency.

@@ -38,7 +38,7 @@ func gadgetMachine(workers int) *fsm.Machine[*v1alpha1.Gadget] {
 		State(Done, nil, fsm.Final()).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
-		Workers(workers)
+		Tune(fsm.Tuning{Workers: workers})
 }
 
 func configure(ctx context.Context, r *gadgetRequest) fsm.Result {

@@ -120,7 +120,7 @@ func sorting(states map[int32]fsm.State) fsm.Handler[*gadget] {
 func machine(version, workers int) *fsm.Machine[*gadget] {
 	m := fsm.New[*gadget]("migration", fsm.Lifecycle).Initial("Start").
 		OnDelete("Cleanup").State("Cleanup", nil, fsm.Final()).
-		Owns(&corev1.ConfigMap{}).Workers(workers)
+		Owns(&corev1.ConfigMap{}).Tune(fsm.Tuning{Workers: workers})
 	if version == 1 {
 		return m.State("Start", sorting(versionOne), fsm.To("Old", "Both", "Gone", "Kept")).
 			State("Old", resting, fsm.Final()).State("Both", resting, fsm.Final()).

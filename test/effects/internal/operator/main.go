@@ -118,8 +118,7 @@ func run(ctx context.Context, o options) error {
 		Initial(Charge).
 		State(Charge, c.charge, fsm.To(Charged)).
 		State(Charged, c.charged, fsm.Final()).
-		Workers(o.workers).
-		ActionLimit(o.actionLimit).
+		Tune(fsm.Tuning{Workers: o.workers, ActionLimit: o.actionLimit}).
 		PublishGraph(false)
 	if shards != nil {
 		m = m.Sharded(shards)

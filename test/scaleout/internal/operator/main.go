@@ -99,7 +99,7 @@ func run(ctx context.Context, o options) error {
 		Initial(Configured).
 		State(Configured, h.configure, fsm.Final()).
 		Owns(&corev1.ConfigMap{}).
-		Workers(o.workers).
+		Tune(fsm.Tuning{Workers: o.workers}).
 		Sharded(shards).
 		PublishGraph(false)
 	if err := m.SetupWithManager(mgr); err != nil {

@@ -77,9 +77,12 @@ func (m *Machine[T]) State(s State, h Handler[T], opts ...StateOption) *Machine[
 
 func (m *Machine[T]) Goal(goal func(T) State) *Machine[T] { return m }
 
-func (m *Machine[T]) Resync(every time.Duration) *Machine[T] { return m }
+type Tuning struct {
+	HistoryLimit int
+	Resync       time.Duration
+}
 
-func (m *Machine[T]) HistoryLimit(n int) *Machine[T] { return m }
+func (m *Machine[T]) Tune(t Tuning) *Machine[T] { return m }
 
 func (m *Machine[T]) Build() error { return nil }
 
