@@ -27,7 +27,7 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 	rec.do(func() {
 		e := newEnv(rec, x.mapper)
 		f := scheduled(s, x.o.lag)
-		f.trace = newTracker(e)
+		f.trace = newTracker(e, len(s) < x.o.depth) // a run at the depth is not extended
 		snap := &snapshots{holdUntil: -1, ignore: x.o.ignore, effects: x.o.effects, trace: f.trace, lag: f.watchLag}
 		if s != nil {
 			snap.clean, snap.point = x.clean.snaps, s.String()

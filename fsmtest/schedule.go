@@ -174,6 +174,10 @@ type point struct {
 // strike and where the run's faults struck.
 type tracker struct {
 	e *Env
+	// keyed says whether the points get keys: only a run that Explore
+	// extends with another fault needs them, and a key costs decoding
+	// and encoding every write and every event.
+	keyed bool
 
 	mu        sync.Mutex
 	ops       int               // the scenario's changes so far
@@ -192,8 +196,8 @@ type tracker struct {
 	heldTill time.Time
 }
 
-func newTracker(e *Env) *tracker {
-	return &tracker{e: e, last: map[apiKey]uint64{}, statuses: map[string]bool{}, events: map[string]int{}, struckAt: map[atom]int{}}
+func newTracker(e *Env, keyed bool) *tracker {
+	return &tracker{e: e, keyed: keyed, last: map[apiKey]uint64{}, statuses: map[string]bool{}, events: map[string]int{}, struckAt: map[atom]int{}}
 }
 
 // change notes a change of the scenario's.
@@ -221,6 +225,9 @@ func (tr *tracker) sinceChange() int {
 // wrote to each object; that of a watch event holds its object alone,
 // for events reach the operator at times of their own.
 func (tr *tracker) add(atoms []atom, what string, world bool, parts ...any) int {
+	if !tr.keyed {
+		return tr.record(atoms, what, 0)
+	}
 	h := fnv.New64a()
 	fmt.Fprint(h, tr.ops)
 	if !world {
@@ -251,7 +258,7 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 		return 0
 	}
 	var body []byte
-	if req.Body != nil {
+	if req.Body != nil && tr.keyed {
 		body, _ = io.ReadAll(req.Body)
 		_ = req.Body.Close()
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -277,7 +284,7 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 // object leave the same world). The status of a resource whose status
 // the operator never wrote is left out, as for watch events.
 func (tr *tracker) answered(key apiKey, resp *http.Response) {
-	if tr == nil || resp == nil || resp.StatusCode >= 300 {
+	if tr == nil || !tr.keyed || resp == nil || resp.StatusCode >= 300 {
 		return
 	}
 	body, err := io.ReadAll(resp.Body)
@@ -317,7 +324,7 @@ func (tr *tracker) event(res, kind string, object []byte) (int, int) {
 	_ = json.Unmarshal(object, &meta)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	if !tr.statuses[res] {
+	if tr.keyed && !tr.statuses[res] {
 		object = withoutStatus(object)
 	}
 	d := tr.digest(object)
@@ -423,6 +430,9 @@ func (tr *tracker) result() ([]point, map[atom]int) {
 // digest is the hash of a request's or an event's object, with what
 // differs between two correct runs left out.
 func (tr *tracker) digest(doc []byte) uint64 {
+	if !tr.keyed {
+		return 0
+	}
 	h := fnv.New64a()
 	var v any
 	if json.Unmarshal(doc, &v) != nil {

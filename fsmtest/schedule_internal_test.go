@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -19,7 +20,7 @@ func answer(body string) *http.Response {
 func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
 	key := apiKey{Group: "apps", Resource: "deployments", Namespace: "ns"}
 	world := func(body string) uint64 {
-		tr := newTracker(&Env{Namespace: "ns"})
+		tr := newTracker(&Env{Namespace: "ns"}, true)
 		resp := answer(body)
 		tr.answered(key, resp)
 		if got, _ := io.ReadAll(resp.Body); string(got) != body {
@@ -45,7 +46,7 @@ func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
 		t.Errorf("Deployments of 2 and 3 replicas make one world")
 	}
 
-	tr := newTracker(&Env{Namespace: "ns"})
+	tr := newTracker(&Env{Namespace: "ns"}, true)
 	patch := func(uid, rv string) uint64 {
 		return tr.digest([]byte(`[{"op":"replace","path":"/metadata/managedFields","value":[{"fieldsV1":{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"` + uid + `\"}":{}}}}}]},{"op":"replace","path":"/metadata/resourceVersion","value":"` + rv + `"}]`))
 	}
@@ -62,13 +63,48 @@ func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
 		_, seq := tr.event("deployments", "MODIFIED", []byte(`{"metadata":{"name":"web"},"spec":{"replicas":2},"status":{"readyReplicas":`+strconv.Itoa(n)+`}}`))
 		return tr.points[seq-1].key
 	}
-	others := newTracker(&Env{Namespace: "ns"})
+	others := newTracker(&Env{Namespace: "ns"}, true)
 	if event(others, 1) != event(others, 2) {
 		t.Errorf("events that differ only in a status others write have two keys")
 	}
-	mine := newTracker(&Env{Namespace: "ns"})
+	mine := newTracker(&Env{Namespace: "ns"}, true)
 	mine.statuses["deployments"] = true
 	if event(mine, 1) == event(mine, 2) {
 		t.Errorf("events that differ in a status the operator writes have one key")
+	}
+}
+
+// A run that Explore extends no further records the same points, with the
+// same faults and names, but gives them no key: nothing reads it, and a
+// key costs decoding every write and event. The operator's request is
+// sent whole either way.
+func TestARunAtTheDepthRecordsPointsWithoutKeys(t *testing.T) {
+	points := func(keyed bool) []point {
+		tr := newTracker(&Env{Namespace: "ns"}, keyed)
+		body := `{"metadata":{"name":"web"},"spec":{"replicas":2}}`
+		req, err := http.NewRequest(http.MethodPatch, "https://api/apis/apps/v1/namespaces/ns/deployments/web", bytes.NewBufferString(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.write(req, 1, Write{Verb: "patch", apiKey: apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}})
+		if got, _ := io.ReadAll(req.Body); string(got) != body {
+			t.Errorf("keyed %t: the API server would get %q, not %q", keyed, got, body)
+		}
+		tr.answered(apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}, answer(body))
+		tr.event("deployments", "MODIFIED", []byte(body))
+		return tr.points
+	}
+	keyed, unkeyed := points(true), points(false)
+	if len(keyed) != 2 || len(unkeyed) != 2 {
+		t.Fatalf("points: %d keyed, %d unkeyed; want a write's and an event's each", len(keyed), len(unkeyed))
+	}
+	for i := range keyed {
+		k, u := keyed[i], unkeyed[i]
+		if k.seq != u.seq || k.what != u.what || !slices.Equal(k.atoms, u.atoms) {
+			t.Errorf("point %d: %+v keyed, %+v unkeyed; want the same seq, faults and name", i, k, u)
+		}
+		if k.key == 0 || u.key != 0 {
+			t.Errorf("point %d: key %d keyed, %d unkeyed; want a key only where the run is extended", i, k.key, u.key)
+		}
 	}
 }
