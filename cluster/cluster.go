@@ -51,7 +51,8 @@ type Options struct {
 
 // Cluster is a running Kubernetes control plane.
 type Cluster struct {
-	// Config reaches the API server as a member of system:masters.
+	// Config reaches the API server as a member of system:masters, with a
+	// bearer token.
 	Config *rest.Config
 	// Kubeconfig is the path of a kubeconfig file for the same user. It is
 	// removed by Stop.
