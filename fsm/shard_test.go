@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/fsm/internal/shard"
 	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -513,23 +512,5 @@ func TestUnderManagerAReplicaWaitsOutItsEarlierLease(t *testing.T) {
 	})
 	if took := time.Since(start); took < 3*time.Second {
 		t.Errorf("the replica reconciled %v after it started, want no sooner than its LeaseDuration, 3 s, after it deleted its earlier Lease", took)
-	}
-}
-
-// The replicas write on Leases and children the names that package fsm
-// documents, and divide objects into as many slots.
-func TestTheShardsNamesAreThePublicOnes(t *testing.T) {
-	for public, internal := range map[string]string{
-		sharding.LabelShards:        shard.LabelShards,
-		sharding.AnnotationSlots:    shard.AnnotationSlots,
-		sharding.AnnotationMachines: shard.AnnotationMachines,
-		sharding.LabelSlot:          shard.LabelSlot,
-	} {
-		if public != internal {
-			t.Errorf("package fsm documents %q, the replicas write %q", public, internal)
-		}
-	}
-	if sharding.NumSlots != shard.NumSlots {
-		t.Errorf("package fsm documents %d slots, the replicas use %d", sharding.NumSlots, shard.NumSlots)
 	}
 }
