@@ -90,7 +90,9 @@ func TestARunAtTheDepthRecordsPointsWithoutKeys(t *testing.T) {
 		if got, _ := io.ReadAll(req.Body); string(got) != body {
 			t.Errorf("keyed %t: the API server would get %q, not %q", keyed, got, body)
 		}
-		tr.answered(apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}, answer(body))
+		resp := answer(body)
+		tr.answered(apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}, resp)
+		_ = resp.Body.Close()
 		tr.event("deployments", "MODIFIED", []byte(body))
 		return tr.points
 	}
