@@ -58,10 +58,11 @@ const (
 var ReplicaOf func(shards any) *Replica
 
 // Replica is this process among the replicas of an operator that share
-// its sharded machines: the work of sharding.Shards, which spreads the objects of sharded machines over the replicas of an
-// operator, so that a fleet too large for one process is shared by
-// several, and never two replicas reconcile one object at once. Make it
-// with sharding.New and give it to machines with fsm.Machine.Sharded.
+// its sharded machines: the work behind sharding.Shards, which spreads
+// the objects of sharded machines over the replicas, so that a fleet too
+// large for one process is shared by several, and never two replicas
+// reconcile one object at once. sharding.New makes it, and
+// fsm.Machine.Sharded gives it the machines.
 //
 // Each replica keeps a Lease in sharding.Options.Namespace, renewed every
 // RetryPeriod, which lists the hash slots it holds. The replicas are not
