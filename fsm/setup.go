@@ -22,7 +22,6 @@ import (
 
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
-	"github.com/kfsm/kfsm/fsm/internal/shard"
 	"github.com/kfsm/kfsm/fsm/internal/unserved"
 )
 
@@ -149,8 +148,8 @@ func (m *Machine[T]) controller(mgr manager.Manager, r *reconciler[T]) *builder.
 		// queues their objects itself); and kfsm's own writes, which come
 		// back as events, must not drive the loop.
 		WithEventFilter(r.index.Filter())
-	if m.shards != nil {
-		b = b.WithEventFilter(shard.ReplicaOf(m.shards).CatchUpFilter(r.kindOf, r.echoed))
+	if r.shards != nil { // joined its replica in SetupWithManager, before
+		b = b.WithEventFilter(r.shards.CatchUpFilter(r.kindOf, r.echoed))
 	}
 	b = b.WithEventFilter(r.echoes.Filter(r.roleOf, r.echoed))
 	for i, o := range m.owns {
