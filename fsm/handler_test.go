@@ -70,37 +70,52 @@ func TestPanickingHandlerIsReportedAsAFailure(t *testing.T) {
 
 // A handler that runs longer than SlowHandlerAfter holds its worker; kfsm
 // says so once per state, whatever the number of slow runs, and points to
-// Request.Action.
+// Request.Action. A negative SlowHandlerAfter turns the log off.
 func TestUnderManagerASlowHandlerIsLoggedOncePerState(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	var logMu sync.Mutex
-	var slow []string
-	log := funcr.New(func(prefix, args string) {
-		if strings.Contains(args, "a handler ran long") {
+	cases := map[string]struct {
+		after time.Duration
+		lines int
+	}{
+		"Logged": {after: 200 * time.Millisecond, lines: 1},
+		"Off":    {after: -1, lines: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			var logMu sync.Mutex
+			var slow []string
+			log := funcr.New(func(prefix, args string) {
+				if strings.Contains(args, "a handler ran long") {
+					logMu.Lock()
+					defer logMu.Unlock()
+					slow = append(slow, args)
+				}
+			}, funcr.Options{})
+			sleepy := func(context.Context, *request) fsm.Result {
+				time.Sleep(300 * time.Millisecond)
+				return fsm.Wait(100*time.Millisecond, "Dozing")
+			}
+			m := fsm.New[*gadget]("slow-handler-"+strings.ToLower(name), fsm.Lifecycle).
+				Initial("Slow").
+				State("Slow", counted(&runs{}, sleepy), fsm.To("Quick")).
+				State("Quick", done, fsm.Final()).
+				Tune(fsm.Tuning{SlowHandlerAfter: tc.after})
+			fsmtest.Run(e.fe, m, fsmtest.WithManagerOptions(func(o *manager.Options) { o.Logger = log }))
+			e.gadget("a", v1alpha1.GadgetSpec{})
+			e.gadget("b", v1alpha1.GadgetSpec{})
+			time.Sleep(2 * time.Second) // several slow runs of each
+
 			logMu.Lock()
 			defer logMu.Unlock()
-			slow = append(slow, args)
-		}
-	}, funcr.Options{})
-	sleepy := func(context.Context, *request) fsm.Result {
-		time.Sleep(300 * time.Millisecond)
-		return fsm.Wait(100*time.Millisecond, "Dozing")
-	}
-	m := fsm.New[*gadget]("slow-handler", fsm.Lifecycle).
-		Initial("Slow").
-		State("Slow", counted(&runs{}, sleepy), fsm.To("Quick")).
-		State("Quick", done, fsm.Final()).
-		Tune(fsm.Tuning{SlowHandlerAfter: 200 * time.Millisecond})
-	fsmtest.Run(e.fe, m, fsmtest.WithManagerOptions(func(o *manager.Options) { o.Logger = log }))
-	e.gadget("a", v1alpha1.GadgetSpec{})
-	e.gadget("b", v1alpha1.GadgetSpec{})
-	time.Sleep(2 * time.Second) // several slow runs of each
-
-	logMu.Lock()
-	defer logMu.Unlock()
-	if len(slow) != 1 || !strings.Contains(slow[0], `"state"="Slow"`) || !strings.Contains(slow[0], "Request.Action") {
-		t.Errorf("slow-handler log lines %q, want one, for state Slow, naming Request.Action", slow)
+			if len(slow) != tc.lines {
+				t.Fatalf("slow-handler log lines %q, want %d", slow, tc.lines)
+			}
+			if tc.lines > 0 && (!strings.Contains(slow[0], `"state"="Slow"`) || !strings.Contains(slow[0], "Request.Action")) {
+				t.Errorf("slow-handler log line %q does not name state Slow and Request.Action", slow[0])
+			}
+		})
 	}
 }
 
