@@ -3,11 +3,9 @@ package fsmtest
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strconv"
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -17,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfsm/kfsm/fsmtest/internal/mutation"
 )
 
 // Mutation is one change of an object's spec.
@@ -42,13 +42,28 @@ type Refusal struct {
 	Reason string
 }
 
+// Mutations reads the schema of crd's served storage version (or, when
+// the storage version is not served, of its first served version) and
+// returns what changes of an object's spec the schema suggests, to be
+// made by Apply in an order drawn from seed.
+func Mutations(crd *apiextensionsv1.CustomResourceDefinition, seed int64) (*Mutator, error) {
+	gvk, candidates, err := mutation.Of(crd)
+	if err != nil {
+		if crd == nil {
+			return nil, fmt.Errorf("fsmtest: mutations: %w", err)
+		}
+		return nil, fmt.Errorf("fsmtest: %w", err)
+	}
+	return &Mutator{gvk: gvk, seed: seed, candidates: candidates, runs: map[*Env]*mutationRun{}}, nil
+}
+
 // Mutator makes changes of a kind's objects that its CRD's schema
 // suggests, as Acto (SOSP '23) drives an operator: boundary values,
 // enum values, removals, emptied and filled arrays. Mutations makes one.
 type Mutator struct {
 	gvk        schema.GroupVersionKind
 	seed       int64
-	candidates []candidate
+	candidates []mutation.Candidate
 
 	mu      sync.Mutex
 	runs    map[*Env]*mutationRun
@@ -81,18 +96,7 @@ type mutationRun struct {
 func (m *Mutator) Candidates() []Mutation {
 	out := make([]Mutation, 0, len(m.candidates))
 	for _, c := range m.candidates {
-		v := c.value
-		if c.op != set {
-			v = nil
-		}
-		at := c.at
-		switch c.op {
-		case appendItem:
-			at = under(at, step{kind: element, index: -1})
-		case addKey, removeKey:
-			at = under(at, step{kind: key})
-		}
-		out = append(out, Mutation{Path: path(at), What: c.what, Value: runtime.DeepCopyJSONValue(v)})
+		out = append(out, Mutation(c.Listed()))
 	}
 	return out
 }
@@ -194,7 +198,7 @@ func (m *Mutator) applyOne(e *Env, obj client.Object, r *mutationRun) (Mutation,
 // try makes c if the API server accepts it and it changes obj. It
 // returns the change, whether it was made, and why the API server
 // refused it, if it did.
-func (m *Mutator) try(e *Env, obj client.Object, c candidate) (mut Mutation, made bool, refused string) {
+func (m *Mutator) try(e *Env, obj client.Object, c mutation.Candidate) (mut Mutation, made bool, refused string) {
 	e.T.Helper()
 	ctx := context.Background()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -209,11 +213,11 @@ func (m *Mutator) try(e *Env, obj client.Object, c candidate) (mut Mutation, mad
 		if changed == nil {
 			changed = map[string]any{}
 		}
-		at, value, what, ok := c.change(changed)
+		change, ok := c.Make(changed)
 		if !ok || reflect.DeepEqual(changed, spec) {
 			return nil
 		}
-		mut = Mutation{Path: path(at), What: what, Value: value}
+		mut = Mutation(change.Mutation)
 		next := cur.DeepCopy()
 		next.Object["spec"] = changed
 		dry := next.DeepCopy()
@@ -226,10 +230,7 @@ func (m *Mutator) try(e *Env, obj client.Object, c candidate) (mut Mutation, mad
 		if err := e.Client.Update(ctx, next); err != nil {
 			return err
 		}
-		if c.op != remove && c.op != removeKey {
-			stored, _ := lookup(next.Object["spec"], at)
-			mut.Value = stored
-		}
+		mut.Value = change.Stored(next.Object["spec"])
 		made = true
 		return nil
 	})
@@ -240,115 +241,6 @@ func (m *Mutator) try(e *Env, obj client.Object, c candidate) (mut Mutation, mad
 		e.T.Fatalf("fsmtest: changing %s of %s: %v", mut, e.describe(obj), err)
 	}
 	return mut, made, ""
-}
-
-// change makes c in spec, a copy of an object's spec, and returns the
-// path it changed, the value it set and the change in words; false if c
-// does not apply to this object, such as a field of an element that the
-// array lacks.
-func (c candidate) change(spec map[string]any) (at []step, value any, what string, ok bool) {
-	last := c.at[len(c.at)-1]
-	parent, ok := lookup(spec, c.at[:len(c.at)-1])
-	if !ok {
-		return nil, nil, "", false
-	}
-	cur, has := lookup(parent, []step{last})
-	switch c.op {
-	case set:
-		value = runtime.DeepCopyJSONValue(c.value)
-		return c.at, value, c.what, put(parent, last, value)
-	case remove:
-		fields, isMap := parent.(map[string]any)
-		if !has || !isMap {
-			return nil, nil, "", false
-		}
-		delete(fields, last.name)
-		return c.at, nil, c.what, true
-	case flip:
-		b, _ := cur.(bool)
-		return c.at, !b, fmt.Sprintf("flipped to %t", !b), put(parent, last, !b)
-	case appendItem:
-		items, isList := cur.([]any)
-		if has && cur != nil && !isList {
-			return nil, nil, "", false
-		}
-		item, built := build(c.item, len(items), len(c.at))
-		at = under(c.at, step{kind: element, index: len(items)})
-		return at, item, c.what, built && put(parent, last, append(slices.Clone(items), item))
-	}
-	return c.changeMap(parent, cur)
-}
-
-// changeMap adds a key to a map, or removes its first.
-func (c candidate) changeMap(parent, cur any) (at []step, value any, what string, ok bool) {
-	last := c.at[len(c.at)-1]
-	fields, _ := cur.(map[string]any)
-	if cur != nil && fields == nil {
-		return nil, nil, "", false
-	}
-	fields = maps.Clone(fields)
-	if fields == nil {
-		fields = map[string]any{}
-	}
-	var name string
-	switch c.op {
-	case addKey:
-		for i := 1; name == "" || fields[name] != nil; i++ {
-			name = "k" + strconv.Itoa(i)
-		}
-		v, built := build(c.item, 0, len(c.at))
-		if !built {
-			return nil, nil, "", false
-		}
-		fields[name], value = v, v
-	case removeKey:
-		if len(fields) == 0 {
-			return nil, nil, "", false
-		}
-		name = slices.Sorted(maps.Keys(fields))[0]
-		delete(fields, name)
-	}
-	return under(c.at, step{name: name, kind: key}), value, c.what, put(parent, last, fields)
-}
-
-// lookup returns the value at at under v.
-func lookup(v any, at []step) (any, bool) {
-	for _, s := range at {
-		switch x := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = x[s.name]; !ok || s.kind == element {
-				return nil, false
-			}
-		case []any:
-			if s.kind != element || s.index < 0 || s.index >= len(x) {
-				return nil, false
-			}
-			v = x[s.index]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
-// put sets the field or the element s of parent to v.
-func put(parent any, s step, v any) bool {
-	switch x := parent.(type) {
-	case map[string]any:
-		if s.kind == element {
-			return false
-		}
-		x[s.name] = v
-		return true
-	case []any:
-		if s.kind != element || s.index < 0 || s.index >= len(x) {
-			return false
-		}
-		x[s.index] = v
-		return true
-	}
-	return false
 }
 
 // CRD reads the CustomResourceDefinition of obj's kind from the API

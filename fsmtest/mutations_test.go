@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/jsonpath"
 
@@ -174,4 +175,25 @@ func changed(a, b map[string]any) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Mutations' errors say that they are fsmtest's and name the CRD.
+func TestMutationsOfABadCRDSayWhich(t *testing.T) {
+	unserved := &apiextensionsv1.CustomResourceDefinition{}
+	unserved.Name = "things.example.com"
+	cases := map[string]struct {
+		crd  *apiextensionsv1.CustomResourceDefinition
+		want string
+	}{
+		"Nil":             {want: "fsmtest: mutations: no CustomResourceDefinition"},
+		"NoServedVersion": {crd: unserved, want: `fsmtest: CustomResourceDefinition "things.example.com": it serves no version`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m, err := fsmtest.Mutations(tc.crd, 1)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("Mutations: %v, %v; want the error %q", m, err, tc.want)
+			}
+		})
+	}
 }

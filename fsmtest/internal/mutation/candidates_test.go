@@ -1,4 +1,4 @@
-package fsmtest
+package mutation
 
 import (
 	"fmt"
@@ -14,11 +14,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// pumpCRD is the test resource of the mutation tests, which the
-// package's TestMain installs.
+// pumpCRD is the test resource of fsmtest's mutation tests.
 func pumpCRD(t testing.TB) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "crd", "fsmtest.kfsm.dev_pumps.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "crd", "fsmtest.kfsm.dev_pumps.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,12 +43,22 @@ func crdOf(spec apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResource
 	return crd
 }
 
-func TestCandidatesOfTheSchema(t *testing.T) {
-	m, err := Mutations(pumpCRD(t), 1)
+// listed is the candidates of crd as a list shows them.
+func listed(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) []Mutation {
+	t.Helper()
+	_, candidates, err := Of(crd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := m.Candidates()
+	out := make([]Mutation, 0, len(candidates))
+	for _, c := range candidates {
+		out = append(out, c.Listed())
+	}
+	return out
+}
+
+func TestCandidatesOfTheSchema(t *testing.T) {
+	got := listed(t, pumpCRD(t))
 	want := []Mutation{
 		{Path: ".spec.size", What: "the minimum, 1", Value: int64(1)},
 		{Path: ".spec.size", What: "the maximum, 10", Value: int64(10)},
@@ -100,8 +109,7 @@ func TestCandidatesOfTheSchema(t *testing.T) {
 		}
 	}
 	// The order is fixed: by field name, depth first.
-	again, _ := Mutations(pumpCRD(t), 2)
-	if diff := cmp.Diff(got, again.Candidates()); diff != "" {
+	if diff := cmp.Diff(got, listed(t, pumpCRD(t))); diff != "" {
 		t.Errorf("candidates differ between two readings of one schema (-first +second):\n%s", diff)
 	}
 	if i, j := index(got, ".spec.high"), index(got, ".spec.labels"); i > j {
@@ -121,7 +129,7 @@ func list(ms []Mutation) string {
 	return b.String()
 }
 
-func TestMutationsOfABadCRD(t *testing.T) {
+func TestOfABadCRD(t *testing.T) {
 	unserved := crdOf(apiextensionsv1.JSONSchemaProps{Type: "object"})
 	unserved.Spec.Versions[0].Served = false
 	noSchema := crdOf(apiextensionsv1.JSONSchemaProps{Type: "object"})
@@ -142,7 +150,7 @@ func TestMutationsOfABadCRD(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := Mutations(tc.crd, 1)
+			_, _, err := Of(tc.crd)
 			if diff := cmp.Diff(tc.want, err, cmpopts.EquateErrors()); diff != "" {
 				t.Errorf("%s: error (-want +got):\n%s", tc.reason, diff)
 			}
@@ -154,7 +162,7 @@ func TestMutationsOfABadCRD(t *testing.T) {
 }
 
 // The storage version is the one read, when it is served.
-func TestMutationsReadTheStorageVersion(t *testing.T) {
+func TestOfReadsTheStorageVersion(t *testing.T) {
 	crd := crdOf(apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
 		"new": {Type: "boolean"},
 	}})
@@ -163,16 +171,16 @@ func TestMutationsReadTheStorageVersion(t *testing.T) {
 	}}).Spec.Versions[0]
 	old.Name, old.Storage = "v1beta1", false
 	crd.Spec.Versions = append([]apiextensionsv1.CustomResourceDefinitionVersion{old}, crd.Spec.Versions...)
-	m, err := Mutations(crd, 1)
+	gvk, _, err := Of(crd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Mutation{{Path: ".spec.new", What: "flipped"}, {Path: ".spec.new", What: "removed"}}
-	if diff := cmp.Diff(want, m.Candidates()); diff != "" {
+	if diff := cmp.Diff(want, listed(t, crd)); diff != "" {
 		t.Errorf("candidates (-want +got):\n%s", diff)
 	}
-	if m.gvk.Version != "v1" {
-		t.Errorf("version %s, want v1", m.gvk.Version)
+	if gvk.Version != "v1" {
+		t.Errorf("version %s, want v1", gvk.Version)
 	}
 }
 
@@ -203,15 +211,14 @@ func TestCandidatesAreBounded(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			m, err := Mutations(crdOf(tc.spec), 1)
+			_, candidates, err := Of(crdOf(tc.spec))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := m.Candidates()
-			if len(got) == 0 || len(got) > tc.most {
-				t.Errorf("%s: %d candidates, want 1 to %d", tc.reason, len(got), tc.most)
+			if len(candidates) == 0 || len(candidates) > tc.most {
+				t.Errorf("%s: %d candidates, want 1 to %d", tc.reason, len(candidates), tc.most)
 			}
-			for _, c := range m.candidates {
+			for _, c := range candidates {
 				if len(c.at) > maxDepth {
 					t.Errorf("%s: candidate %s is %d levels deep, more than %d", tc.reason, path(c.at), len(c.at), maxDepth)
 					break

@@ -1,4 +1,4 @@
-package fsmtest
+package mutation
 
 import (
 	"encoding/json"
@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -31,40 +30,6 @@ var (
 	errSpecNotObject   = errors.New("its spec is not an object")
 )
 
-// Mutations reads the schema of crd's served storage version (or, when
-// the storage version is not served, of its first served version) and
-// returns what changes of an object's spec the schema suggests, to be
-// made by Apply in an order drawn from seed.
-func Mutations(crd *apiextensionsv1.CustomResourceDefinition, seed int64) (*Mutator, error) {
-	if crd == nil {
-		return nil, fmt.Errorf("fsmtest: mutations: %w", errNoCRD)
-	}
-	wrap := func(err error) error { return fmt.Errorf("fsmtest: CustomResourceDefinition %q: %w", crd.Name, err) }
-	var version *apiextensionsv1.CustomResourceDefinitionVersion
-	for i, v := range crd.Spec.Versions {
-		if v.Served && (version == nil || v.Storage) {
-			version = &crd.Spec.Versions[i]
-		}
-	}
-	if version == nil {
-		return nil, wrap(errNoServedVersion)
-	}
-	if version.Schema == nil || version.Schema.OpenAPIV3Schema == nil {
-		return nil, wrap(fmt.Errorf("version %s: %w", version.Name, errNoSchema))
-	}
-	spec, ok := version.Schema.OpenAPIV3Schema.Properties["spec"]
-	if !ok {
-		return nil, wrap(fmt.Errorf("version %s: %w", version.Name, errNoSpec))
-	}
-	if spec.Type != "object" {
-		return nil, wrap(fmt.Errorf("version %s: %w, but of type %q", version.Name, errSpecNotObject, spec.Type))
-	}
-	g := &generator{seen: map[string]bool{}}
-	g.children(&spec, nil, 0)
-	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: version.Name, Kind: crd.Spec.Names.Kind}
-	return &Mutator{gvk: gvk, seed: seed, candidates: g.out, runs: map[*Env]*mutationRun{}}, nil
-}
-
 // op is what a candidate does to its field.
 type op int
 
@@ -77,8 +42,8 @@ const (
 	removeKey            // from a map: the first key
 )
 
-// candidate is one change that the schema suggests.
-type candidate struct {
+// Candidate is one change of an object's spec that the schema suggests.
+type Candidate struct {
 	at    []step
 	op    op
 	value any // for set
@@ -136,13 +101,13 @@ func under(at []step, s step) []step { return append(slices.Clone(at), s) }
 
 // generator walks a schema and collects candidates, each once.
 type generator struct {
-	out  []candidate
+	out  []Candidate
 	seen map[string]bool
 }
 
 func (g *generator) full() bool { return len(g.out) >= maxCandidates }
 
-func (g *generator) add(c candidate) {
+func (g *generator) add(c Candidate) {
 	value, _ := json.Marshal(c.value)
 	id := fmt.Sprintf("%s %d %s", path(c.at), c.op, value)
 	if g.full() || g.seen[id] {
@@ -153,7 +118,7 @@ func (g *generator) add(c candidate) {
 }
 
 func (g *generator) set(at []step, v any, what string) {
-	g.add(candidate{at: at, op: set, value: v, what: what})
+	g.add(Candidate{at: at, op: set, value: v, what: what})
 }
 
 // children collects the candidates of an object's properties, in the
@@ -200,7 +165,7 @@ func (g *generator) field(s *apiextensionsv1.JSONSchemaProps, at []step, require
 	case s.Type == "string":
 		g.str(s, at)
 	case s.Type == "boolean":
-		g.add(candidate{at: at, op: flip, what: "flipped"})
+		g.add(Candidate{at: at, op: flip, what: "flipped"})
 	case s.Type == "array":
 		g.array(s, at, depth)
 	case s.Type == "object":
@@ -213,7 +178,7 @@ func (g *generator) field(s *apiextensionsv1.JSONSchemaProps, at []step, require
 		g.set(at, nil, "null")
 	}
 	if !required && s.Default == nil {
-		g.add(candidate{at: at, op: remove, what: "removed"})
+		g.add(Candidate{at: at, op: remove, what: "removed"})
 	}
 	if s.Type == "object" || s.Type == "array" {
 		g.children(s, at, depth)
@@ -379,7 +344,7 @@ func (g *generator) array(s *apiextensionsv1.JSONSchemaProps, at []step, depth i
 		}
 	}
 	if item != nil {
-		g.add(candidate{at: at, op: appendItem, item: item, what: "an element appended"})
+		g.add(Candidate{at: at, op: appendItem, item: item, what: "an element appended"})
 	}
 }
 
@@ -392,8 +357,8 @@ func (g *generator) object(s *apiextensionsv1.JSONSchemaProps, at []step, depth 
 		g.set(at, v, what)
 	}
 	if values := mapValues(s); values != nil {
-		g.add(candidate{at: at, op: addKey, item: values, what: "a key added"})
-		g.add(candidate{at: at, op: removeKey, what: "a key removed"})
+		g.add(Candidate{at: at, op: addKey, item: values, what: "a key added"})
+		g.add(Candidate{at: at, op: removeKey, what: "a key removed"})
 	}
 }
 
