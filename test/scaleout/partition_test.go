@@ -164,8 +164,8 @@ func (p *partition) copy(c *proxied, dst, src net.Conn) {
 
 // TestAPartitionedReplicaLosesItsSlots cuts one of three replicas off
 // from the API server, twice, as a partition does, while it works: each
-// time the others take its gadgets over within LeaseDuration, a
-// RetryPeriod and a reconcile, as they do a dead replica's; its runs in
+// time the others hold its slots within LeaseDuration and two
+// RetryPeriods, as they do a dead replica's, and converge its gadgets; its runs in
 // flight end before they do; and when the partition heals it runs no
 // handler until it has joined again. No two replicas ever reconcile one
 // gadget at once, and a hand-over runs no handler twice to completion on
@@ -189,20 +189,20 @@ func TestAPartitionedReplicaLosesItsSlots(t *testing.T) {
 		cut := time.Now()
 		cable.stop()
 		t.Logf("round %d: c cut off at %s with %d runs open", round, cut.Format("15:04:05.000"), len(f.rec.openBy("c")))
-		// One gadget of each of c's slots changes again, and only they, so
-		// that what is measured is how soon a and b hold every slot of c's.
+		// One gadget of each of c's slots changes again, and only they: a
+		// and b converge them once they hold c's slots.
 		sample := onePerSlot(ofC)
 		f.bumpUIDs(target+1, sample)
-		bound := leaseDuration + retryPeriod + takeoverSlack
-		// c stays cut off until a and b have converged the gadgets, or
-		// until long after they should have.
-		converged, ok := f.convergedBy(target+1, sample, cut.Add(2*bound))
-		takeover := latest(converged).Sub(cut)
-		t.Logf("round %d: a gadget from each of c's %d slots: %d converged, the last %v after the cut (bound: LeaseDuration %v + RetryPeriod %v + %v)",
-			round, len(sample), len(converged), takeover.Round(time.Millisecond), leaseDuration, retryPeriod, takeoverSlack)
-		if !ok || takeover > bound {
-			t.Errorf("round %d: while c was cut off, a and b converged %d of the %d gadgets from its slots, the last %v after the cut; want all within %v",
-				round, len(converged), len(sample), takeover.Round(time.Millisecond), bound)
+		held := f.takenOver("c", sample).Sub(cut)
+		// c stays cut off until a and b have converged the gadgets.
+		converged, ok := f.convergedBy(target+1, sample, cut.Add(convergeWithin))
+		t.Logf("round %d: a and b held c's %d slots %v after the cut (bound: LeaseDuration %v + 2 RetryPeriods %v + %v); a gadget from each: %d converged, the last %v after the cut",
+			round, len(sample), held.Round(time.Millisecond), leaseDuration, 2*retryPeriod, takeoverSlack, len(converged), latest(converged).Sub(cut).Round(time.Millisecond))
+		if bound := leaseDuration + 2*retryPeriod + takeoverSlack; held > bound {
+			t.Errorf("round %d: a and b held every slot of c's %v after the cut, want within %v", round, held.Round(time.Millisecond), bound)
+		}
+		if !ok {
+			t.Errorf("round %d: while c was cut off, a and b converged %d of the %d gadgets from its slots within %v", round, len(converged), len(sample), convergeWithin)
 		}
 		f.bump(target+1, gadgets)
 		f.converge(target+1, gadgets)

@@ -47,20 +47,16 @@ const (
 const (
 	// shards is the name of the replicas' group, as the operator sets it.
 	shards = "scaleout"
-	// killSlack is what the takeover of a SIGKILLed replica's slots may
-	// take beyond LeaseDuration: the survivors see its last renewal up to
-	// a RetryPeriod late, their caches list the slots they take, and they
-	// reconcile the ~330 gadgets of those slots, a gadget from each slot
-	// among them, whose targets are raised at the kill. Quiet, the last of
-	// those converges about 2.5 s after LeaseDuration; the bound leaves
-	// three times that for a loaded machine.
-	killSlack = 8 * time.Second
-	// takeoverSlack is what the takeover of a partitioned replica's slots
-	// may take beyond LeaseDuration and a RetryPeriod: the survivors'
-	// caches list the slots they take, and they reconcile the ~100 gadgets
-	// of those slots, a gadget from each slot among them. Quiet, the last
-	// of those converges within LeaseDuration and a RetryPeriod of the cut,
-	// or 0.2 s after.
+	// takeoverSlack is what the survivors may take, beyond LeaseDuration
+	// and two RetryPeriods, to hold every slot of a replica that was
+	// killed or cut off: they see its last renewal up to a RetryPeriod
+	// late, claim its slots at their next look, a RetryPeriod later at
+	// most, and write their Leases. Quiet, they hold them before
+	// LeaseDuration has passed since the kill (its last renewal came
+	// before it); the slack is for a loaded machine. How soon they then
+	// work through the slots' objects is the machine's throughput, which
+	// the benchmarks measure: the tests wait for it without a bound of
+	// their own.
 	takeoverSlack = 3 * time.Second
 	// convergeWithin bounds every wait for the gadgets to converge.
 	convergeWithin = 2 * time.Minute
@@ -140,14 +136,14 @@ func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 	// change with the others right after.
 	sample := onePerSlot(ofC)
 	f.bumpUIDs(2, sample)
+	held := f.takenOver("c", sample).Sub(killed)
 	convergedOfC := f.convergeUIDs(2, sample)
-	takeover := latest(convergedOfC).Sub(killed)
-	t.Logf("SIGKILL at %s; a gadget from each of c's %d slots: the first handler run began after %v, the last ended after %v, the last gadget was seen converged after %v (bound: LeaseDuration %v + %v)",
-		killed.Format("15:04:05.000"), len(sample), f.rec.firstBegin(sample, 2).Sub(killed).Round(time.Millisecond),
-		f.rec.lastEnd(sample, 2).Sub(killed).Round(time.Millisecond), takeover.Round(time.Millisecond),
-		leaseDuration, killSlack)
-	if takeover > leaseDuration+killSlack {
-		t.Errorf("a gadget from each of c's slots converged %v after the SIGKILL, want within LeaseDuration %v + %v", takeover, leaseDuration, killSlack)
+	t.Logf("SIGKILL at %s; a and b held c's %d slots after %v (bound: LeaseDuration %v + 2 RetryPeriods %v + %v); a gadget from each: the first handler run began after %v, the last ended after %v, the last gadget was seen converged after %v",
+		killed.Format("15:04:05.000"), len(sample), held.Round(time.Millisecond), leaseDuration, 2*retryPeriod, takeoverSlack,
+		f.rec.firstBegin(sample, 2).Sub(killed).Round(time.Millisecond), f.rec.lastEnd(sample, 2).Sub(killed).Round(time.Millisecond),
+		latest(convergedOfC).Sub(killed).Round(time.Millisecond))
+	if bound := leaseDuration + 2*retryPeriod + takeoverSlack; held > bound {
+		t.Errorf("a and b held every slot of c's %v after the SIGKILL, want within %v", held.Round(time.Millisecond), bound)
 	}
 	f.bump(2, gadgets)
 	f.converge(2, gadgets)
@@ -512,6 +508,27 @@ func (f *fleet) convergeUIDs(target int32, uids []types.UID) map[types.UID]time.
 		return true, ""
 	})
 	return at
+}
+
+// takenOver waits until the replica gone has no Lease and others hold
+// the slots of the gadgets with the UIDs, and returns when that was first
+// seen: the Leases are read every 100 ms.
+func (f *fleet) takenOver(gone string, uids []types.UID) time.Time {
+	f.t.Helper()
+	f.eventually(shareWithin, 100*time.Millisecond, func() (bool, string) {
+		leases := f.leases()
+		if slices.Contains(holders(leases), gone) {
+			return false, gone + " still has a Lease"
+		}
+		holder, _ := sharding.Holders(leases, shards)
+		for _, uid := range uids {
+			if holder(uid) == "" {
+				return false, fmt.Sprintf("no replica holds the slot of gadget %s, %d", uid, sharding.SlotOf(uid))
+			}
+		}
+		return true, ""
+	})
+	return time.Now()
 }
 
 // convergedBy waits until the gadgets with the UIDs have converged on
