@@ -99,7 +99,8 @@
 //     mode observe. The handover round starts b once every charge of a's
 //     has arrived, for the same reason.
 //   - Which slots b takes depends on the gadgets' UIDs: a handover round
-//     in which none of the ten falls in b's half (about one in a thousand)
-//     fails, as it tests no handover.
+//     runs twice the gadgets of the others, twenty, so that one in which
+//     none falls in b's half, which fails as it tests no handover, comes
+//     about once in a million rounds.
 //   - The tests run on Linux.
 package effects

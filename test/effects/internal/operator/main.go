@@ -82,7 +82,7 @@ func main() {
 	flag.BoolVar(&o.sharded, "sharded", false, "run as a replica of the group \"effects\"")
 	flag.DurationVar(&o.callTimeout, "call-timeout", 2*time.Minute, "how long a charge may take before the process gives up on its answer")
 	flag.IntVar(&o.workers, "workers", 4, "how many gadgets the process reconciles at once")
-	flag.IntVar(&o.actionLimit, "action-limit", 16, "how many charges run at once")
+	flag.IntVar(&o.actionLimit, "action-limit", 32, "how many charges run at once: at least the gadgets of a handover round, whose charges are all held open at once")
 	flag.Parse()
 	switch {
 	case o.Identity == "" || o.Namespace == "" || o.service == "":
