@@ -54,9 +54,10 @@
 // LeaseDuration on a quiet machine), and a gadget from each of c's slots
 // converges, handled by a or b. How soon they work through c's ~330
 // gadgets is throughput, which a timed test on a loaded machine cannot
-// bound fairly: the tests log it and the benchmarks measure it. Then d joins; once
-// a, b and d share the slots, every target is raised again: some gadgets
-// move to another replica, at most 600, and d handles at least 15 %.
+// bound fairly: the tests log it and the benchmarks measure it. Then d
+// joins; once a, b and d share the slots, every target is raised again:
+// some gadgets move to another replica, at most 600, and d handles at
+// least 15 %.
 // SIGTERM stops a, b and d with status 0, every run they began has ended,
 // and their membership Leases are gone.
 //
@@ -69,9 +70,8 @@
 // bytes of c's open connections stop and its new connections hang. Each
 // time a and b hold every slot of c's within LeaseDuration, two
 // RetryPeriods and 3 s of the cut, and converge a gadget from each; c's
-// runs in flight
-// end before a and b begin theirs; and when the partition heals, c runs
-// no handler until it holds a new Lease.
+// runs in flight end before a and b begin theirs; and when the partition
+// heals, c runs no handler until it holds a new Lease.
 //
 // At each hand-over (c's death, d's joining, b's freeze and waking, each
 // partition and each healing) no gadget's handler runs to completion more

@@ -165,11 +165,11 @@ func (p *partition) copy(c *proxied, dst, src net.Conn) {
 // TestAPartitionedReplicaLosesItsSlots cuts one of three replicas off
 // from the API server, twice, as a partition does, while it works: each
 // time the others hold its slots within LeaseDuration and two
-// RetryPeriods, as they do a dead replica's, and converge its gadgets; its runs in
-// flight end before they do; and when the partition heals it runs no
-// handler until it has joined again. No two replicas ever reconcile one
-// gadget at once, and a hand-over runs no handler twice to completion on
-// one generation of a gadget.
+// RetryPeriods, as they do a dead replica's, and converge its gadgets;
+// its runs in flight end before they do; and when the partition heals it
+// runs no handler until it has joined again. No two replicas ever
+// reconcile one gadget at once, and a hand-over runs no handler twice to
+// completion on one generation of a gadget.
 func TestAPartitionedReplicaLosesItsSlots(t *testing.T) {
 	const gadgets = 300
 	bin := proctest.Build(t, "./internal/operator")

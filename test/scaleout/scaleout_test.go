@@ -130,8 +130,8 @@ func TestThreeReplicasShareAThousandGadgets(t *testing.T) {
 	killed := f.replicas["c"].Signal(syscall.SIGKILL)
 	f.rec.kill("c", killed)
 	// One gadget of each of c's slots changes at the kill, and only they:
-	// what is measured is how soon every slot of c's is taken over, not
-	// how fast a and b work through c's ~330 gadgets on a machine that the
+	// what is bounded is how soon every slot of c's is taken over, not how
+	// fast a and b work through c's ~330 gadgets on a machine that the
 	// race detector and the other test packages load. All of c's gadgets
 	// change with the others right after.
 	sample := onePerSlot(ofC)
