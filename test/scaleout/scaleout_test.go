@@ -47,6 +47,8 @@ const (
 const (
 	// shards is the name of the replicas' group, as the operator sets it.
 	shards = "scaleout"
+	// machine is the name of the operator's machine, which its Leases list.
+	machine = "scaleout"
 	// takeoverSlack is what the survivors may take, beyond LeaseDuration
 	// and two RetryPeriods, to hold every slot of a replica that was
 	// killed or cut off: they see its last renewal up to a RetryPeriod
@@ -520,7 +522,10 @@ func (f *fleet) takenOver(gone string, uids []types.UID) time.Time {
 		if slices.Contains(holders(leases), gone) {
 			return false, gone + " still has a Lease"
 		}
-		holder, _ := sharding.Holders(leases, shards)
+		holder, ok := sharding.Holders(leases, machine)
+		if !ok {
+			return false, "no Lease shards machine " + machine
+		}
 		for _, uid := range uids {
 			if holder(uid) == "" {
 				return false, fmt.Sprintf("no replica holds the slot of gadget %s, %d", uid, sharding.SlotOf(uid))
