@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -64,6 +65,15 @@ func project(t *testing.T) string {
 			"done: cd " + completed.dir + ", then make test, and make run\n"
 		if completed.err == nil && said.String() != want {
 			completed.err = errors.New("Init said " + said.String() + ", want " + want)
+		}
+		if completed.err == nil {
+			// bin/kfsm, which make verify and make vet build, once: the
+			// copies find it up to date, instead of linking it again each.
+			cmd := exec.Command("make", "kfsm")
+			cmd.Dir, cmd.Env = completed.dir, append(os.Environ(), "GOWORK=off")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				completed.err = fmt.Errorf("make kfsm: %w\n%s", err, out)
+			}
 		}
 	})
 	if completed.err != nil {

@@ -527,13 +527,7 @@ func TestShellWord(t *testing.T) {
 // kfsm checkout that the project uses, whatever GOWORK says: it fails, and
 // says why, on a machine whose graph has a trap.
 func TestMakeVerifyRunsTheModelCheck(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: this test builds kfsm in a new project")
-	}
-	dir := t.TempDir()
-	if err := widget(t).Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := project(t)
 	lock := `{"machine": "widget", "graphs": {"1": {"name": "widget", "mode": "Lifecycle",
 		"states": [{"name": "Pending", "initial": true}, {"name": "Parked"}, {"name": "Ready", "final": true}],
 		"edges": [{"from": "Pending", "to": "Ready", "kind": "exit", "priority": 1}, {"from": "Pending", "to": "Parked", "kind": "exit", "priority": 2},
