@@ -41,10 +41,15 @@ import (
 // setups registers each implementation of the workload with a manager,
 // with the given number of workers.
 var setups = map[string]func(mgr ctrl.Manager, workers int) error{
-	"kfsm":      setupKfsm,
-	"hand":      setupHand,
-	"hand-full": setupHandFull,
+	"kfsm":            setupKfsm,
+	"hand":            setupHand,
+	"hand-unfiltered": setupHandUnfiltered,
+	"hand-full":       setupHandFull,
 }
+
+// filtersUpdates are the implementations whose Gadgets' watch passes only
+// changes of the generation, the annotations or the labels.
+var filtersUpdates = map[string]bool{"hand": true, "hand-full": true}
 
 // controllerArgs are the controller process's flags, which the driver sets.
 type controllerArgs struct {

@@ -159,7 +159,7 @@ func summarize(out io.Writer, all []result, n, workers int) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(reconciles), spread(f.rss), spread(f.overFloor))
 	}
 	if k, ok := medians["kfsm"]; ok {
-		for _, impl := range []string{"hand", "hand-full"} {
+		for _, impl := range []string{"hand", "hand-unfiltered", "hand-full"} {
 			if h, ok := medians[impl]; ok {
 				fmt.Fprintf(tw, "kfsm/%s\t%s\t%s\t\t\t\t%s\n", impl, ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]))
 			}
@@ -321,7 +321,7 @@ func summarizeChanges(out io.Writer, impls []string, byImpl map[string][]result)
 		fmt.Fprintln(tw)
 	}
 	if k, ok := medians["kfsm"]; ok {
-		for _, impl := range []string{"hand", "hand-full"} {
+		for _, impl := range []string{"hand", "hand-unfiltered", "hand-full"} {
 			h, ok := medians[impl]
 			if !ok {
 				continue
