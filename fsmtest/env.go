@@ -150,11 +150,12 @@ func (e *Env) Create(obj client.Object) {
 	e.T.Helper()
 	e.inNamespace(obj)
 	e.drift("create " + e.describe(obj))
+	walks := e.walks.count()
 	if err := e.Client.Create(context.Background(), obj); err != nil {
 		e.T.Fatalf("fsmtest: creating %s: %v", e.describe(obj), err)
 	}
 	e.snap.created(e.apiKey(obj))
-	e.snap.change("create " + e.describe(obj))
+	e.snap.change("create "+e.describe(obj), walks)
 }
 
 // Update reads obj, applies change to it and writes it back as the test,
@@ -163,6 +164,7 @@ func (e *Env) Update(obj client.Object, change func()) {
 	e.T.Helper()
 	e.inNamespace(obj)
 	e.drift("update " + e.describe(obj))
+	walks := e.walks.count()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
@@ -173,7 +175,7 @@ func (e *Env) Update(obj client.Object, change func()) {
 	if err != nil {
 		e.T.Fatalf("fsmtest: updating %s: %v", e.describe(obj), err)
 	}
-	e.snap.change("update " + e.describe(obj))
+	e.snap.change("update "+e.describe(obj), walks)
 }
 
 // Delete deletes obj as the test; its finalizers may keep it a while.
@@ -181,10 +183,11 @@ func (e *Env) Delete(obj client.Object) {
 	e.T.Helper()
 	e.inNamespace(obj)
 	e.drift("delete " + e.describe(obj))
+	walks := e.walks.count()
 	if err := e.Client.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
 		e.T.Fatalf("fsmtest: deleting %s: %v", e.describe(obj), err)
 	}
-	e.snap.deleted()
+	e.snap.deleted(walks)
 }
 
 // Get reads obj from the API server into obj, and reports whether it

@@ -199,20 +199,21 @@ type snapshot struct {
 	objects map[string]any
 }
 
-// change notes a change the scenario made.
-func (s *snapshots) change(what string) {
+// change notes a change the scenario made; walks is the number of walks
+// before it was written.
+func (s *snapshots) change(what string, walks int) {
 	if s == nil {
 		return
 	}
 	s.ops = append(s.ops, what)
-	s.trace.change()
+	s.trace.change(walks)
 	if s.holdUntil >= 0 && !s.started && len(s.ops)-1 >= s.holdUntil {
 		s.started = true
 		s.start()
 	}
 }
 
-func (s *snapshots) deleted() { s.change("delete") }
+func (s *snapshots) deleted(walks int) { s.change("delete", walks) }
 
 // created notes an object that the scenario created.
 func (s *snapshots) created(k apiKey) {

@@ -178,11 +178,12 @@ func (r *mutationRun) order(n int) []int {
 func (m *Mutator) applyOne(e *Env, obj client.Object, r *mutationRun) (Mutation, bool) {
 	e.T.Helper()
 	for _, i := range r.order(len(m.candidates)) {
+		walks := e.walks.count()
 		mut, made, reason := m.try(e, obj, m.candidates[i])
 		if made {
 			r.made++
 			e.T.Logf("fsmtest: %s: change %d (seed %d): %s", e.describe(obj), r.made, m.seed, mut)
-			e.snap.change("mutate " + e.describe(obj) + " " + mut.String())
+			e.snap.change("mutate "+e.describe(obj)+" "+mut.String(), walks)
 			return mut, true
 		}
 		if reason != "" {

@@ -200,12 +200,13 @@ func newTracker(e *Env, keyed bool) *tracker {
 	return &tracker{e: e, keyed: keyed, last: map[apiKey]uint64{}, statuses: map[string]bool{}, events: map[string]int{}, struckAt: map[atom]int{}}
 }
 
-// change notes a change of the scenario's.
-func (tr *tracker) change() {
+// change notes a change of the scenario's, written after the first
+// walks walks: a walk that the change's own event started may end before
+// the write returns to the scenario, on a loaded machine.
+func (tr *tracker) change(walks int) {
 	if tr == nil {
 		return
 	}
-	walks := tr.e.walks.count()
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.ops++

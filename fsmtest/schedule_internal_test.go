@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/kfsm/kfsm/fsm"
 )
 
 func answer(body string) *http.Response {
@@ -108,5 +110,20 @@ func TestARunAtTheDepthRecordsPointsWithoutKeys(t *testing.T) {
 		if k.key == 0 || u.key != 0 {
 			t.Errorf("point %d: key %d keyed, %d unkeyed; want a key only where the run is extended", i, k.key, u.key)
 		}
+	}
+}
+
+// A walk that the change's own watch event started may end before the
+// write returns to the scenario (on a loaded machine it did): it is a walk
+// after the change, which an Await after a jump of the clock waits for.
+func TestAWalkThatEndsBeforeTheWriteReturnsComesAfterTheChange(t *testing.T) {
+	e := &Env{Namespace: "ns", walks: &walkLog{}}
+	s := &snapshots{trace: newTracker(e, true), holdUntil: -1}
+	walks := e.walks.count()
+	// The write, during which the operator walks the object.
+	e.walks.walks = append(e.walks.walks, machineWalk{machine: "m", Walk: fsm.Walk{UID: "g"}})
+	s.change("update Gadget/g", walks)
+	if got := s.trace.sinceChange(); got != walks {
+		t.Errorf("the walks after the change start at %d, want %d: the walk that its own event started would come before it", got, walks)
 	}
 }

@@ -110,7 +110,7 @@ func TestRulesAreValid(t *testing.T) {
 }
 
 // The alerts fire on the series that kfsm machines really expose when
-// they fail, scraped over HTTP once a second for 45 seconds; promtool
+// they fail, scraped over HTTP once a second for 60 seconds; promtool
 // reads each scrape as a minute. Objects that stall, a state that keeps
 // failing, an action that keeps failing, objects that wait and no longer
 // move and a status that the API server refuses each raise their alert,
@@ -124,7 +124,11 @@ func TestRulesFireOnAFailingMachine(t *testing.T) {
 	}
 	e.Create(&v1alpha1.Door{ObjectMeta: metav1.ObjectMeta{Name: "front"}})
 
-	scrapes := scrape(t, 45, time.Second)
+	// KfsmTransitionsStuck fires once no transition came for 20 minutes
+	// and then 15 more: the objects' first transitions must come in the
+	// first 25 scrapes, which a loaded machine may take 10 s or more to
+	// make.
+	scrapes := scrape(t, 60, time.Second)
 	last := len(scrapes) - 1
 	gauge := func(name, machine string) string {
 		v, _ := scrapes[last][seriesName(name, map[string]string{"machine": machine})]
