@@ -181,7 +181,7 @@ type tracker struct {
 
 	mu        sync.Mutex
 	ops       int               // the scenario's changes so far
-	changedAt int               // the number of walks at the last of them
+	changedAt int               // the number of walks before the last of them was written
 	last      map[apiKey]uint64 // each object as the operator's last write left it
 	statuses  map[string]bool   // the resources whose status the operator wrote
 	events    map[string]int    // watch events so far, by resource
