@@ -258,12 +258,16 @@ func (r *reconciler[T]) hold(ctx context.Context, obj T, run *walkRun[T]) func()
 }
 
 // notOurs reports whether to leave obj, and when to look again: soon on a
-// cache without kfsm's last write (acting on it would act on the past),
-// never when a newer version of the graph wrote it.
+// cache without kfsm's last write, or behind what a new leader's catch-up
+// found (acting on it would act on the past), never when a newer version
+// of the graph wrote it.
 func (r *reconciler[T]) notOurs(ctx context.Context, obj T) (bool, time.Duration) {
+	// A new leader's reconciles wait for its catch-up to know how far the
+	// cache lags: one requeued meanwhile would come back, and every object
+	// of the cache's first list would be reconciled twice.
 	select {
 	case <-r.caughtUp:
-	default:
+	case <-ctx.Done():
 		return true, soon
 	}
 	if r.echoes.Stale(echo.KeyOf(r.gk, obj), obj) {
