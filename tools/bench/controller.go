@@ -305,6 +305,16 @@ func answer(ctx context.Context, command string, resync *resyncer, c *counters) 
 	case "report":
 		c.reported()
 		return snapshot(c), nil
+	case "heap":
+		// The live heap after a forced collection: what the process
+		// keeps, its garbage aside. Asked for once the controller is
+		// quiet, after its CPU time was read.
+		goruntime.GC()
+		sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		rtmetrics.Read(sample)
+		rep := snapshot(c)
+		rep.LiveHeap = int64(sample[0].Value.Uint64())
+		return rep, nil
 	case "resync":
 		n, err := resync.replay(ctx)
 		if err != nil {
@@ -334,6 +344,9 @@ type report struct {
 	// StartUp is the CPU time, in seconds, that the process had spent
 	// when its cache had listed the workload's kinds; 0 until then.
 	StartUp float64 `json:"startup"`
+	// LiveHeap is, in answer to "heap", the live heap in bytes after a
+	// forced collection.
+	LiveHeap int64 `json:"liveheap,omitempty"`
 	// Resynced is how many Gadgets a resync sent again.
 	Resynced int `json:"resynced,omitempty"`
 	// Decodes counts the Gadgets that the cache decoded, from lists and

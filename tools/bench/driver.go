@@ -60,6 +60,7 @@ type result struct {
 	ready time.Duration // from the controller's start until all are Ready
 	cpu   float64       // the controller's CPU seconds then
 	rss   int64         // its peak RSS then, in bytes
+	heap  int64         // its live heap after a forced collection, once quiet, in bytes
 	// startUp is the CPU seconds the controller had spent when its cache
 	// had listed the workload's kinds, before its first reconcile.
 	startUp float64
@@ -162,6 +163,7 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 			summarize(out, results, n, w)
 		}
 	}
+	heapSlopes(out, results)
 	return nil
 }
 
@@ -288,6 +290,11 @@ func (d *driver) converge(ctx context.Context, r run, ns string, res *result) (*
 	}
 	res.converge, res.server = settled.Requests, subtract(after, before)
 	res.reconciles, res.failed = settled.Reconciles, settled.Errors
+	heap, err := p.command("heap")
+	if err != nil {
+		return p, err
+	}
+	res.heap = heap.LiveHeap
 	return p, nil
 }
 

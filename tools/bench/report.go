@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -60,9 +61,9 @@ func memory(total string) string {
 // phase, and the check of the controller's count against the API
 // server's.
 func printResult(out io.Writer, r result) {
-	fmt.Fprintf(out, "%s n=%d workers=%d round %d: Ready in %.2f s after %d reconciles, CPU %.2f s (%.2f ms/object; start-up %.2f s, then %.2f ms/object), peak RSS %.0f MiB\n",
+	fmt.Fprintf(out, "%s n=%d workers=%d round %d: Ready in %.2f s after %d reconciles, CPU %.2f s (%.2f ms/object; start-up %.2f s, then %.2f ms/object), peak RSS %.0f MiB; live heap once quiet %.1f MiB\n",
 		r.impl, r.n, r.workers, r.round, r.ready.Seconds(), r.readyReconciles, r.cpu, msPerObject(r.cpu, r.n),
-		r.startUp, msPerObject(r.cpu-r.startUp, r.n), mebibytes(r.rss))
+		r.startUp, msPerObject(r.cpu-r.startUp, r.n), mebibytes(r.rss), mebibytes(r.heap))
 	objects, process := split(r.restart)
 	fmt.Fprintf(out, "    converge (%d reconciles, %d failed): %s\n    resync: %s\n    restart: %s; per process: %s\n",
 		r.reconciles, r.failed, perObject(r.converge, r.n), perObject(r.resync, r.n), perObject(objects, r.n), counts(process))
@@ -146,22 +147,22 @@ func summarize(out io.Writer, all []result, n, workers int) {
 	slices.Sort(impls)
 	fmt.Fprintf(out, "\n== N=%d, workers=%d: median [min–max] of %d rounds\n", n, workers, len(byImpl[impls[0]]))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\ttime to Ready (s)\tcontroller CPU (s)\tCPU/object (ms)\tafter start-up (ms)\treconciles/object\tpeak RSS (MiB)\tReady / floor")
-	medians := map[string][3]float64{} // time, CPU, RSS
+	fmt.Fprintln(tw, "\ttime to Ready (s)\tcontroller CPU (s)\tCPU/object (ms)\tafter start-up (ms)\treconciles/object\tpeak RSS (MiB)\tlive heap (MiB)\tReady / floor")
+	medians := map[string][4]float64{} // time, CPU, RSS, heap
 	for _, impl := range impls {
 		f := figuresOf(byImpl[impl])
-		medians[impl] = [3]float64{median(f.ready), median(f.cpu), median(f.rss)}
+		medians[impl] = [4]float64{median(f.ready), median(f.cpu), median(f.rss), median(f.heap)}
 		perObj, afterStart, reconciles := make([]float64, len(f.cpu)), make([]float64, len(f.cpu)), make([]float64, len(f.cpu))
 		for i, c := range f.cpu {
 			perObj[i], afterStart[i] = msPerObject(c, n), msPerObject(c-f.startUp[i], n)
 			reconciles[i] = f.reconciles[i] / float64(n)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(reconciles), spread(f.rss), spread(f.overFloor))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", impl, spread(f.ready), spread(f.cpu), spread(perObj), spread(afterStart), spread(reconciles), spread(f.rss), spread(f.heap), spread(f.overFloor))
 	}
 	if k, ok := medians["kfsm"]; ok {
 		for _, impl := range []string{"hand", "hand-unfiltered", "hand-full"} {
 			if h, ok := medians[impl]; ok {
-				fmt.Fprintf(tw, "kfsm/%s\t%s\t%s\t\t\t\t%s\n", impl, ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]))
+				fmt.Fprintf(tw, "kfsm/%s\t%s\t%s\t\t\t\t%s\t%s\n", impl, ratio(k[0], h[0]), ratio(k[1], h[1]), ratio(k[2], h[2]), ratio(k[3], h[3]))
 			}
 		}
 	}
@@ -189,8 +190,8 @@ func summarize(out io.Writer, all []result, n, workers int) {
 
 // figures are the measures of several runs.
 type figures struct {
-	ready, cpu, startUp, reconciles, rss []float64
-	overFloor                            []float64 // time to Ready over the API server's floor
+	ready, cpu, startUp, reconciles, rss, heap []float64
+	overFloor                                  []float64 // time to Ready over the API server's floor
 }
 
 func figuresOf(rs []result) figures {
@@ -201,6 +202,7 @@ func figuresOf(rs []result) figures {
 		f.startUp = append(f.startUp, r.startUp)
 		f.reconciles = append(f.reconciles, float64(r.readyReconciles))
 		f.rss = append(f.rss, mebibytes(r.rss))
+		f.heap = append(f.heap, mebibytes(r.heap))
 		f.overFloor = append(f.overFloor, r.ready.Seconds()/floor(r).Seconds())
 	}
 	return f
@@ -360,4 +362,35 @@ func rankOf(rank, n int) string {
 func latency(r result, p float64) float64 {
 	d, _ := nearestRank(r.latencies, p)
 	return milliseconds(d)
+}
+
+// heapSlopes prints what each implementation keeps per object: the
+// growth of its median live heap, once quiet after a forced collection,
+// from each size to the next, over the objects added. The process's
+// fixed cost falls out of the difference.
+func heapSlopes(out io.Writer, all []result) {
+	type setting struct {
+		impl       string
+		n, workers int
+	}
+	heaps := map[setting][]float64{}
+	var keys []setting
+	for _, r := range all {
+		k := setting{r.impl, r.n, r.workers}
+		if _, ok := heaps[k]; !ok {
+			keys = append(keys, k)
+		}
+		heaps[k] = append(heaps[k], float64(r.heap))
+	}
+	slices.SortFunc(keys, func(a, b setting) int {
+		return cmp.Or(cmp.Compare(a.impl, b.impl), cmp.Compare(a.workers, b.workers), cmp.Compare(a.n, b.n))
+	})
+	for i := 1; i < len(keys); i++ {
+		a, b := keys[i-1], keys[i]
+		if a.impl != b.impl || a.workers != b.workers {
+			continue
+		}
+		slope := (median(heaps[b]) - median(heaps[a])) / float64(b.n-a.n)
+		fmt.Fprintf(out, "live heap per object, %s, workers=%d, from N=%d to N=%d: %.2f KiB\n", b.impl, b.workers, a.n, b.n, slope/1024)
+	}
 }
