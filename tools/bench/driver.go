@@ -486,7 +486,14 @@ func (d *driver) cleanup(ctx context.Context, ns string) error {
 		{"events", &corev1.Event{}},
 		{"leases", &coordinationv1.Lease{}}, // of sharded replicas that did not leave
 	} {
-		if err := d.client.DeleteAllOf(ctx, kind.obj, client.InNamespace(ns)); err != nil {
+		// A collection of tens of thousands takes the API server longer
+		// than its request timeout; it goes on deleting meanwhile, and
+		// the next request takes up what is left.
+		err := d.client.DeleteAllOf(ctx, kind.obj, client.InNamespace(ns))
+		for tries := 1; tries < 10 && (apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)); tries++ {
+			err = d.client.DeleteAllOf(ctx, kind.obj, client.InNamespace(ns))
+		}
+		if err != nil {
 			return fmt.Errorf("cleaning up: deleting the %s: %w", kind.name, err)
 		}
 	}
