@@ -81,23 +81,30 @@ func BenchmarkStep(b *testing.B) {
 // converged object, as kfsm wrote it, and its reconciler, which reads
 // through a cache of it as a manager's client does (see cachedClient).
 func convergedObject(b *testing.B) (*cachedClient, reconcile.Reconciler) {
-	c := &cachedClient{Client: benchClient()}
-	m := New[*benchObject]("converged", Lifecycle).
-		Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
-		Initial("Ready").
-		State("Ready", func(context.Context, *Request[*benchObject]) Result { return Done() }, Final())
-	if err := m.Build(); err != nil {
-		b.Fatal(err)
-	}
-	r, err := newReconciler(m, c, c, nopRecorder{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, r := readyReconciler(b)
 	ctx := logr.NewContext(context.Background(), logr.Discard())
 	if _, err := r.Reconcile(ctx, benchRequest); err != nil {
 		b.Fatal(err)
 	}
 	c.cache(b)
+	return c, r
+}
+
+// readyReconciler is the reconciler, over a fake client that stores
+// ns/o, of a machine whose only state is final.
+func readyReconciler(tb testing.TB) (*cachedClient, *reconciler[*benchObject]) {
+	c := &cachedClient{Client: benchClient()}
+	m := New[*benchObject]("ready", Lifecycle).
+		Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
+		Initial("Ready").
+		State("Ready", func(context.Context, *Request[*benchObject]) Result { return Done() }, Final())
+	if err := m.Build(); err != nil {
+		tb.Fatal(err)
+	}
+	r, err := newReconciler(m, c, c, nopRecorder{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return c, r
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // TestAReconcileBeforeTheCatchUpWaitsForIt starts a reconcile while a new
@@ -15,18 +14,7 @@ import (
 // the cache's first list came back for a second reconcile as soon as the
 // workers outran the list (at 10,000 objects, all of them did).
 func TestAReconcileBeforeTheCatchUpWaitsForIt(t *testing.T) {
-	c := &cachedClient{Client: benchClient()}
-	m := New[*benchObject]("catch-up", Lifecycle).
-		Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
-		Initial("Ready").
-		State("Ready", func(context.Context, *Request[*benchObject]) Result { return Done() }, Final())
-	if err := m.Build(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := newReconciler(m, c, c, nopRecorder{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, r := readyReconciler(t)
 	r.caughtUp = make(chan struct{}) // a leader's catch-up under way
 	ctx := logr.NewContext(t.Context(), logr.Discard())
 
