@@ -58,13 +58,14 @@ type controllerArgs struct {
 	log     string
 	workers int
 	// shard is the process's identity among the replicas of a sharded
-	// kfsm machine; empty runs the machine unsharded.
-	shard string
+	// kfsm machine; empty runs the machine unsharded. A sharded replica
+	// logs its walks to the file walks.
+	shard, walks string
 }
 
 func (a controllerArgs) list() []string {
 	return []string{controllerFlag, a.impl, "-namespace", a.namespace, "-kubeconfig", a.kubeconfig,
-		"-workers", fmt.Sprint(a.workers), "-cpuprofile", a.cpuprofile, "-log", a.log, "-shard", a.shard}
+		"-workers", fmt.Sprint(a.workers), "-cpuprofile", a.cpuprofile, "-log", a.log, "-shard", a.shard, "-walks", a.walks}
 }
 
 func parseControllerArgs(args []string) (controllerArgs, error) {
@@ -77,6 +78,7 @@ func parseControllerArgs(args []string) (controllerArgs, error) {
 	fs.StringVar(&a.log, "log", "", "the file that the log goes to")
 	fs.IntVar(&a.workers, "workers", 1, "concurrent reconciles")
 	fs.StringVar(&a.shard, "shard", "", "this replica's identity, to run the kfsm machine sharded")
+	fs.StringVar(&a.walks, "walks", "", "the file that a sharded replica logs its walks to")
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}
@@ -85,6 +87,9 @@ func parseControllerArgs(args []string) (controllerArgs, error) {
 	}
 	if a.shard != "" && a.impl != "kfsm" {
 		return a, fmt.Errorf("only kfsm runs sharded, not %s", a.impl)
+	}
+	if (a.shard == "") != (a.walks == "") {
+		return a, errors.New("-shard and -walks go together")
 	}
 	if a.namespace == "" || a.kubeconfig == "" || a.log == "" {
 		return a, errors.New("-namespace, -kubeconfig and -log are required")
@@ -124,6 +129,7 @@ func controllerMain(args []string) (err error) {
 			return perr
 		}
 		c.reported = reported
+		c.liveProfile = strings.TrimSuffix(a.cpuprofile, ".prof") + ".live.heap"
 		defer func() { err = errors.Join(err, stopProfiles()) }()
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", a.kubeconfig)
@@ -162,7 +168,11 @@ func controllerMain(args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := gadgetMachine(a.workers).Sharded(shards).SetupWithManager(mgr); err != nil {
+	if c.walks, err = openWalkLog(a.walks); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.walks.close()) }()
+	if err := gadgetMachine(a.workers).Sharded(shards).OnWalk(c.walks.observe).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sharded kfsm: %w", err)
 	}
 	return serve(mgr, resync, c)
@@ -241,6 +251,11 @@ type counters struct {
 	// reported is called on each report: the first one reads the peak
 	// RSS that the driver records.
 	reported func()
+	// liveProfile is the file of the heap profile written with the live
+	// heap, when the process writes profiles.
+	liveProfile string
+	// walks is a sharded replica's log of its walks, nil otherwise.
+	walks *walkLog
 	// synced is the CPU time, as math.Float64bits of seconds, at the
 	// moment the cache had listed the workload's kinds; 0 before.
 	synced atomic.Uint64
@@ -304,6 +319,11 @@ func answer(ctx context.Context, command string, resync *resyncer, c *counters) 
 	switch command {
 	case "report":
 		c.reported()
+		if c.walks != nil {
+			if err := c.walks.flush(); err != nil {
+				return report{}, fmt.Errorf("writing the walk log: %w", err)
+			}
+		}
 		return snapshot(c), nil
 	case "heap":
 		// The live heap after a forced collection: what the process
@@ -314,6 +334,12 @@ func answer(ctx context.Context, command string, resync *resyncer, c *counters) 
 		rtmetrics.Read(sample)
 		rep := snapshot(c)
 		rep.LiveHeap = int64(sample[0].Value.Uint64())
+		if c.liveProfile != "" {
+			// Of the collection just forced: what the live heap holds.
+			if err := writeHeapProfile(c.liveProfile); err != nil {
+				return report{}, err
+			}
+		}
 		return rep, nil
 	case "resync":
 		n, err := resync.replay(ctx)

@@ -17,7 +17,8 @@ import (
 
 // requestCounter counts a process's API requests by "verb resource", as
 // apiserver_request_total names them, and remembers when the latest one
-// started or ended.
+// started or ended, Leases aside: a sharded replica renews its Lease
+// every RetryPeriod, however quiet its work.
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -32,8 +33,12 @@ func newRequestCounter() *requestCounter {
 // counts through it.
 func (c *requestCounter) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		c.started(requestKey(req))
-		defer c.touch()
+		key := requestKey(req)
+		work := !strings.HasSuffix(key, " leases")
+		c.started(key, work)
+		if work {
+			defer c.touch()
+		}
 		return next.RoundTrip(req)
 	})
 }
@@ -42,11 +47,13 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-func (c *requestCounter) started(key string) {
+func (c *requestCounter) started(key string, work bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counts[key]++
-	c.last = time.Now()
+	if work {
+		c.last = time.Now()
+	}
 }
 
 func (c *requestCounter) touch() {

@@ -93,7 +93,8 @@
 // With -cpuprofile DIR the controller processes write CPU and heap
 // profiles there, named by implementation, N, workers and round: NAME.prof,
 // NAME.peak.heap near the largest live heap until the peak RSS is read,
-// and NAME.heap when the process stops.
+// NAME.live.heap with the live heap once quiet, and NAME.heap when the
+// process stops.
 //
 // With -replicas it measures kfsm's sharded machines instead, and kfsm
 // only: R replicas of the kfsm controller share one machine's Gadgets,
@@ -108,7 +109,20 @@
 // and no leader election. It measures the time until every Gadget is
 // Ready and, at that moment, the CPU time of all the processes together
 // and of the busiest one, the largest peak RSS, and how many distinct
-// Gadgets each process's cache decoded, as a cache transform counts them.
+// Gadgets each process's cache decoded, as a cache transform counts them,
+// and how evenly the replicas share the Gadgets, the CPU and the memory.
+//
+// With more than one replica, a run then measures a hand-over: once every
+// replica has been quiet for 2 s (their Leases' renewals aside), it kills
+// the last one (SIGKILL) and waits until the others have reconciled each
+// of its Gadgets again and are quiet. Each replica logs every walk of the
+// machine (an OnWalk observer: the Gadget's UID, when the walk began and
+// ended); the driver reads the logs as an outside recorder and prints the
+// time from the kill until the last of the killed replica's Gadgets was
+// reconciled by another (and the median), the Gadgets that two replicas
+// ever reconciled at once (their walks overlap), and the writes that the
+// others made meanwhile, per Gadget moved and of their Leases.
+//
 // Then it prints medians, spreads and the ratios to R=1. On a machine of
 // few CPUs, shared with the API server and etcd, more replicas than CPUs
 // cannot add throughput.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ type shardedResult struct {
 	run
 	ready     time.Duration
 	processes []replicaResult
+	handover  handoverResult // with more than one replica
 }
 
 // replicaResult is one replica's part in a sharded run.
@@ -101,6 +103,7 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 		}
 		start := time.Now()
 		ps := make([]*process, 0, r.replicas)
+		var walks []string
 		defer func() {
 			for _, p := range ps {
 				p.kill()
@@ -109,6 +112,8 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 		for i := range r.replicas {
 			args := d.controllerArgs(r, ns, fmt.Sprintf("-replica-%d", i+1))
 			args.shard = fmt.Sprintf("replica-%d", i+1)
+			args.walks = filepath.Join(d.logs, r.name()+fmt.Sprintf("-replica-%d", i+1)+".walks")
+			walks = append(walks, args.walks)
 			p, err := d.startController(ctx, args)
 			if err != nil {
 				return err
@@ -128,7 +133,13 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 		if err := d.readSlots(ctx, ns, res.processes); err != nil {
 			return err
 		}
-		return stopAll(ps)
+		if len(ps) < 2 {
+			return stopAll(ps)
+		}
+		if res.handover, err = d.handOver(ctx, ps, walks); err != nil {
+			return fmt.Errorf("the hand-over: %w", err)
+		}
+		return stopAll(ps[:len(ps)-1])
 	})
 	return res, err
 }
@@ -177,6 +188,32 @@ func printSharded(out io.Writer, r shardedResult) {
 			rep.identity, rep.report.CPU, mebibytes(rep.report.MaxRSS), rep.slots, rep.report.Reconciles, rep.report.Errors,
 			rep.report.Gadgets, float64(rep.report.Gadgets)/float64(r.n), float64(rep.report.Decodes)/float64(max(rep.report.Gadgets, 1)))
 	}
+	if len(r.processes) > 1 {
+		fmt.Fprintf(out, "    balance, least–most of a replica's share: Gadgets %s, CPU %s, peak RSS %s\n",
+			r.balance(func(rep replicaResult) float64 { return float64(rep.report.Gadgets) }),
+			r.balance(func(rep replicaResult) float64 { return rep.report.CPU }),
+			r.balance(func(rep replicaResult) float64 { return float64(rep.report.MaxRSS) }))
+	}
+	printHandover(out, r.handover)
+}
+
+// balance says how far the replicas' values are from an equal share of
+// their sum, as the least and the most of value over the share.
+func (r shardedResult) balance(value func(replicaResult) float64) string {
+	var sum, least, most float64
+	for i, rep := range r.processes {
+		v := value(rep)
+		sum += v
+		if i == 0 || v < least {
+			least = v
+		}
+		most = max(most, v)
+	}
+	share := sum / float64(len(r.processes))
+	if share == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f–%.2f", least/share, most/share)
 }
 
 // summarizeSharded prints the medians and spreads of one setting by
@@ -225,5 +262,31 @@ func summarizeSharded(out io.Writer, all []shardedResult, n, workers int) {
 		}
 	}
 	_ = tw.Flush()
+	summarizeHandovers(out, byReplicas, counts)
 	fmt.Fprintln(out)
+}
+
+// summarizeHandovers prints, by number of replicas, the medians and
+// spreads of the hand-overs when one replica was killed.
+func summarizeHandovers(out io.Writer, byReplicas map[int][]shardedResult, counts []int) {
+	for _, c := range counts {
+		var last, p50, writes []float64
+		overlaps, missing := 0, 0
+		for _, r := range byReplicas[c] {
+			h := r.handover
+			if h.moved == 0 {
+				continue
+			}
+			last = append(last, h.last().Seconds())
+			p50 = append(p50, h.p50().Seconds())
+			writes = append(writes, float64(total(h.writes))/float64(h.moved))
+			overlaps += h.overlaps
+			missing += h.missing
+		}
+		if len(last) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "hand-over of %d replicas, one killed: its Gadgets reconciled again within %s s (p50 %s s); writes per Gadget moved, Leases aside, %s; %d not reconciled again, %d reconciled by two replicas at once, in all rounds\n",
+			c, spread(last), spread(p50), spread(writes), missing, overlaps)
+	}
 }

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWalksOfTwoReplicasAtOnceAreCounted(t *testing.T) {
+	logs := []string{
+		// replica 0: a from 100 to 200, b from 100 to 150, c from 100 to 200
+		"a 100 200\nb 100 150\nc 100 200\n",
+		// replica 1: a from 150 (within 0's walk), b from 150 (as 0's
+		// ended), c twice after 0's, its own walks overlapping
+		"a 150 300\nb 150 160\nc 300 400\nc 350 420\n",
+	}
+	walks := map[string][]span{}
+	for i, l := range logs {
+		if err := parseWalks(strings.NewReader(l), i, walks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := overlapping(walks); got != 1 {
+		t.Errorf("overlapping = %d, want 1 (a alone)", got)
+	}
+	if got := latest(walks["c"]); got.replica != 1 || !got.end.Equal(time.Unix(0, 420)) {
+		t.Errorf("latest walk of c = %+v, want replica 1's that ended at 420", got)
+	}
+}
+
+func TestAWalkLogLineThatIsNoWalkIsRefused(t *testing.T) {
+	for _, line := range []string{"a 100\n", "a 200 100\n", "a x 100\n"} {
+		if err := parseWalks(strings.NewReader(line), 0, map[string][]span{}); err == nil || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("parseWalks(%q) = %v, want an error that names line 1", line, err)
+		}
+	}
+}
