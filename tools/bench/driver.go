@@ -153,10 +153,12 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 				for _, impl := range d.order(round) {
 					r := run{impl: impl, n: n, workers: w, round: round}
 					res, err := d.measure(ctx, r)
+					if measured(err) {
+						printResult(out, res)
+					}
 					if err != nil {
 						return fmt.Errorf("%s: %w", r.name(), err)
 					}
-					printResult(out, res)
 					results = append(results, res)
 				}
 			}
@@ -236,8 +238,15 @@ func (d *driver) withGadgets(ctx context.Context, ns string, n, writers int, cre
 		return fmt.Errorf("creating the namespace: %w", err)
 	}
 	defer func() {
-		if ctx.Err() == nil {
-			err = errors.Join(err, d.cleanup(ctx, ns))
+		if ctx.Err() != nil {
+			return
+		}
+		switch cerr := d.cleanup(ctx, ns); {
+		case cerr == nil:
+		case err == nil:
+			err = cleanupError{cerr}
+		default:
+			err = errors.Join(err, cerr)
 		}
 	}()
 	start := time.Now()
@@ -246,6 +255,18 @@ func (d *driver) withGadgets(ctx context.Context, ns string, n, writers int, cre
 	}
 	*created = time.Since(start)
 	return measure()
+}
+
+// cleanupError is an error of the cleanup after a run that measured all
+// it had to.
+type cleanupError struct{ error }
+
+func (e cleanupError) Unwrap() error { return e.error }
+
+// measured says whether a run that returned err measured all it had to:
+// err is nil, or only its cleanup failed, which the figures do not need.
+func measured(err error) bool {
+	return err == nil || errors.As(err, new(cleanupError))
 }
 
 // converge starts the controller over the new gadgets and waits until all
@@ -487,10 +508,12 @@ func (d *driver) cleanup(ctx context.Context, ns string) error {
 		{"leases", &coordinationv1.Lease{}}, // of sharded replicas that did not leave
 	} {
 		// A collection of tens of thousands takes the API server longer
-		// than its request timeout; it goes on deleting meanwhile, and
-		// the next request takes up what is left.
+		// than its request timeout, which it may answer with a timeout or
+		// by resetting the stream; it goes on deleting meanwhile, and the
+		// next request takes up what is left.
 		err := d.client.DeleteAllOf(ctx, kind.obj, client.InNamespace(ns))
-		for tries := 1; tries < 10 && (apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)); tries++ {
+		for tries := 1; tries < 10 && err != nil && ctx.Err() == nil; tries++ {
+			time.Sleep(time.Second)
 			err = d.client.DeleteAllOf(ctx, kind.obj, client.InNamespace(ns))
 		}
 		if err != nil {

@@ -74,10 +74,12 @@ func (d *driver) runSharded(ctx context.Context) error {
 				for _, replicas := range d.plan.replicas {
 					r := run{impl: "kfsm", n: n, workers: w, round: round, replicas: replicas}
 					res, err := d.measureSharded(ctx, r)
+					if measured(err) {
+						printSharded(d.out, res)
+					}
 					if err != nil {
 						return fmt.Errorf("%s: %w", r.name(), err)
 					}
-					printSharded(d.out, res)
 					results = append(results, res)
 				}
 			}

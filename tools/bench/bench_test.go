@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,23 @@ func TestAWalkLogLineThatIsNoWalkIsRefused(t *testing.T) {
 	for _, line := range []string{"a 100\n", "a 200 100\n", "a x 100\n"} {
 		if err := parseWalks(strings.NewReader(line), 0, map[string][]span{}); err == nil || !strings.Contains(err.Error(), "line 1") {
 			t.Errorf("parseWalks(%q) = %v, want an error that names line 1", line, err)
+		}
+	}
+}
+
+func TestARunWhoseCleanupAloneFailedIsMeasured(t *testing.T) {
+	cleanup := cleanupError{errors.New("deleting the gadgets: stream error")}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, true},
+		{cleanup, true},
+		{fmt.Errorf("kfsm-n100000-w8-r1: %w", cleanup), true},
+		{errors.New("converging: not all were Ready"), false},
+	} {
+		if got := measured(c.err); got != c.want {
+			t.Errorf("measured(%v) = %t, want %t", c.err, got, c.want)
 		}
 	}
 }
