@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,7 +113,7 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 		for i := range r.replicas {
 			args := d.controllerArgs(r, ns, fmt.Sprintf("-replica-%d", i+1))
 			args.shard = fmt.Sprintf("replica-%d", i+1)
-			args.walks = filepath.Join(d.logs, r.name()+fmt.Sprintf("-replica-%d", i+1)+".walks")
+			args.walks = strings.TrimSuffix(args.log, ".log") + ".walks"
 			walks = append(walks, args.walks)
 			p, err := d.startController(ctx, args)
 			if err != nil {
