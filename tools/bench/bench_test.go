@@ -3,6 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +55,39 @@ func TestARunWhoseCleanupAloneFailedIsMeasured(t *testing.T) {
 		if got := measured(c.err); got != c.want {
 			t.Errorf("measured(%v) = %t, want %t", c.err, got, c.want)
 		}
+	}
+}
+
+func TestAWalkLogIsReadAWholeLineAtATime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "walks")
+	write := func(s string) {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	tail := walkTail{path: path}
+	var seen []string
+	read := func() {
+		t.Helper()
+		if err := tail.read(func(uid string, _ span) { seen = append(seen, uid) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a 1 2\nb 3")
+	read()
+	write(" 4\nc 5 6\n")
+	read()
+	read()
+	if want := []string{"a", "b", "c"}; !slices.Equal(seen, want) {
+		t.Errorf("read %v, want %v: each walk once, a line cut short read when whole", seen, want)
+	}
+	write("d 7\n")
+	if err := tail.read(func(string, span) {}); err == nil || !strings.Contains(err.Error(), "line 4") {
+		t.Errorf("a bad fourth line: got %v, want an error that names line 4", err)
 	}
 }

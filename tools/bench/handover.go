@@ -93,18 +93,28 @@ func readWalks(path string, replica int, walks map[string][]span) error {
 func parseWalks(r io.Reader, replica int, walks map[string][]span) error {
 	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) != 3 {
-			return fmt.Errorf("walk log line %d: want a UID and two times, got %q", line, sc.Text())
+		uid, s, err := parseWalk(sc.Text(), line)
+		if err != nil {
+			return err
 		}
-		began, err1 := strconv.ParseInt(f[1], 10, 64)
-		ended, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || ended < began {
-			return fmt.Errorf("walk log line %d: not a walk: %q", line, sc.Text())
-		}
-		walks[f[0]] = append(walks[f[0]], span{replica: replica, began: time.Unix(0, began), end: time.Unix(0, ended)})
+		s.replica = replica
+		walks[uid] = append(walks[uid], s)
 	}
 	return sc.Err()
+}
+
+// parseWalk reads line n of a walk log.
+func parseWalk(text string, n int) (string, span, error) {
+	f := strings.Fields(text)
+	if len(f) != 3 {
+		return "", span{}, fmt.Errorf("walk log line %d: want a UID and two times, got %q", n, text)
+	}
+	began, err1 := strconv.ParseInt(f[1], 10, 64)
+	ended, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || ended < began {
+		return "", span{}, fmt.Errorf("walk log line %d: not a walk: %q", n, text)
+	}
+	return f[0], span{began: time.Unix(0, began), end: time.Unix(0, ended)}, nil
 }
 
 // overlapping counts the objects that two replicas walked at once.
@@ -171,12 +181,13 @@ func (d *driver) handOver(ctx context.Context, ps []*process, logs []string) (h 
 	ps[victim].kill()
 	killed := time.Now()
 	survivors := ps[:victim]
-	target := h.moved
-	for i := range survivors {
-		target += before[i].Reconciles
-	}
-	if err := settleAll(ctx, survivors, target, d.plan.timeout); err != nil {
+	if err := awaitWalks(ctx, survivors, logs[:victim], owned, killed, d.plan.timeout); err != nil {
 		return h, fmt.Errorf("after the kill: %w", err)
+	}
+	for i, p := range survivors {
+		if _, err := p.settle(ctx, 0, d.plan.timeout); err != nil {
+			return h, fmt.Errorf("replica %d after the kill: %w", i+1, err)
+		}
 	}
 	h.writes, h.leases = map[string]int{}, map[string]int{}
 	for i, p := range survivors {
@@ -216,36 +227,74 @@ func (d *driver) handOver(ctx context.Context, ps []*process, logs []string) (h 
 	return h, nil
 }
 
-// settleAll waits until the processes together have finished at least
-// target reconciles and then each has been quiet.
-func settleAll(ctx context.Context, ps []*process, target int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		sum := 0
-		for _, p := range ps {
-			rep, err := p.report()
+// awaitWalks waits until the processes, whose walk logs are logs, have
+// each walked every object of uids since the moment since, or until the
+// timeout: the reconciles that a hand-over starts before the cache has
+// listed the objects handed over end without a walk, and a list of many
+// objects can keep a replica without a request or a reconcile for long.
+func awaitWalks(ctx context.Context, ps []*process, logs []string, uids []string, since time.Time, timeout time.Duration) error {
+	pending := make(map[string]bool, len(uids))
+	for _, uid := range uids {
+		pending[uid] = true
+	}
+	tails := make([]walkTail, len(logs))
+	for i, path := range logs {
+		tails[i].path = path
+	}
+	deadline := time.After(timeout)
+	for len(pending) > 0 {
+		for i, p := range ps {
+			if _, err := p.report(); err != nil { // which flushes its log
+				return err
+			}
+			err := tails[i].read(func(uid string, s span) {
+				if s.began.After(since) {
+					delete(pending, uid)
+				}
+			})
 			if err != nil {
 				return err
 			}
-			sum += rep.Reconciles
-		}
-		if sum >= target {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d reconciles of %d after %s", sum, target, timeout)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-deadline:
+			return nil // the walks missing are counted
 		case <-time.After(pollEvery):
 		}
 	}
-	for _, p := range ps {
-		if _, err := p.settle(ctx, 0, time.Until(deadline)); err != nil {
+	return nil
+}
+
+// walkTail reads a walk log as it grows, a whole line at a time.
+type walkTail struct {
+	path string
+	off  int64
+	line int
+}
+
+// read calls walk for each whole line written since the last read.
+func (t *walkTail) read(walk func(uid string, s span)) error {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return fmt.Errorf("reading a walk log: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.NewSectionReader(f, t.off, 1<<62))
+	if err != nil {
+		return fmt.Errorf("reading a walk log: %w", err)
+	}
+	end := strings.LastIndexByte(string(data), '\n') + 1
+	for line := range strings.Lines(string(data[:end])) {
+		t.line++
+		uid, s, err := parseWalk(line, t.line)
+		if err != nil {
 			return err
 		}
+		walk(uid, s)
 	}
+	t.off += int64(end)
 	return nil
 }
 
