@@ -91,3 +91,18 @@ func TestAWalkLogIsReadAWholeLineAtATime(t *testing.T) {
 		t.Errorf("a bad fourth line: got %v, want an error that names line 4", err)
 	}
 }
+
+func TestAHandOverIsPrintedWithItsRequestsPerObjectMoved(t *testing.T) {
+	var out strings.Builder
+	printHandover(&out, handoverResult{
+		moved: 4, again: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 9 * time.Second},
+		reads:  map[string]int{"get gadgets": 4},
+		writes: map[string]int{},
+		leases: map[string]int{"patch leases": 7},
+	})
+	for _, want := range []string{"holding 4 Gadgets", "within 9.00 s (p50 2.00 s)", "writes none (0.000 per Gadget moved)", "reads get gadgets 4 (1.000 per Gadget moved)", "of Leases patch leases 7"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the hand-over's line lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -148,9 +148,9 @@ type handoverResult struct {
 	// overlaps counts the objects walked by two replicas at once, over
 	// the whole run.
 	overlaps int
-	// writes are the survivors' requests other than reads from the kill
-	// until they were quiet, by "verb resource", their Leases' apart.
-	writes, leases map[string]int
+	// reads and writes are the survivors' requests from the kill until
+	// they were quiet, by "verb resource", their Leases' apart.
+	reads, writes, leases map[string]int
 }
 
 // handOver kills the last of the run's replicas once all are quiet, waits
@@ -189,7 +189,7 @@ func (d *driver) handOver(ctx context.Context, ps []*process, logs []string) (h 
 			return h, fmt.Errorf("replica %d after the kill: %w", i+1, err)
 		}
 	}
-	h.writes, h.leases = map[string]int{}, map[string]int{}
+	h.reads, h.writes, h.leases = map[string]int{}, map[string]int{}, map[string]int{}
 	for i, p := range survivors {
 		after, err := p.report()
 		if err != nil {
@@ -198,9 +198,10 @@ func (d *driver) handOver(ctx context.Context, ps []*process, logs []string) (h 
 		objects, _ := split(subtract(after.Requests, before[i].Requests))
 		for k, v := range objects {
 			switch verb, resource, _ := strings.Cut(k, " "); {
-			case verb == "get":
 			case resource == "leases":
 				h.leases[k] += v
+			case verb == "get":
+				h.reads[k] += v
 			default:
 				h.writes[k] += v
 			}
@@ -303,8 +304,9 @@ func printHandover(out io.Writer, h handoverResult) {
 	if h.moved == 0 {
 		return
 	}
-	fmt.Fprintf(out, "    hand-over: killed the last replica, holding %d Gadgets; the others reconciled them again within %s (p50 %s), %d not at all; %d Gadgets reconciled by two replicas at once; writes meanwhile: %s (%.3f per Gadget moved), and of Leases %s\n",
-		h.moved, seconds(h.last()), seconds(h.p50()), h.missing, h.overlaps, counts(h.writes), float64(total(h.writes))/float64(h.moved), counts(h.leases))
+	fmt.Fprintf(out, "    hand-over: killed the last replica, holding %d Gadgets; the others reconciled them again within %s (p50 %s), %d not at all; %d Gadgets reconciled by two replicas at once; meanwhile writes %s (%.3f per Gadget moved), reads %s (%.3f per Gadget moved), and of Leases %s\n",
+		h.moved, seconds(h.last()), seconds(h.p50()), h.missing, h.overlaps,
+		counts(h.writes), float64(total(h.writes))/float64(h.moved), counts(h.reads), float64(total(h.reads))/float64(h.moved), counts(h.leases))
 }
 
 func (h handoverResult) last() time.Duration {

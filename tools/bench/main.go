@@ -120,8 +120,9 @@
 // ended); the driver reads the logs as an outside recorder and prints the
 // time from the kill until the last of the killed replica's Gadgets was
 // reconciled by another (and the median), the Gadgets that two replicas
-// ever reconciled at once (their walks overlap), and the writes that the
-// others made meanwhile, per Gadget moved and of their Leases.
+// ever reconciled at once (their walks overlap), and the requests that
+// the others made meanwhile: writes and reads per Gadget moved, and their
+// Leases'.
 //
 // Then it prints medians, spreads and the ratios to R=1. On a machine of
 // few CPUs, shared with the API server and etcd, more replicas than CPUs

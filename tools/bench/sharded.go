@@ -271,7 +271,7 @@ func summarizeSharded(out io.Writer, all []shardedResult, n, workers int) {
 // spreads of the hand-overs when one replica was killed.
 func summarizeHandovers(out io.Writer, byReplicas map[int][]shardedResult, counts []int) {
 	for _, c := range counts {
-		var last, p50, writes []float64
+		var last, p50, writes, reads []float64
 		overlaps, missing := 0, 0
 		for _, r := range byReplicas[c] {
 			h := r.handover
@@ -281,13 +281,14 @@ func summarizeHandovers(out io.Writer, byReplicas map[int][]shardedResult, count
 			last = append(last, h.last().Seconds())
 			p50 = append(p50, h.p50().Seconds())
 			writes = append(writes, float64(total(h.writes))/float64(h.moved))
+			reads = append(reads, float64(total(h.reads))/float64(h.moved))
 			overlaps += h.overlaps
 			missing += h.missing
 		}
 		if len(last) == 0 {
 			continue
 		}
-		fmt.Fprintf(out, "hand-over of %d replicas, one killed: its Gadgets reconciled again within %s s (p50 %s s); writes per Gadget moved, Leases aside, %s; %d not reconciled again, %d reconciled by two replicas at once, in all rounds\n",
-			c, spread(last), spread(p50), spread(writes), missing, overlaps)
+		fmt.Fprintf(out, "hand-over of %d replicas, one killed: its Gadgets reconciled again within %s s (p50 %s s); per Gadget moved, Leases aside, writes %s and reads %s; %d not reconciled again, %d reconciled by two replicas at once, in all rounds\n",
+			c, spread(last), spread(p50), spread(writes), spread(reads), missing, overlaps)
 	}
 }
