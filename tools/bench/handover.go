@@ -229,8 +229,8 @@ func (d *driver) handOver(ctx context.Context, ps []*process, logs []string) (h 
 }
 
 // awaitWalks waits until the processes, whose walk logs are logs, have
-// each walked every object of uids since the moment since, or until the
-// timeout: the reconciles that a hand-over starts before the cache has
+// between them walked every object of uids since the moment since, or
+// until the timeout: the reconciles that a hand-over starts before the cache has
 // listed the objects handed over end without a walk, and a list of many
 // objects can keep a replica without a request or a reconcile for long.
 func awaitWalks(ctx context.Context, ps []*process, logs []string, uids []string, since time.Time, timeout time.Duration) error {
