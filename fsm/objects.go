@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -94,7 +96,6 @@ func (r *reconciler[T]) untrack(key types.NamespacedName) []OutputRef {
 	defer r.mu.Unlock()
 	strays := r.strays[key]
 	delete(r.strays, key)
-	delete(r.handed, key)
 	delete(r.newerTold, key)
 	was, known := r.tracked[key]
 	if !known {
@@ -127,32 +128,19 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *sharding.Shards) error {
 	return nil
 }
 
-// handedOver makes sure, on the first reconcile of obj since this replica
-// took its slot, that the cache is not behind the API server: the replica
-// that held the slot may have written the object a moment ago. The
-// stale-cache guard then waits until the cache has caught up.
-func (r *reconciler[T]) handedOver(ctx context.Context, obj T, epoch uint64) error {
-	key := client.ObjectKeyFromObject(obj)
+// handedOver reports whether the cache was checked against the API server
+// since this replica took slot at epoch (see Gained): until then, the
+// replica that held the slot may have written an object a moment ago that
+// the cache has not seen. If not, the object waits for the check, parked
+// (the next check of any slot queues it again).
+func (r *reconciler[T]) handedOver(key types.NamespacedName, slot int, epoch uint64) bool {
 	r.mu.Lock()
-	checked := r.handed[key] == epoch
-	r.mu.Unlock()
-	if checked {
-		return nil
+	defer r.mu.Unlock()
+	if r.checked[slot] >= epoch {
+		return true
 	}
-	server := newObject[T]()
-	if err := r.reader.Get(ctx, key, server); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // the cache will tell
-		}
-		return err
-	}
-	if rv, ok := echo.ResourceVersion(server); ok {
-		r.echoes.AtLeast(echo.Key{GroupKind: r.gk, NamespacedName: key}, rv)
-	}
-	r.mu.Lock()
-	r.handed[key] = epoch
-	r.mu.Unlock()
-	return nil
+	r.parked[key] = struct{}{}
+	return false
 }
 
 // catchUp runs once this process leads: each object whose cached copy is
@@ -160,43 +148,69 @@ func (r *reconciler[T]) handedOver(ctx context.Context, obj T, epoch uint64) err
 // waits in the stale-cache guard until the cache has caught up.
 func (r *reconciler[T]) catchUp(ctx context.Context) error {
 	defer close(r.caughtUp)
+	if err := r.behind(ctx, nil); err != nil {
+		logf.FromContext(ctx).Error(err, "listing the objects from the API server on becoming leader failed; reconciling from the cache as it is", "machine", r.m.name)
+	}
+	return nil
+}
+
+// behind lists the objects that of selects (all if nil) from the API
+// server, by their metadata, and has the stale-cache guard hold back
+// those whose cached copy is older; it logs how many.
+func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool) error {
 	list := r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List")
-	behind, err := r.echoes.CatchUp(ctx, r.reader, r.gk, list, func(key types.NamespacedName) (uint64, bool) {
+	n, err := r.echoes.CatchUp(ctx, r.reader, r.gk, list, of, func(key types.NamespacedName) (uint64, bool) {
 		obj := newObject[T]()
 		if r.client.Get(ctx, key, obj) != nil {
 			return 0, false
 		}
 		return echo.ResourceVersion(obj)
 	})
-	log := logf.FromContext(ctx).WithValues("machine", r.m.name)
-	if err != nil {
-		log.Error(err, "listing the objects from the API server on becoming leader failed; reconciling from the cache as it is")
-	} else if behind > 0 {
-		log.Info("the cache is behind the API server; those objects wait until it catches up", "objects", behind)
+	if n > 0 {
+		logf.FromContext(ctx).Info("the cache is behind the API server; those objects wait until it catches up", "machine", r.m.name, "objects", n)
 	}
-	return nil
+	return err
 }
 
-// Gained queues the cached objects in the slots that this replica took.
+// Gained checks the cache against the API server for the objects of the
+// slots that this replica took, with one list of their metadata (paged),
+// not a read of each: the replica that held a slot may have written its
+// objects a moment before it let the slot go, and the cache may not have
+// seen that yet. Those behind wait in the stale-cache guard; reconciles of
+// the slots wait for the check (see handedOver). Then it queues the
+// objects listed and those parked.
 func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
-	obj, err := r.client.Scheme().New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "listing the objects of slots taken", "machine", r.m.name)
-		return
-	}
-	list := obj.(client.ObjectList)
-	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		if ctx.Err() == nil {
-			logf.FromContext(ctx).Error(err, "listing the objects of slots taken", "machine", r.m.name)
+	epochs := r.shards.Epochs()
+	var keys []types.NamespacedName
+	ours := func(o metav1.Object) bool {
+		if !won.Has(shard.SlotOf(o.GetUID())) {
+			return false
 		}
-		return
+		keys = append(keys, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+		return true
 	}
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj := o.(client.Object); won.Has(shard.SlotOf(obj.GetUID())) {
-			r.requeue(client.ObjectKeyFromObject(obj))
+	if wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		keys = keys[:0]
+		err := r.behind(ctx, ours)
+		if err != nil && ctx.Err() == nil {
+			logf.FromContext(ctx).Error(err, "listing the objects of slots taken from the API server; asking again in a second", "machine", r.m.name)
 		}
-		return nil
-	})
+		return err == nil, nil
+	}) != nil {
+		return // stopped
+	}
+	r.mu.Lock()
+	for slot := range won.Each() {
+		r.checked[slot] = max(r.checked[slot], epochs[slot])
+	}
+	for key := range r.parked {
+		keys = append(keys, key)
+	}
+	clear(r.parked)
+	r.mu.Unlock()
+	for _, key := range keys {
+		r.requeue(key)
+	}
 }
 
 // Released forgets the objects of the slots this replica gives up, and

@@ -61,9 +61,11 @@ type reconciler[T Object] struct {
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	tracked map[types.NamespacedName]tracked
 	strays  map[types.NamespacedName][]OutputRef // children that garbage collection cannot reach
-	// handed is, for a sharded machine, the epoch of the object's slot
-	// when this replica last checked its cache against the API server.
-	handed   map[types.NamespacedName]uint64
+	// checked is, for a sharded machine, the epoch of each slot when this
+	// replica last checked its cache against the API server (see Gained),
+	// and parked the objects that came before the check.
+	checked  [shard.NumSlots]uint64
+	parked   map[types.NamespacedName]struct{}
 	caughtUp chan struct{} // closed once catchUp has run
 	// newerTold is, of each object a newer graph version wrote, the
 	// generation this process said it leaves alone.
@@ -76,8 +78,8 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 		actions:   action.New(m.name, m.actionLimit, logf.Log.WithName("kfsm"), m.redact, m.clock, actionChanged(m.actionWatch)),
 		tracked:   map[types.NamespacedName]tracked{},
 		strays:    map[types.NamespacedName][]OutputRef{},
-		handed:    map[types.NamespacedName]uint64{},
 		newerTold: map[types.NamespacedName]int64{},
+		parked:    map[types.NamespacedName]struct{}{},
 		caughtUp:  make(chan struct{}),
 	}
 	close(r.caughtUp) // until SetupWithManager says otherwise
@@ -177,8 +179,8 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 			return reconcile.Result{RequeueAfter: retry}, nil
 		}
 		defer r.shards.Exit(slot)
-		if err := r.handedOver(ctx, obj, epoch); err != nil {
-			return reconcile.Result{}, err
+		if !r.handedOver(req.NamespacedName, slot, epoch) {
+			return reconcile.Result{}, nil
 		}
 	}
 	defer r.hold(ctx, obj, run)() // after Exit, so that it runs before

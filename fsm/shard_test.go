@@ -95,6 +95,7 @@ type replica struct {
 	decoded  map[types.UID]bool // the gadgets its cache decoded
 	children map[types.UID]bool // and the ConfigMaps
 	cache    cache.Cache
+	hook     func(any) // sees each object the cache takes in
 }
 
 func (r *replica) seen() (gadgets, children int) {
@@ -103,8 +104,12 @@ func (r *replica) seen() (gadgets, children int) {
 	return len(r.decoded), len(r.children)
 }
 
-// count is a cache transform that notes the objects decoded.
+// count is a cache transform that notes the objects decoded, after the
+// replica's hook, if it has one, has seen them.
 func (r *replica) count(o any) (any, error) {
+	if r.hook != nil {
+		r.hook(o)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch o := o.(type) {
@@ -132,10 +137,15 @@ func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *rep
 }
 
 // startReplicaOf runs a manager with the sharded machine that machine
-// makes, as a replica of group "gadgets" would in its own process.
-func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*sharding.Shards) *fsm.Machine[*gadget]) *replica {
+// makes, as a replica of group "gadgets" would in its own process. hook,
+// if given, sees each object its cache takes in, before the cache holds
+// it.
+func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*sharding.Shards) *fsm.Machine[*gadget], hook ...func(any)) *replica {
 	t.Helper()
 	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}, children: map[types.UID]bool{}}
+	if len(hook) > 0 {
+		rep.hook = hook[0]
+	}
 	cfg := fe.Config()
 	opts := manager.Options{
 		Scheme:  fe.Client.Scheme(),
@@ -488,6 +498,129 @@ func TestUnderManagerAnEventOfAVersionAlreadyReadRunsNoHandler(t *testing.T) {
 	}
 	fe.Update(g, func() { g.Spec.Target = 2 })
 	await(t, "g's handler to run on its next change", func() bool { return ran("g", 3) > 0 })
+}
+
+// A replica that takes a slot may have a cache behind the replica that
+// held it: that one wrote an object a moment before it let the slot go,
+// and the taker's watch has not brought the write yet. The taker must not
+// act on the older copy: it checks its cache against the API server for
+// the slots it took, and reconciles their objects once its cache holds
+// what the API server had. (A Pipeline runs its handlers on every
+// reconcile: the taker's run sees what the holder's wrote.)
+func TestUnderManagerAReplicaTakingASlotWaitsForTheWritesOfTheOneBefore(t *testing.T) {
+	fe := fsmtest.New(t)
+	type run struct {
+		replica, name string
+		gen           int64
+		count         int32 // the status the handler saw
+	}
+	var (
+		mu   sync.Mutex
+		runs []run
+		name string // of the gadget that a's handler stops on
+	)
+	ran := func(of string, gen int64) []run {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []run
+		for _, r := range runs {
+			if r.name == of && r.gen == gen {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	// a's handler stops on the gadget's second generation until proceed
+	// closes; c's cache holds back a's write of it until release closes.
+	stopped, proceed, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var proceeding, releasing sync.Once
+	t.Cleanup(func() {
+		proceeding.Do(func() { close(proceed) })
+		releasing.Do(func() { close(release) })
+	})
+	machine := func(replica string) func(*sharding.Shards) *fsm.Machine[*gadget] {
+		return func(shards *sharding.Shards) *fsm.Machine[*gadget] {
+			return fsm.New[*gadget]("sharded", fsm.Pipeline).
+				Initial("Counted").
+				State("Counted", func(ctx context.Context, r *request) fsm.Result {
+					mu.Lock()
+					runs = append(runs, run{replica, r.Object.Name, r.Object.Generation, r.Object.Status.Count})
+					stop := replica == "a" && r.Object.Name == name && r.Object.Generation == 2
+					mu.Unlock()
+					if stop {
+						close(stopped)
+						<-proceed
+					}
+					r.Object.Status.Count = r.Object.Spec.Target
+					return fsm.Done()
+				}, fsm.Final()).
+				PublishGraph(false).
+				Sharded(shards)
+		}
+	}
+	holder := func(g *gadget) string {
+		var leases coordinationv1.LeaseList
+		if err := fe.Client.List(t.Context(), &leases, client.InNamespace(fe.Namespace), client.MatchingLabels{sharding.LabelShards: "gadgets"}); err != nil {
+			t.Fatal(err)
+		}
+		holder, _ := sharding.Holders(leases.Items, "sharded")
+		return holder(g.UID)
+	}
+
+	// With a and c live, half the slots are c's: g is a gadget in one.
+	startReplicaOf(t, fe, "a", machine("a"))
+	c := startReplicaOf(t, fe, "c", machine("c"))
+	var g *gadget
+	for i := 0; g == nil; i++ {
+		if i == 20 {
+			t.Fatal("none of 20 gadgets went to c")
+		}
+		o := &gadget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g-%02d", i)}, Spec: v1alpha1.GadgetSpec{Target: 1}}
+		fe.Create(o)
+		await(t, o.Name+" to converge", func() bool { return len(ran(o.Name, 1)) > 0 && holder(o) != "" })
+		if holder(o) == "c" {
+			g = o
+		}
+	}
+	mu.Lock()
+	name = g.Name
+	mu.Unlock()
+	c.stop()
+	await(t, "a to hold "+g.Name+"'s slot", func() bool { return holder(g) == "a" })
+
+	// a runs g's second generation and stops inside the handler: g's slot
+	// cannot move while it runs.
+	fe.Update(g, func() { g.Spec.Target = 2 })
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a did not run " + g.Name + "'s second generation")
+	}
+
+	// c comes back: the rule gives it g's slot again. Its cache takes g in
+	// at generation 2 with a count of 1, and then holds back the copy with
+	// a's count of 2.
+	held := g.Name
+	c = startReplicaOf(t, fe, "c", machine("c"), func(o any) {
+		if o, ok := o.(*gadget); ok && o.Name == held && o.Status.Count == 2 {
+			<-release
+		}
+	})
+	await(t, "c's cache to hold "+g.Name, func() bool {
+		var cached gadget
+		return c.cache.Get(t.Context(), client.ObjectKeyFromObject(g), &cached) == nil && cached.Generation == 2
+	})
+	proceeding.Do(func() { close(proceed) })
+	await(t, "c to take "+g.Name+"'s slot", func() bool { return holder(g) == "c" })
+	// A reconcile of c's copy now would run the handler on a count of 1.
+	time.Sleep(2 * time.Second)
+	releasing.Do(func() { close(release) })
+	await(t, "c to reconcile "+g.Name, func() bool { return slices.ContainsFunc(ran(g.Name, 2), func(r run) bool { return r.replica == "c" }) })
+	for _, r := range ran(g.Name, 2) {
+		if want := map[string]int32{"a": 1, "c": 2}[r.replica]; r.count != want {
+			t.Errorf("%s ran %s's handler on generation 2 seeing a count of %d, want %d: it acted on a copy older than a's write", r.replica, g.Name, r.count, want)
+		}
+	}
 }
 
 func leaseHolders(l coordinationv1.LeaseList) []string {

@@ -13,13 +13,15 @@ import (
 const listPage = 500
 
 // CatchUp lists the objects of a kind from the API server, by their
-// metadata, and has the stale-cache guard wait, for each of those whose
-// cached copy (cached gives its version) is older, until the cache holds
-// the API server's version. A process that becomes leader runs it before
-// it acts: its cache may lag behind the writes of the leader before it,
-// which the marks of its own writes know nothing of. It makes one list
-// request per page, and none of any single object.
-func (e *Marks) CatchUp(ctx context.Context, server client.Reader, gk schema.GroupKind, list schema.GroupVersionKind, cached func(types.NamespacedName) (uint64, bool)) (behind int, err error) {
+// metadata, and has the stale-cache guard wait, for each of those that of
+// selects (all, if of is nil) whose cached copy (cached gives its
+// version) is older, until the cache holds the API server's version. A
+// process that becomes leader runs it before it acts, and a replica that
+// takes shard slots before it reconciles their objects: its cache may lag
+// behind the writes of the process that acted before, which the marks of
+// its own writes know nothing of. It makes one list request per page, and
+// none of any single object.
+func (e *Marks) CatchUp(ctx context.Context, server client.Reader, gk schema.GroupKind, list schema.GroupVersionKind, of func(metav1.Object) bool, cached func(types.NamespacedName) (uint64, bool)) (behind int, err error) {
 	items := &metav1.PartialObjectMetadataList{}
 	items.SetGroupVersionKind(list)
 	for {
@@ -28,6 +30,9 @@ func (e *Marks) CatchUp(ctx context.Context, server client.Reader, gk schema.Gro
 		}
 		for i := range items.Items {
 			item := &items.Items[i]
+			if of != nil && !of(item) {
+				continue
+			}
 			rv, ok := ResourceVersion(item)
 			key := types.NamespacedName{Namespace: item.Namespace, Name: item.Name}
 			if have, known := cached(key); ok && (!known || have < rv) {

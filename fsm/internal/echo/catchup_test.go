@@ -15,14 +15,17 @@ import (
 func TestCatchUpGuardsTheObjectsTheCacheHasOlder(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "testing.kfsm.dev", Version: "v1alpha1", Kind: "Gadget"}
 	var objs []runtime.Object
-	for _, name := range []string{"current", "behind", "unseen"} {
+	// "elsewhere" is behind too, but in no slot that the catch-up asks
+	// about.
+	names := []string{"current", "behind", "unseen", "elsewhere"}
+	for _, name := range names {
 		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 		o.SetGroupVersionKind(gvk)
 		objs = append(objs, o)
 	}
 	server := fake.NewClientBuilder().WithRuntimeObjects(objs...).Build()
 	served := map[string]uint64{}
-	for _, name := range []string{"current", "behind", "unseen"} {
+	for _, name := range names {
 		o := &metav1.PartialObjectMetadata{}
 		o.SetGroupVersionKind(gvk)
 		if err := server.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, o); err != nil {
@@ -30,12 +33,13 @@ func TestCatchUpGuardsTheObjectsTheCacheHasOlder(t *testing.T) {
 		}
 		served[name], _ = ResourceVersion(o)
 	}
-	cache := map[string]uint64{"current": served["current"], "behind": served["behind"] - 1}
+	cache := map[string]uint64{"current": served["current"], "behind": served["behind"] - 1, "elsewhere": served["elsewhere"] - 1}
 	m := NewMarks(gvk.GroupKind())
 	behind, err := m.CatchUp(context.Background(), server, gvk.GroupKind(), gvk.GroupVersion().WithKind("GadgetList"),
+		func(o metav1.Object) bool { return o.GetName() != "elsewhere" },
 		func(key types.NamespacedName) (uint64, bool) { rv, ok := cache[key.Name]; return rv, ok })
 	if err != nil || behind != 2 {
-		t.Fatalf("CatchUp = %d, %v; want the 2 objects that the cache has older or not at all", behind, err)
+		t.Fatalf("CatchUp = %d, %v; want the 2 objects asked about that the cache has older or not at all", behind, err)
 	}
 	copyAt := func(name string, rv uint64) *metav1.PartialObjectMetadata {
 		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: strconv.FormatUint(rv, 10)}}

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -299,7 +300,7 @@ func (s *Replica) leave() {
 func (s *Replica) take(ctx context.Context, won Slots) {
 	s.mu.Lock()
 	s.active |= won
-	for i := range won.each() {
+	for i := range won.Each() {
 		s.epoch[i]++
 	}
 	machines := slices.Clone(s.machines)
@@ -323,14 +324,8 @@ func (s *Replica) take(ctx context.Context, won Slots) {
 // awaitCache waits until the cache holds the objects of the selection of
 // generation gen, and reports false if ctx ended first.
 func (s *Replica) awaitCache(ctx context.Context, gen uint64) bool {
-	for !s.cached(gen) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return true
+	held := func(context.Context) (bool, error) { return s.cached(gen), nil }
+	return wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, held) == nil
 }
 
 // stop lets no new reconcile of the slots start, and cancels their
@@ -362,7 +357,7 @@ func (s *Replica) drainedOf(some Slots) Slots {
 	var done Slots
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range some.each() {
+	for i := range some.Each() {
 		if s.active.Has(i) || s.inflight[i] > 0 {
 			continue
 		}

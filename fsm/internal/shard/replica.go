@@ -343,6 +343,13 @@ func (s *Replica) Enter(uid types.UID) (slot int, epoch uint64, retry time.Durat
 	return slot, s.epoch[slot], 0, true
 }
 
+// Epochs returns how often this replica took each slot.
+func (s *Replica) Epochs() [NumSlots]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
 // Exit ends a reconcile that Enter started.
 func (s *Replica) Exit(slot int) {
 	s.mu.Lock()

@@ -28,7 +28,8 @@ func (s Slots) Has(i int) bool { return s&(1<<i) != 0 }
 
 func (s Slots) count() int { return bits.OnesCount64(uint64(s)) }
 
-func (s Slots) each() func(func(int) bool) {
+// Each yields the slots in s, lowest first.
+func (s Slots) Each() func(func(int) bool) {
 	return func(yield func(int) bool) {
 		for rest := uint64(s); rest != 0; rest &= rest - 1 {
 			if !yield(bits.TrailingZeros64(rest)) {
@@ -115,7 +116,7 @@ func Holders(leases []coordinationv1.Lease, machine string) (holder func(types.U
 		if err != nil {
 			continue
 		}
-		for i := range held.each() {
+		for i := range held.Each() {
 			holders[i] = ptr.Deref(l.Spec.HolderIdentity, "")
 		}
 	}
@@ -200,7 +201,7 @@ func childSelector(s Slots) string {
 		return ""
 	}
 	others := make([]string, 0, NumSlots-s.count())
-	for i := range (^s).each() {
+	for i := range (^s).Each() {
 		others = append(others, strconv.Itoa(i))
 	}
 	return LabelSlot + " notin (" + strings.Join(others, ",") + ")"
