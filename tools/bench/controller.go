@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -120,7 +121,7 @@ func controllerMain(args []string) (err error) {
 	// Every controller logs the same way, as one runs in production:
 	// controller-runtime's zap logger without its development mode, JSON
 	// lines from the info level up, with zap's sampling of repeats.
-	log := crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false))
+	log := crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false), func(o *crzap.Options) { o.TimeEncoder = zapcore.RFC3339NanoTimeEncoder })
 	ctrl.SetLogger(log)
 	c := &counters{requests: newRequestCounter(), decodes: newDecodeCounter(), reported: func() {}}
 	if a.cpuprofile != "" {
