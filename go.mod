@@ -13,6 +13,7 @@ require (
 	github.com/yuin/gopher-lua v1.1.1
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/trace v1.44.0
+	go.uber.org/zap v1.27.1
 	golang.org/x/sys v0.47.0
 	golang.org/x/tools v0.47.0
 	k8s.io/api v0.37.2
@@ -62,7 +63,6 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/mod v0.37.0 // indirect
