@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -31,11 +31,13 @@ import (
 // hand-overs came in a row.
 //
 // So when the slots change, the open watch ends as a server ends one,
-// and the reflector watches again at once. That watch first lists the
-// new slots and sends, as watch events, what differs from what the
-// informer holds: the objects it lacks, those that changed, the deletion
-// of those no longer listed; then it watches on from the list. An object
-// that did not change sends nothing, and reconciles nothing.
+// and the reflector watches again at once. That watch first sends, as
+// watch events, what takes the informer's store to the new slots: the
+// deletion of the objects of the slots it no longer selects, and the
+// objects of the slots it now selects, as a list of those slots alone
+// gives them at the resourceVersion the informer is at; then it watches
+// every selected slot on from there. An object of a slot it kept sends
+// nothing, and reconciles nothing.
 type reselecting struct {
 	inner   toolscache.ListerWatcherWithContext
 	s       *Replica
@@ -43,8 +45,9 @@ type reselecting struct {
 	example runtime.Object   // an empty object of the informer's type
 	store   toolscache.Store // the informer's, set once it is made
 	// held is the generation of the selection that the informer holds,
-	// or is sent by a watch open now.
-	held atomic.Uint64
+	// or is sent by a watch open now, and slots are its slots.
+	held  atomic.Uint64
+	slots atomic.Uint64
 	// catchUp is what the last differences sent of slots that this
 	// replica did not reconcile then: name and resourceVersion. Those
 	// events are no news to the machines: taking a slot queues every
@@ -111,6 +114,7 @@ func (l *reselecting) ListWithContext(ctx context.Context, opts metav1.ListOptio
 	list, err := l.inner.ListWithContext(context.WithValue(ctx, selectionKey{}, selected), opts)
 	if err == nil {
 		l.held.Store(gen)
+		l.slots.Store(uint64(selected))
 	}
 	return list, err
 }
@@ -127,7 +131,7 @@ func (l *reselecting) WatchWithContext(ctx context.Context, opts metav1.ListOpti
 		// A list by watch: it sends every selected object.
 	case l.held.Load() != gen:
 		var err error
-		if first, opts.ResourceVersion, err = l.differences(ctx, opts.ResourceVersion); err != nil {
+		if first, err = l.differences(ctx, opts.ResourceVersion, selected); err != nil {
 			return nil, err
 		}
 	}
@@ -135,68 +139,83 @@ func (l *reselecting) WatchWithContext(ctx context.Context, opts metav1.ListOpti
 	if err != nil {
 		return nil, err
 	}
-	out := &cutWatch{of: l, gen: gen, inner: w, events: make(chan apiwatch.Event), stop: make(chan struct{}), rv: opts.ResourceVersion}
+	out := &cutWatch{of: l, gen: gen, slots: selected, inner: w, events: make(chan apiwatch.Event), rv: opts.ResourceVersion}
+	out.stopped, out.cancel = context.WithCancel(context.Background())
 	go out.run(first, changed)
 	return out, nil
 }
 
-// differences lists the selected objects, no older than rv, and returns
-// the watch events that take the informer's store there, ending with a
-// bookmark of the list's resourceVersion, which it returns too.
-func (l *reselecting) differences(ctx context.Context, rv string) ([]apiwatch.Event, string, error) {
-	opts := metav1.ListOptions{ResourceVersion: rv}
-	if rv != "" {
-		opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
-	}
-	list, err := l.inner.ListWithContext(ctx, opts)
-	if err != nil {
-		return nil, "", err
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, "", err
-	}
-	listed, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil, "", err
+// differences returns the watch events that take the informer's store
+// from the slots it holds to selected, as they were at resourceVersion
+// rv, ending with a bookmark of rv: the deletion of the objects of the
+// slots left, and what differs in a list of the slots added alone at rv
+// (the API server serves it from its cache's snapshots, or from etcd).
+// If rv is too old for that, or none, the reflector lists every selected
+// slot.
+func (l *reselecting) differences(ctx context.Context, rv string, selected Slots) ([]apiwatch.Event, error) {
+	was := Slots(l.slots.Load())
+	added, left := selected&^was, was&^selected
+	_, children, active := l.kind()
+	var events []apiwatch.Event
+	gone := func(o any) {
+		// A copy: the informer's transform may change what it is given.
+		if o, ok := o.(runtime.Object); ok {
+			events = append(events, apiwatch.Event{Type: apiwatch.Deleted, Object: o.DeepCopyObject()})
+		}
 	}
 	held := map[string]metav1.Object{}
 	for _, o := range l.store.List() {
-		if m, err := meta.Accessor(o); err == nil {
-			held[m.GetNamespace()+"/"+m.GetName()] = m
-		}
-	}
-	var events []apiwatch.Event
-	catchUp := map[types.NamespacedName]string{}
-	_, children, active := l.kind()
-	for _, item := range items {
-		m, err := meta.Accessor(item)
+		m, err := meta.Accessor(o)
 		if err != nil {
 			continue
 		}
-		key := m.GetNamespace() + "/" + m.GetName()
-		old, ok := held[key]
-		delete(held, key)
-		switch {
-		case !ok:
-			events = append(events, apiwatch.Event{Type: apiwatch.Added, Object: item})
-		case old.GetUID() != m.GetUID() || old.GetResourceVersion() != m.GetResourceVersion():
-			events = append(events, apiwatch.Event{Type: apiwatch.Modified, Object: item})
-		default:
-			continue
+		switch slot, ok := slotOf(m, children); {
+		case ok && left.Has(slot):
+			gone(o)
+		case ok && added.Has(slot):
+			held[m.GetNamespace()+"/"+m.GetName()] = m
 		}
-		if slot, ok := slotOf(m, children); ok && !active.Has(slot) {
-			catchUp[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] = m.GetResourceVersion()
+	}
+	catchUp := map[types.NamespacedName]string{}
+	if added != 0 {
+		list, err := l.inner.ListWithContext(context.WithValue(ctx, selectionKey{}, added), metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+		if err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
+			m, err := meta.Accessor(item)
+			if err != nil {
+				continue
+			}
+			slot, ok := slotOf(m, children)
+			if !ok || !added.Has(slot) {
+				continue // a server that ignores the selector sends them
+			}
+			key := m.GetNamespace() + "/" + m.GetName()
+			old, ok := held[key]
+			delete(held, key)
+			switch {
+			case !ok:
+				events = append(events, apiwatch.Event{Type: apiwatch.Added, Object: item})
+			case old.GetUID() != m.GetUID() || old.GetResourceVersion() != m.GetResourceVersion():
+				events = append(events, apiwatch.Event{Type: apiwatch.Modified, Object: item})
+			default:
+				continue
+			}
+			if !active.Has(slot) {
+				catchUp[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] = m.GetResourceVersion()
+			}
 		}
 	}
 	l.catchUp.Store(&catchUp)
 	for _, old := range held {
-		// A copy: the informer's transform may change what it is given.
-		if o, ok := old.(runtime.Object); ok {
-			events = append(events, apiwatch.Event{Type: apiwatch.Deleted, Object: o.DeepCopyObject()})
-		}
+		gone(old)
 	}
-	return append(events, l.bookmark(listed.GetResourceVersion())), listed.GetResourceVersion(), nil
+	return append(events, l.bookmark(rv)), nil
 }
 
 // bookmark is a bookmark event of resourceVersion rv.
@@ -215,16 +234,18 @@ func (l *reselecting) bookmark(rv string) apiwatch.Event {
 type cutWatch struct {
 	of     *reselecting
 	gen    uint64 // of the selection it sends
+	slots  Slots  // that selection
 	inner  apiwatch.Interface
 	events chan apiwatch.Event
-	stop   chan struct{}
-	once   sync.Once
-	rv     string // of the last event sent; the run's alone
+	// stopped ends when Stop is called.
+	stopped context.Context
+	cancel  context.CancelFunc
+	rv      string // of the last event sent; the run's alone
 }
 
 func (w *cutWatch) ResultChan() <-chan apiwatch.Event { return w.events }
 
-func (w *cutWatch) Stop() { w.once.Do(func() { close(w.stop) }) }
+func (w *cutWatch) Stop() { w.cancel() }
 
 // run sends first, after which the informer holds the selection, and
 // forwards inner's events until inner ends, the watch is stopped or
@@ -240,6 +261,7 @@ func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}) {
 	if !w.settled(first) {
 		return
 	}
+	w.of.slots.Store(uint64(w.slots))
 	w.of.held.Store(w.gen)
 	for {
 		select {
@@ -252,7 +274,7 @@ func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}) {
 				w.send(w.of.bookmark(w.rv))
 			}
 			return
-		case <-w.stop:
+		case <-w.stopped.Done():
 			return
 		}
 	}
@@ -263,39 +285,24 @@ func (w *cutWatch) run(first []apiwatch.Event, changed <-chan struct{}) {
 // store a moment later, and a slot is taken only once the cache holds its
 // objects. It reports false if the watch was stopped first.
 func (w *cutWatch) settled(first []apiwatch.Event) bool {
-	for !w.of.holds(first) {
-		select {
-		case <-w.stop:
-			return false
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return true
+	holds := func(context.Context) (bool, error) { return w.of.holds(first), nil }
+	return wait.PollUntilContextCancel(w.stopped, 5*time.Millisecond, true, holds) == nil
 }
 
 // holds reports whether the informer's store is as events leave it.
 func (l *reselecting) holds(events []apiwatch.Event) bool {
 	for _, ev := range events {
-		if ev.Type == apiwatch.Bookmark {
-			continue
-		}
 		key, err := toolscache.MetaNamespaceKeyFunc(ev.Object)
-		if err != nil {
+		if ev.Type == apiwatch.Bookmark || err != nil {
 			continue
 		}
 		obj, ok, err := l.store.GetByKey(key)
-		if err != nil {
-			return false
-		}
-		if ev.Type == apiwatch.Deleted {
-			if ok {
-				return false
-			}
-			continue
-		}
+		got, _ := meta.Accessor(obj)
 		want, _ := meta.Accessor(ev.Object)
-		got, err := meta.Accessor(obj)
-		if !ok || err != nil || got.GetResourceVersion() != want.GetResourceVersion() {
+		switch deleted := ev.Type == apiwatch.Deleted; {
+		case err != nil, deleted && ok:
+			return false
+		case !deleted && (!ok || got == nil || got.GetResourceVersion() != want.GetResourceVersion()):
 			return false
 		}
 	}
@@ -357,7 +364,7 @@ func (s *Replica) CatchUpFilter(kindOf func(client.Object) (schema.GroupKind, bo
 func (w *cutWatch) send(ev apiwatch.Event) bool {
 	select {
 	case w.events <- ev:
-	case <-w.stop:
+	case <-w.stopped.Done():
 		return false
 	}
 	if ev.Type != apiwatch.Error {

@@ -19,16 +19,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
+// cmAt is a child's ConfigMap in slot 0.
 func cmAt(name, uid, rv string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+	return inSlot(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: rv}}, 0)
 }
 
 // newReselecting returns the list and watch of an informer that holds
-// held, over a server that lists listed at resourceVersion 9 and whose
-// watches are servers, one after the other.
-func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...apiwatch.Interface) (*reselecting, *Replica) {
+// held, over a server that lists listed (whatever the selection) and
+// whose watches are servers, one after the other. The lists asked for
+// are in lists: the resourceVersion, how it matches, and the slots.
+func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...apiwatch.Interface) (l *reselecting, s *Replica, lists *[]string) {
 	t.Helper()
-	s := &Replica{changed: make(chan struct{})}
+	s = &Replica{changed: make(chan struct{})}
 	s.resources = []*Resource{NewResource(corev1.SchemeGroupVersion.WithKind("ConfigMap"), "configmaps", true)}
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 	for _, cm := range held {
@@ -40,21 +42,25 @@ func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...a
 	for _, cm := range listed {
 		list.Items = append(list.Items, *cm)
 	}
-	var from []string
+	var from, asked []string
 	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) { return list, nil },
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			slots, _ := ctx.Value(selectionKey{}).(Slots)
+			asked = append(asked, opts.ResourceVersion+" "+string(opts.ResourceVersionMatch)+" "+slots.String())
+			return list, nil
+		},
 		WatchFuncWithContext: func(_ context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 			from = append(from, opts.ResourceVersion)
 			return servers[len(from)-1], nil
 		},
 	}
-	l := &reselecting{inner: lw, s: s, gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap"), example: &corev1.ConfigMap{}, store: store}
+	l = &reselecting{inner: lw, s: s, gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap"), example: &corev1.ConfigMap{}, store: store}
 	t.Cleanup(func() {
-		if diff := cmp.Diff([]string{"3", "9"}, from); diff != "" {
+		if diff := cmp.Diff([]string{"3", "3"}, from); diff != "" {
 			t.Errorf("the watches began at these resourceVersions (-want +got):\n%s", diff)
 		}
 	})
-	return l, s
+	return l, s, &asked
 }
 
 // received reads what w sends until it ends, or up to n events, and
@@ -88,11 +94,12 @@ func received(t *testing.T, w apiwatch.Interface, store toolscache.Store, n int)
 }
 
 // When the slots change, the watch ends with a bookmark, and the next
-// sends what differs between the informer's store and a list of the new
-// slots, then what the server sends from the list on.
+// sends what differs between the informer's store and a list of the
+// slots added alone, at the resourceVersion the informer is at, then
+// what the server sends from there on.
 func TestReselectingSendsWhatDiffers(t *testing.T) {
 	server := apiwatch.NewFake()
-	l, s := newReselecting(t,
+	l, s, lists := newReselecting(t,
 		[]*corev1.ConfigMap{cmAt("same", "1", "1"), cmAt("changed", "2", "2"), cmAt("gone", "3", "3"), cmAt("new-uid", "4", "4")},
 		[]*corev1.ConfigMap{cmAt("same", "1", "1"), cmAt("changed", "2", "5"), cmAt("added", "6", "6"), cmAt("new-uid", "7", "4")},
 		apiwatch.NewFake(), server)
@@ -120,8 +127,29 @@ func TestReselectingSendsWhatDiffers(t *testing.T) {
 	if diff := cmp.Diff([]string{"ADDED added@6", "DELETED gone@3", "MODIFIED changed@5", "MODIFIED new-uid@4"}, differences); diff != "" {
 		t.Errorf("the differences (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"BOOKMARK @9", "MODIFIED same@10"}, got[4:]); diff != "" {
+	if diff := cmp.Diff([]string{"BOOKMARK @3", "MODIFIED same@10"}, got[4:]); diff != "" {
 		t.Errorf("after the differences (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"3 Exact 0"}, *lists); diff != "" {
+		t.Errorf("the lists asked for (-want +got):\n%s", diff)
+	}
+}
+
+// Slots that the cache no longer selects go from the informer's store
+// without a list, and those it keeps send nothing.
+func TestReselectingLetsSlotsGoWithoutAList(t *testing.T) {
+	l, s, lists := newReselecting(t,
+		[]*corev1.ConfigMap{cmAt("kept", "1", "1"), inSlot(cmAt("let-go", "2", "2"), 1)},
+		[]*corev1.ConfigMap{cmAt("kept", "1", "1")},
+		apiwatch.NewFake(), apiwatch.NewFake())
+	l.slots.Store(0b11)
+	s.selected = 0b11
+	after := reselected(t, l, s, 0b01)
+	if diff := cmp.Diff([]string{"DELETED let-go@2", "BOOKMARK @3"}, received(t, after, l.store, 2)); diff != "" {
+		t.Errorf("the watch after a slot was let go (-want +got):\n%s", diff)
+	}
+	if len(*lists) > 0 {
+		t.Errorf("letting a slot go listed %v", *lists)
 	}
 }
 
@@ -131,15 +159,15 @@ func inSlot(cm *corev1.ConfigMap, slot int) *corev1.ConfigMap {
 	return cm
 }
 
-// reselected opens the watch of l, changes the slots, and opens the watch
-// that takes them in.
-func reselected(t *testing.T, l *reselecting, s *Replica) apiwatch.Interface {
+// reselected opens the watch of l, changes the slots to slots, and opens
+// the watch that takes them in.
+func reselected(t *testing.T, l *reselecting, s *Replica, slots Slots) apiwatch.Interface {
 	t.Helper()
 	before, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.setSelector(1)
+	s.setSelector(slots)
 	received(t, before, l.store, 2)
 	after, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
@@ -153,16 +181,16 @@ func reselected(t *testing.T, l *reselecting, s *Replica) apiwatch.Interface {
 // watch sent in its store, not as soon as the reflector received it: a
 // slot is taken then, and its objects are listed from the cache.
 func TestReselectingHoldsTheSlotsOnceTheStoreHasThem(t *testing.T) {
-	l, s := newReselecting(t,
+	l, s, _ := newReselecting(t,
 		[]*corev1.ConfigMap{cmAt("gone", "3", "3")},
 		[]*corev1.ConfigMap{cmAt("added", "6", "6")},
 		apiwatch.NewFake(), apiwatch.NewFake())
 	s.lists = []*reselecting{l}
-	after := reselected(t, l, s)
+	after := reselected(t, l, s, 1)
 	gen, _, _ := s.selection()
 
 	elsewhere := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
-	if diff := cmp.Diff([]string{"ADDED added@6", "BOOKMARK @9", "DELETED gone@3"}, slices.Sorted(slices.Values(received(t, after, elsewhere, 3)))); diff != "" {
+	if diff := cmp.Diff([]string{"ADDED added@6", "BOOKMARK @3", "DELETED gone@3"}, slices.Sorted(slices.Values(received(t, after, elsewhere, 3)))); diff != "" {
 		t.Fatalf("the differences (-want +got):\n%s", diff)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -187,10 +215,10 @@ func TestReselectingHoldsTheSlotsOnceTheStoreHasThem(t *testing.T) {
 // take it; what it takes in of its own slots, and any later version, is.
 func TestTheCatchUpOfSlotsNotReconciledIsNoNews(t *testing.T) {
 	listed := []*corev1.ConfigMap{inSlot(cmAt("theirs", "1", "5"), 5), inSlot(cmAt("ours", "2", "6"), 6)}
-	l, s := newReselecting(t, nil, listed, apiwatch.NewFake(), apiwatch.NewFake())
+	l, s, _ := newReselecting(t, nil, listed, apiwatch.NewFake(), apiwatch.NewFake())
 	s.lists = []*reselecting{l}
 	s.active = 1 << 6
-	received(t, reselected(t, l, s), l.store, 2)
+	received(t, reselected(t, l, s, 1<<5|1<<6), l.store, 2)
 
 	configMaps := corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind()
 	for _, c := range []struct {

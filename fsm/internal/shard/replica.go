@@ -87,8 +87,8 @@ var ReplicaOf func(shards any) *Replica
 // API server's shard selector (Kubernetes 1.36, feature gate
 // ShardedListAndWatch), so that a replica receives and decodes only the
 // objects of the slots it holds or is about to hold. When its slots
-// change, the cache's watches list the slots and take in what differs,
-// without the informers listing again. If the API server does not honour
+// change, the cache's watches list the slots added alone and let the
+// slots left go, without the informers listing again. If the API server does not honour
 // the selector (the gate is off, or it is older), every replica caches
 // every object and reconciles only its own: the work is still disjoint;
 // kfsm logs it once and sets kfsm_shard_fallback. The machine's children
