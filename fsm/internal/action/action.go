@@ -24,32 +24,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm/internal/metrics"
 )
 
 var (
-	running = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_actions_running",
-		Help: "Asynchronous actions running now.",
-	}, []string{"machine", "action"})
-	completed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_actions_completed_total",
-		Help: "Asynchronous actions that succeeded.",
-	}, []string{"machine", "action"})
-	failed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_actions_failed_total",
-		Help: "Asynchronous actions that failed or panicked.",
-	}, []string{"machine", "action"})
-	durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	running   = metrics.Gauges("kfsm_actions_running", "Asynchronous actions running now.", "machine", "action")
+	completed = metrics.Counters("kfsm_actions_completed_total", "Asynchronous actions that succeeded.", "machine", "action")
+	failed    = metrics.Counters("kfsm_actions_failed_total", "Asynchronous actions that failed or panicked.", "machine", "action")
+	durations = metrics.Register(prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "kfsm_action_duration_seconds",
 		Help: "Time the work of asynchronous actions took, observed when it ends, by outcome (succeeded, failed).",
 		// Actions span sub-second calls to jobs of hours: 0.1 s to 7 h.
 		Buckets: prometheus.ExponentialBuckets(0.1, 4, 10),
-	}, []string{"machine", "action", "outcome"})
+	}, []string{"machine", "action", "outcome"}))
 )
-
-func init() { metrics.Registry.MustRegister(running, completed, failed, durations) }
 
 // Key names an action: the object and the action's name.
 type Key struct {

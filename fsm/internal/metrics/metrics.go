@@ -1,7 +1,9 @@
 // Package metrics holds the Prometheus series of kfsm's machines:
 // transitions, time in a state, objects by state, stalled and reconciling
 // objects, handler failures and refused status writes. Package fsm keeps
-// one Machine per machine and tells it what happened.
+// one Machine per machine and tells it what happened. Every series of
+// kfsm, those of actions and shards too, is declared with Gauges,
+// Counters or Register.
 package metrics
 
 import (
@@ -14,45 +16,36 @@ import (
 // The collectors are registered once with controller-runtime's registry and
 // shared by every machine; the machine label tells them apart.
 var (
-	transitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_transitions_total",
-		Help: "Transitions between states whose status was written, by why the object moved.",
-	}, []string{"machine", "from", "to", "reason"})
-	stateDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	transitionsTotal = Counters("kfsm_transitions_total", "Transitions between states whose status was written, by why the object moved.", "machine", "from", "to", "reason")
+	stateDuration    = Register(prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "kfsm_state_duration_seconds",
 		Help: "Time objects spent in a state, observed when they leave it.",
 		// Operator work spans sub-second steps to waits of hours.
 		Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600},
-	}, []string{"machine", "state"})
-	objectsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_objects",
-		Help: "Objects in each state, as last reconciled by this process.",
-	}, []string{"machine", "state"})
-	handlerErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_handler_errors_total",
-		Help: "Handler failures, panics included.",
-	}, []string{"machine", "state"})
-	stalledGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_stalled_objects",
-		Help: "Objects that are Stalled.",
-	}, []string{"machine"})
-	reconcilingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_reconciling_objects",
-		Help: "Objects that are Reconciling: walking, waiting or retrying.",
-	}, []string{"machine"})
-	statusWriteErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_status_write_errors_total",
-		Help: "Status writes that the API server refused for another reason than a conflict.",
-	}, []string{"machine"})
-	newerTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_newer_objects_left_total",
-		Help: "Objects that a newer version of the machine's graph wrote, which this process left alone.",
-	}, []string{"machine"})
+	}, []string{"machine", "state"}))
+	objectsGauge           = Gauges("kfsm_objects", "Objects in each state, as last reconciled by this process.", "machine", "state")
+	handlerErrorsTotal     = Counters("kfsm_handler_errors_total", "Handler failures, panics included.", "machine", "state")
+	stalledGauge           = Gauges("kfsm_stalled_objects", "Objects that are Stalled.", "machine")
+	reconcilingGauge       = Gauges("kfsm_reconciling_objects", "Objects that are Reconciling: walking, waiting or retrying.", "machine")
+	statusWriteErrorsTotal = Counters("kfsm_status_write_errors_total", "Status writes that the API server refused for another reason than a conflict.", "machine")
+	newerTotal             = Counters("kfsm_newer_objects_left_total", "Objects that a newer version of the machine's graph wrote, which this process left alone.", "machine")
 )
 
-func init() {
-	metrics.Registry.MustRegister(transitionsTotal, stateDuration, objectsGauge, handlerErrorsTotal, stalledGauge,
-		reconcilingGauge, statusWriteErrorsTotal, newerTotal)
+// Gauges declares a family of kfsm's gauges in controller-runtime's
+// registry.
+func Gauges(name, help string, labels ...string) *prometheus.GaugeVec {
+	return Register(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+}
+
+// Counters declares a family of kfsm's counters there.
+func Counters(name, help string, labels ...string) *prometheus.CounterVec {
+	return Register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+// Register adds c to controller-runtime's registry.
+func Register[C prometheus.Collector](c C) C {
+	metrics.Registry.MustRegister(c)
+	return c
 }
 
 // Machine holds a machine's series, resolved once at build so that a

@@ -2,7 +2,8 @@ package shard
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kfsm/kfsm/fsm/internal/metrics"
 )
 
 // shardMetrics are a group's series.
@@ -25,35 +26,13 @@ func (m *shardMetrics) held(s Slots) {
 }
 
 var (
-	shardMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_shard_members",
-		Help: "Live replicas that this replica sees in its group, itself included.",
-	}, []string{"shards"})
-	shardStandingAside = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_shard_members_standing_aside",
-		Help: "Live replicas that this replica sees in its group whose machines' graph version is older than the newest, and which hold no slot.",
-	}, []string{"shards"})
-	shardSlots = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_shard_slots",
-		Help: "Hash slots, of 64, whose objects this replica reconciles.",
-	}, []string{"shards"})
-	shardRanges = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_shard_range",
-		Help: "1 for the slots that this replica holds, such as \"0-20,42\"; the hash range of slot i is [i, i+1) times 2^58.",
-	}, []string{"shards", "slots"})
-	shardHandovers = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kfsm_shard_handovers_total",
-		Help: "Hash slots that this replica gained or released.",
-	}, []string{"shards", "direction"})
-	shardFallback = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kfsm_shard_fallback",
-		Help: "1 when the API server did not honour the shard selector for a resource, so that this replica caches all of its objects.",
-	}, []string{"shards", "resource"})
+	shardMembers       = metrics.Gauges("kfsm_shard_members", "Live replicas that this replica sees in its group, itself included.", "shards")
+	shardStandingAside = metrics.Gauges("kfsm_shard_members_standing_aside", "Live replicas that this replica sees in its group whose machines' graph version is older than the newest, and which hold no slot.", "shards")
+	shardSlots         = metrics.Gauges("kfsm_shard_slots", "Hash slots, of 64, whose objects this replica reconciles.", "shards")
+	shardRanges        = metrics.Gauges("kfsm_shard_range", "1 for the slots that this replica holds, such as \"0-20,42\"; the hash range of slot i is [i, i+1) times 2^58.", "shards", "slots")
+	shardHandovers     = metrics.Counters("kfsm_shard_handovers_total", "Hash slots that this replica gained or released.", "shards", "direction")
+	shardFallback      = metrics.Gauges("kfsm_shard_fallback", "1 when the API server did not honour the shard selector for a resource, so that this replica caches all of its objects.", "shards", "resource")
 )
-
-func init() {
-	metrics.Registry.MustRegister(shardMembers, shardStandingAside, shardSlots, shardRanges, shardHandovers, shardFallback)
-}
 
 func newShardMetrics(name string) *shardMetrics {
 	return &shardMetrics{
