@@ -155,9 +155,9 @@ func (r *reconciler[T]) catchUp(ctx context.Context) error {
 }
 
 // behind lists the objects that of selects (all if nil) from the API
-// server, by their metadata, and has the stale-cache guard hold back
-// those whose cached copy is older; it logs how many.
-func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool) error {
+// server, by their metadata and with opts, and has the stale-cache guard
+// hold back those whose cached copy is older; it logs how many.
+func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool, opts ...client.ListOption) error {
 	list := r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List")
 	n, err := r.echoes.CatchUp(ctx, r.reader, r.gk, list, of, func(key types.NamespacedName) (uint64, bool) {
 		obj := newObject[T]()
@@ -165,7 +165,7 @@ func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool)
 			return 0, false
 		}
 		return echo.ResourceVersion(obj)
-	})
+	}, opts...)
 	if n > 0 {
 		logf.FromContext(ctx).Info("the cache is behind the API server; those objects wait until it catches up", "machine", r.m.name, "objects", n)
 	}
@@ -191,7 +191,7 @@ func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 	}
 	if wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		keys = keys[:0]
-		err := r.behind(ctx, ours)
+		err := r.behind(ctx, ours, won.Listing())
 		if err != nil && ctx.Err() == nil {
 			logf.FromContext(ctx).Error(err, "listing the objects of slots taken from the API server; asking again in a second", "machine", r.m.name)
 		}

@@ -19,13 +19,13 @@ const listPage = 500
 // process that becomes leader runs it before it acts, and a replica that
 // takes shard slots before it reconciles their objects: its cache may lag
 // behind the writes of the process that acted before, which the marks of
-// its own writes know nothing of. It makes one list request per page, and
-// none of any single object.
-func (e *Marks) CatchUp(ctx context.Context, server client.Reader, gk schema.GroupKind, list schema.GroupVersionKind, of func(metav1.Object) bool, cached func(types.NamespacedName) (uint64, bool)) (behind int, err error) {
+// its own writes know nothing of. It makes one list request per page,
+// with opts, and none of any single object.
+func (e *Marks) CatchUp(ctx context.Context, server client.Reader, gk schema.GroupKind, list schema.GroupVersionKind, of func(metav1.Object) bool, cached func(types.NamespacedName) (uint64, bool), opts ...client.ListOption) (behind int, err error) {
 	items := &metav1.PartialObjectMetadataList{}
 	items.SetGroupVersionKind(list)
 	for {
-		if err := server.List(ctx, items, client.Limit(listPage), client.Continue(items.Continue)); err != nil {
+		if err := server.List(ctx, items, append(opts, client.Limit(listPage), client.Continue(items.Continue))...); err != nil {
 			return behind, err
 		}
 		for i := range items.Items {

@@ -10,8 +10,10 @@ import (
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // NumSlots is sharding.NumSlots: the number of hash slots. An object's slot is
@@ -191,6 +193,12 @@ func selectorOf(s Slots) string {
 		parts[i] = shardRange(uint64(r[0])<<58, uint64(r[1]+1)<<58)
 	}
 	return strings.Join(parts, " || ")
+}
+
+// Listing has a list ask the API server for the objects of the slots
+// alone, by its shard selector; a server that ignores it sends them all.
+func (s Slots) Listing() client.ListOption {
+	return &client.ListOptions{Raw: &metav1.ListOptions{ShardSelector: selectorOf(s)}}
 }
 
 // childSelector returns the label selector of the children of the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The rule gives every slot to exactly one member, each member its share
@@ -103,6 +104,11 @@ func TestSelectorsNameTheSlotsHashRanges(t *testing.T) {
 	} {
 		if got := selectorOf(s); got != want {
 			t.Errorf("selectorOf(%s) = %s, want %s", s, got, want)
+		}
+		var opts client.ListOptions
+		s.Listing().ApplyToList(&opts)
+		if got := opts.AsListOptions().ShardSelector; got != want {
+			t.Errorf("the list options of %s select %q, want %q", s, got, want)
 		}
 	}
 }
