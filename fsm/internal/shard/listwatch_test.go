@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,9 +27,11 @@ func cmAt(name, uid, rv string) *corev1.ConfigMap {
 }
 
 // newReselecting returns the list and watch of an informer that holds
-// held, over a server that lists listed (whatever the selection) and
-// whose watches are servers, one after the other. The lists asked for
-// are in lists: the resourceVersion, how it matches, and the slots.
+// held, over a server that lists listed (whatever the selection; with
+// listed nil, it refuses every list at an exact resourceVersion as too
+// old) and whose watches are servers, one after the other. The lists
+// asked for are in lists: the resourceVersion, how it matches, and the
+// slots.
 func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...apiwatch.Interface) (l *reselecting, s *Replica, lists *[]string) {
 	t.Helper()
 	s = &Replica{changed: make(chan struct{})}
@@ -47,16 +51,23 @@ func newReselecting(t *testing.T, held, listed []*corev1.ConfigMap, servers ...a
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			slots, _ := ctx.Value(selectionKey{}).(Slots)
 			asked = append(asked, opts.ResourceVersion+" "+string(opts.ResourceVersionMatch)+" "+slots.String())
+			if listed == nil && opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+				return nil, apierrors.NewResourceExpired("too old resource version: 3 (9)")
+			}
 			return list, nil
 		},
 		WatchFuncWithContext: func(_ context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 			from = append(from, opts.ResourceVersion)
+			if len(from) > len(servers) {
+				return nil, fmt.Errorf("watch %d asked of a server of %d", len(from), len(servers))
+			}
 			return servers[len(from)-1], nil
 		},
 	}
 	l = &reselecting{inner: lw, s: s, gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap"), example: &corev1.ConfigMap{}, store: store}
+	s.lists = []*reselecting{l}
 	t.Cleanup(func() {
-		if diff := cmp.Diff([]string{"3", "3"}, from); diff != "" {
+		if diff := cmp.Diff([]string{"3", "3"}[:len(servers)], from); diff != "" && !t.Failed() {
 			t.Errorf("the watches began at these resourceVersions (-want +got):\n%s", diff)
 		}
 	})
@@ -150,6 +161,38 @@ func TestReselectingLetsSlotsGoWithoutAList(t *testing.T) {
 	}
 	if len(*lists) > 0 {
 		t.Errorf("letting a slot go listed %v", *lists)
+	}
+}
+
+// A list of the slots added that the API server can no longer serve at
+// the informer's resourceVersion (etcd compacted it since) fails the
+// watch and sends nothing, and the cache does not hold the new slots:
+// the reflector lists every selected slot then, and the cache holds them
+// once it has.
+func TestReselectingFailsTheWatchIfTheSlotsAddedCannotBeListed(t *testing.T) {
+	l, s, lists := newReselecting(t, []*corev1.ConfigMap{cmAt("held", "1", "1")}, nil, apiwatch.NewFake())
+	before, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.setSelector(0b01)
+	received(t, before, l.store, 2)
+	gen, _, _ := s.selection()
+	after, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	if !apierrors.IsResourceExpired(err) || after != nil {
+		t.Fatalf("the watch of the slots added = %v, %v; want the API server's error that the resourceVersion is too old", after, err)
+	}
+	if s.cached(gen) || len(l.store.List()) != 1 {
+		t.Errorf("after the failed watch, the cache holds the new slots (%t) or its store changed (%d objects)", s.cached(gen), len(l.store.List()))
+	}
+	if _, err := l.ListWithContext(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.cached(gen) {
+		t.Error("after the reflector's list of every selected slot, the cache does not hold them")
+	}
+	if diff := cmp.Diff([]string{"3 Exact 0", "  0"}, *lists); diff != "" {
+		t.Errorf("the lists asked for (-want +got):\n%s", diff)
 	}
 }
 
