@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -31,6 +32,22 @@ func (o *benchObject) DeepCopyObject() runtime.Object {
 	c := &benchObject{TypeMeta: o.TypeMeta}
 	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	o.Status.DeepCopyInto(&c.Status)
+	return c
+}
+
+// benchObjectList is a list of them.
+type benchObjectList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []benchObject `json:"items"`
+}
+
+func (l *benchObjectList) DeepCopyObject() runtime.Object {
+	c := &benchObjectList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	for _, o := range l.Items {
+		c.Items = append(c.Items, *o.DeepCopyObject().(*benchObject))
+	}
 	return c
 }
 
@@ -116,6 +133,9 @@ func readyReconciler(tb testing.TB) (*cachedClient, *reconciler[*benchObject]) {
 type cachedClient struct {
 	client.Client
 	stored *benchObject
+	// unwatched is a namespace that the cache does not hold: a Get of an
+	// object there fails, as a manager's cache of some namespaces does.
+	unwatched string
 }
 
 func (c *cachedClient) cache(b *testing.B) {
@@ -126,6 +146,9 @@ func (c *cachedClient) cache(b *testing.B) {
 }
 
 func (c *cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if c.unwatched != "" && key.Namespace == c.unwatched {
+		return fmt.Errorf("unable to get: %v because of unknown namespace for the cache", key)
+	}
 	o, ok := obj.(*benchObject)
 	if c.stored == nil || !ok || key != benchRequest.NamespacedName {
 		return c.Client.Get(ctx, key, obj, opts...)
@@ -193,6 +216,7 @@ func BenchmarkHandWrittenConvergedReconcile(b *testing.B) {
 func benchClient() client.Client {
 	scheme := runtime.NewScheme()
 	scheme.AddKnownTypeWithName(benchGVK, &benchObject{})
+	scheme.AddKnownTypeWithName(benchGVK.GroupVersion().WithKind("BenchObjectList"), &benchObjectList{})
 	obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns"}}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
 }

@@ -2,10 +2,20 @@ package fsm
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kfsm/kfsm/fsm/internal/shard"
 )
 
 // TestAReconcileBeforeTheCatchUpWaitsForIt starts a reconcile while a new
@@ -58,4 +68,83 @@ func TestAReconcileBeforeTheCatchUpWaitsForIt(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a reconcile waiting for the catch-up did not end with its context")
 	}
+}
+
+// addCounter is a queue that counts what is added to it.
+type addCounter struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	mu    sync.Mutex
+	added map[types.NamespacedName]int
+}
+
+func (q *addCounter) Add(req reconcile.Request) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.added[req.NamespacedName]++
+}
+
+// TestGainedQueuesEachObjectOnce takes the slot of an object that a
+// reconcile parked before the replica's cache was checked: the check
+// lists it too, and it must be queued once. Queued twice, the second
+// add came while a worker ran the first, and the object ran again at
+// once: its handler ran twice to completion on one generation in a
+// hand-over. An object that the API server lists but the cache cannot
+// hold (of a namespace the manager does not watch) is neither queued,
+// where its reconcile would fail for ever, nor counted behind.
+func TestGainedQueuesEachObjectOnce(t *testing.T) {
+	c, r := readyReconciler(t)
+	ctx := logr.NewContext(t.Context(), logr.Discard())
+	outside := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "unwatched"}}
+	if err := c.Client.Create(ctx, outside); err != nil {
+		t.Fatal(err)
+	}
+	c.unwatched = "unwatched"
+	replica, err := shard.NewReplica(&rest.Config{Host: "127.0.0.1:1"}, &manager.Options{}, shard.Options{Name: "gained", Namespace: "ns", Identity: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shards = replica
+	r.reader = metadataLister{c.Client}
+	q := &addCounter{added: map[types.NamespacedName]int{}}
+	r.queue = q
+
+	var o benchObject
+	if err := c.Client.Get(ctx, benchRequest.NamespacedName, &o); err != nil {
+		t.Fatal(err)
+	}
+	slot := shard.SlotOf(o.UID)
+	if r.handedOver(benchRequest.NamespacedName, slot, 1) {
+		t.Fatal("a slot taken and not checked counts as handed over")
+	}
+	var all shard.Slots = 1<<shard.NumSlots - 1
+	if _, err := r.behind(ctx, nil, all.Listing()); err != nil {
+		t.Fatal(err) // Gained would ask again every second
+	}
+	r.Gained(ctx, all)
+
+	if n := q.added[benchRequest.NamespacedName]; n != 1 {
+		t.Errorf("Gained queued ns/o %d times, want once: it was parked and is listed", n)
+	}
+	if n := q.added[client.ObjectKeyFromObject(outside)]; n != 0 {
+		t.Errorf("Gained queued unwatched/o, which the cache cannot hold, %d times", n)
+	}
+}
+
+// metadataLister serves the lists of objects' metadata that a fake
+// client cannot: it lists the benchObjects whole and keeps their metadata.
+type metadataLister struct{ client.Client }
+
+func (m metadataLister) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	metadata, ok := list.(*metav1.PartialObjectMetadataList)
+	if !ok {
+		return m.Client.List(ctx, list, opts...)
+	}
+	var whole benchObjectList
+	if err := m.Client.List(ctx, &whole, opts...); err != nil {
+		return err
+	}
+	for _, item := range whole.Items {
+		metadata.Items = append(metadata.Items, metav1.PartialObjectMetadata{ObjectMeta: item.ObjectMeta})
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"strings"
 	"time"
 
@@ -148,7 +150,7 @@ func (r *reconciler[T]) handedOver(key types.NamespacedName, slot int, epoch uin
 // waits in the stale-cache guard until the cache has caught up.
 func (r *reconciler[T]) catchUp(ctx context.Context) error {
 	defer close(r.caughtUp)
-	if err := r.behind(ctx, nil); err != nil {
+	if _, err := r.behind(ctx, nil); err != nil {
 		logf.FromContext(ctx).Error(err, "listing the objects from the API server on becoming leader failed; reconciling from the cache as it is", "machine", r.m.name)
 	}
 	return nil
@@ -156,20 +158,29 @@ func (r *reconciler[T]) catchUp(ctx context.Context) error {
 
 // behind lists the objects that of selects (all if nil) from the API
 // server, by their metadata and with opts, and has the stale-cache guard
-// hold back those whose cached copy is older; it logs how many.
-func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool, opts ...client.ListOption) error {
+// hold back those whose cached copy is older; it logs how many, and
+// returns the keys of those listed that the cache holds or lacks. The
+// others are of a namespace that the manager's cache does not watch (a
+// read of them fails): not this process's objects.
+func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool, opts ...client.ListOption) ([]types.NamespacedName, error) {
 	list := r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List")
+	var keys []types.NamespacedName
 	n, err := r.echoes.CatchUp(ctx, r.reader, r.gk, list, of, func(key types.NamespacedName) (uint64, bool) {
 		obj := newObject[T]()
-		if r.client.Get(ctx, key, obj) != nil {
+		switch err := r.client.Get(ctx, key, obj); {
+		case apierrors.IsNotFound(err):
+			keys = append(keys, key)
 			return 0, false
+		case err != nil:
+			return math.MaxUint64, true // never behind
 		}
+		keys = append(keys, key)
 		return echo.ResourceVersion(obj)
 	}, opts...)
 	if n > 0 {
 		logf.FromContext(ctx).Info("the cache is behind the API server; those objects wait until it catches up", "machine", r.m.name, "objects", n)
 	}
-	return err
+	return keys, err
 }
 
 // Gained checks the cache against the API server for the objects of the
@@ -178,20 +189,16 @@ func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool,
 // objects a moment before it let the slot go, and the cache may not have
 // seen that yet. Those behind wait in the stale-cache guard; reconciles of
 // the slots wait for the check (see handedOver). Then it queues the
-// objects listed and those parked.
+// objects listed and those parked, each once: an object queued again
+// while a worker runs it runs again at once, on the version it just
+// wrote.
 func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 	epochs := r.shards.Epochs()
-	var keys []types.NamespacedName
-	ours := func(o metav1.Object) bool {
-		if !won.Has(shard.SlotOf(o.GetUID())) {
-			return false
-		}
-		keys = append(keys, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
-		return true
-	}
+	ours := func(o metav1.Object) bool { return won.Has(shard.SlotOf(o.GetUID())) }
+	var listed []types.NamespacedName
 	if wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		keys = keys[:0]
-		err := r.behind(ctx, ours, won.Listing())
+		var err error
+		listed, err = r.behind(ctx, ours, won.Listing())
 		if err != nil && ctx.Err() == nil {
 			logf.FromContext(ctx).Error(err, "listing the objects of slots taken from the API server; asking again in a second", "machine", r.m.name)
 		}
@@ -199,16 +206,18 @@ func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 	}) != nil {
 		return // stopped
 	}
+	keys := map[types.NamespacedName]struct{}{}
+	for _, key := range listed {
+		keys[key] = struct{}{}
+	}
 	r.mu.Lock()
 	for slot := range won.Each() {
 		r.checked[slot] = max(r.checked[slot], epochs[slot])
 	}
-	for key := range r.parked {
-		keys = append(keys, key)
-	}
+	maps.Copy(keys, r.parked)
 	clear(r.parked)
 	r.mu.Unlock()
-	for _, key := range keys {
+	for key := range keys {
 		r.requeue(key)
 	}
 }
