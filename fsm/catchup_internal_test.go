@@ -8,10 +8,12 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -113,10 +115,11 @@ func TestGainedQueuesEachObjectOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	slot := shard.SlotOf(o.UID)
-	if r.handedOver(benchRequest.NamespacedName, slot, 1) {
+	if r.handedOver(benchRequest.NamespacedName, slot, 1, 0) {
 		t.Fatal("a slot taken and not checked counts as handed over")
 	}
 	var all shard.Slots = 1<<shard.NumSlots - 1
+	before := r.checksDone() // a reconcile that began before the check
 	if _, err := r.behind(ctx, nil, all.Listing()); err != nil {
 		t.Fatal(err) // Gained would ask again every second
 	}
@@ -127,6 +130,32 @@ func TestGainedQueuesEachObjectOnce(t *testing.T) {
 	}
 	if n := q.added[client.ObjectKeyFromObject(outside)]; n != 0 {
 		t.Errorf("Gained queued unwatched/o, which the cache cannot hold, %d times", n)
+	}
+
+	// An event of the version listed, which the cache may still be
+	// taking in, is no news: the reconcile queued reads it or a later one.
+	filter := r.echoes.Filter(r.roleOf, func(schema.GroupKind, client.Object) {})
+	was := o.DeepCopyObject().(*benchObject)
+	was.ResourceVersion = "1"
+	if filter.Update(event.UpdateEvent{ObjectOld: was, ObjectNew: &o}) {
+		t.Errorf("the event of version %s of ns/o, which Gained listed and queued, passed", o.ResourceVersion)
+	}
+	newer := o.DeepCopyObject().(*benchObject)
+	newer.ResourceVersion = "1" + o.ResourceVersion
+	if !filter.Update(event.UpdateEvent{ObjectOld: &o, ObjectNew: newer}) {
+		t.Errorf("the event of version %s of ns/o, newer than the one listed, was dropped", newer.ResourceVersion)
+	}
+
+	// A reconcile of ns/o that began before the check leaves the work to
+	// the one that the check queued, once.
+	if r.handedOver(benchRequest.NamespacedName, slot, 0, before) {
+		t.Error("a reconcile that began before the check did the work of the one it queued")
+	}
+	if !r.handedOver(benchRequest.NamespacedName, slot, 0, r.checksDone()) {
+		t.Error("the reconcile that the check queued was held back")
+	}
+	if !r.handedOver(benchRequest.NamespacedName, slot, 0, before) {
+		t.Error("a reconcile was held back after the one that the check queued ran")
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
@@ -99,6 +99,7 @@ func (r *reconciler[T]) untrack(key types.NamespacedName) []OutputRef {
 	strays := r.strays[key]
 	delete(r.strays, key)
 	delete(r.newerTold, key)
+	delete(r.queued, key)
 	was, known := r.tracked[key]
 	if !known {
 		return strays
@@ -134,15 +135,36 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *sharding.Shards) error {
 // since this replica took slot at epoch (see Gained): until then, the
 // replica that held the slot may have written an object a moment ago that
 // the cache has not seen. If not, the object waits for the check, parked
-// (the next check of any slot queues it again).
-func (r *reconciler[T]) handedOver(key types.NamespacedName, slot int, epoch uint64) bool {
+// (the next check of any slot queues it again). A reconcile that began
+// before a check that queued its object leaves the work to the reconcile
+// that the check queued: queued while this one ran, it would run again
+// at once, on the version this one wrote. checks is the count of checks
+// done when the reconcile began.
+func (r *reconciler[T]) handedOver(key types.NamespacedName, slot int, epoch, checks uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.checked[slot] >= epoch {
-		return true
+	if r.checked[slot] < epoch {
+		r.parked[key] = struct{}{}
+		return false
 	}
-	r.parked[key] = struct{}{}
-	return false
+	if by, ok := r.queued[key]; ok {
+		if checks < by {
+			return false
+		}
+		delete(r.queued, key)
+	}
+	return true
+}
+
+// checksDone is the count of the checks that Gained did; none for a
+// machine that is not sharded.
+func (r *reconciler[T]) checksDone() uint64 {
+	if r.shards == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checks
 }
 
 // catchUp runs once this process leads: each object whose cached copy is
@@ -194,10 +216,18 @@ func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool,
 // wrote.
 func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 	epochs := r.shards.Epochs()
-	ours := func(o metav1.Object) bool { return won.Has(shard.SlotOf(o.GetUID())) }
+	versions := map[types.NamespacedName]string{}
+	ours := func(o metav1.Object) bool {
+		if !won.Has(shard.SlotOf(o.GetUID())) {
+			return false
+		}
+		versions[types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}] = o.GetResourceVersion()
+		return true
+	}
 	var listed []types.NamespacedName
 	if wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
+		clear(versions)
 		listed, err = r.behind(ctx, ours, won.Listing())
 		if err != nil && ctx.Err() == nil {
 			logf.FromContext(ctx).Error(err, "listing the objects of slots taken from the API server; asking again in a second", "machine", r.m.name)
@@ -206,20 +236,29 @@ func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 	}) != nil {
 		return // stopped
 	}
-	keys := map[types.NamespacedName]struct{}{}
-	for _, key := range listed {
-		keys[key] = struct{}{}
-	}
+	// The queue takes them under the lock, so that a reconcile that
+	// handedOver lets through began after they were queued, or was
+	// queued by them.
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	for slot := range won.Each() {
 		r.checked[slot] = max(r.checked[slot], epochs[slot])
 	}
-	maps.Copy(keys, r.parked)
-	clear(r.parked)
-	r.mu.Unlock()
-	for key := range keys {
-		r.requeue(key)
+	r.checks++
+	for _, key := range listed {
+		// The reconcile queued reads this version or a later one: an event
+		// of it, as the cache catches up, is no news (see echo.Marks.Read).
+		listedAt := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: versions[key]}}
+		r.echoes.Read(echo.Key{GroupKind: r.gk, NamespacedName: key}, listedAt)
+		r.parked[key] = struct{}{}
 	}
+	for key := range r.parked {
+		r.queued[key] = r.checks
+		if r.queue != nil {
+			r.queue.Add(reconcile.Request{NamespacedName: key})
+		}
+	}
+	clear(r.parked)
 }
 
 // Released forgets the objects of the slots this replica gives up, and
