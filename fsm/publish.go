@@ -2,13 +2,22 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kfsm/kfsm/fsm/internal/publish"
 	"github.com/kfsm/kfsm/internal/buildinfo"
 )
 
@@ -100,7 +109,21 @@ func sameGraph(a, b string) bool {
 // the binary was built inside kfsm's own source tree.
 func Version() string { return buildinfo.Version() }
 
-// publishWith adds the machine's publisher to mgr.
+// crdKind is the kind of the objects that carry published graphs.
+var crdKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// errBuiltIn says that the machine's resource has no CRD to carry its
+// graph.
+var errBuiltIn = errors.New("a built-in resource has no CustomResourceDefinition to carry the graph")
+
+// publishWith adds to mgr the runnable that checks, once the manager runs,
+// that the CRD of the machine's resource carries the machine's graph, and
+// publishes it there when it does not and the operator may patch the CRD.
+// It needs the leader: during a rolling update it is the new leader's
+// graph that stays. It never stops the manager: a graph that cannot be
+// published leaves the operator working, with the reason logged once;
+// failures that may pass are retried after 1 s, and twice as long each
+// time up to 5 minutes.
 func (m *Machine[T]) publishWith(mgr manager.Manager) error {
 	gvk, err := apiutil.GVKForObject(newObject[T](), mgr.GetScheme())
 	if err != nil {
@@ -110,12 +133,63 @@ func (m *Machine[T]) publishWith(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	return mgr.Add(&publish.Publisher{
-		Machine: m.name, Key: AnnotationGraphPrefix + m.name, Same: sameGraph,
-		Doc: func(resource string) (string, error) {
-			return m.published(g, PublishedResource{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Resource: resource})
-		},
-		GVK: gvk, Mapper: mgr.GetRESTMapper(), Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-		Log: mgr.GetLogger().WithName("kfsm"), Retry: time.Second,
-	})
+	log := mgr.GetLogger().WithName("kfsm").WithValues("machine", m.name)
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for wait := time.Second; ; wait = min(2*wait, 5*time.Minute) {
+			err := m.publish(ctx, mgr, gvk, g, log)
+			switch {
+			case err == nil:
+				return nil
+			case apierrors.IsForbidden(err), apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, errBuiltIn):
+				log.Info("not publishing the machine's graph", "reason", err.Error())
+				return nil
+			}
+			log.Error(err, "publishing the machine's graph; retrying", "after", wait)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+	}))
+}
+
+// publish writes the annotation of graph g unless the CRD carries it
+// already.
+func (m *Machine[T]) publish(ctx context.Context, mgr manager.Manager, gvk schema.GroupVersionKind, g []byte, log logr.Logger) error {
+	mapping, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	if mapping.Resource.Group == "" {
+		return fmt.Errorf("%s: %w", mapping.Resource.Resource, errBuiltIn)
+	}
+	doc, err := m.published(g, PublishedResource{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Resource: mapping.Resource.Resource})
+	if err != nil {
+		return err
+	}
+	name := mapping.Resource.GroupResource().String()
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(crdKind)
+	if err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return err
+	}
+	key := AnnotationGraphPrefix + m.name
+	wrote := !sameGraph(crd.GetAnnotations()[key], doc)
+	if wrote {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: doc}}})
+		if err != nil {
+			return err
+		}
+		switch err := mgr.GetClient().Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch)); {
+		case apierrors.IsForbidden(err):
+			log.Info("the CRD does not carry the machine's graph, and the operator may not patch it: tools show the CRD's graph, or none; install the CRD with the annotation that Machine.GraphAnnotation makes",
+				"crd", name, "annotation", key, "reason", err.Error())
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+	log.V(1).Info("the machine's graph is published", "wrote", wrote)
+	return nil
 }
