@@ -2,19 +2,24 @@ package fsm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/kfsm/kfsm/fsm/internal/identity"
 )
 
 // Admission is what a machine's admission webhooks do beyond kfsm's own
@@ -63,7 +68,7 @@ func (m *Machine[T]) SetupWebhookWithManager(mgr manager.Manager) error {
 	if err := m.Build(); err != nil {
 		return err
 	}
-	v := &validator[T]{m: m, operators: identity.New(m.name, m.admission.Operators, mgr.GetClient(), mgr.GetLogger().WithName("kfsm"))}
+	v := &validator[T]{m: m, operators: &operators{machine: m.name, names: m.admission.Operators, client: mgr.GetClient(), log: mgr.GetLogger().WithName("kfsm")}}
 	if len(m.admission.Operators) == 0 {
 		if err := mgr.Add(v.operators); err != nil {
 			return err
@@ -146,7 +151,7 @@ func (d defaulter[T]) Default(ctx context.Context, obj T) error { return d(ctx, 
 // validator is the machine's validating webhook.
 type validator[T Object] struct {
 	m         *Machine[T]
-	operators *identity.Operators
+	operators *operators
 }
 
 func (v *validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
@@ -213,10 +218,99 @@ func (v *validator[T]) checkStatusWriter(ctx context.Context, user string, old, 
 	if slices.Contains(operators, user) {
 		return nil, nil
 	}
-	changed := identity.ChangedFields(old.FSMStatus(), obj.FSMStatus())
+	changed := changedFields(old.FSMStatus(), obj.FSMStatus())
 	if len(changed) == 0 {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("status.%s of a %s is written by the operator of machine %s only (%s), not by %s",
 		strings.Join(changed, ", status."), reflect.TypeFor[T]().Elem().Name(), v.m.name, strings.Join(operators, ", "), user)
+}
+
+// relearnAfter is how long a failure to learn the operator's identity
+// stands before an admission request tries again.
+const relearnAfter = 5 * time.Second
+
+// operators are the users that may write a machine's Status, for the
+// status guard of its validating webhook: those that Admission.Operators
+// names, or else the manager's own identity, as its SelfSubjectReview
+// tells it.
+type operators struct {
+	machine string
+	client  client.Client
+	log     logr.Logger
+
+	mu     sync.Mutex
+	names  []string  // given, or learnt from the API server
+	failed time.Time // when learning them last failed
+	err    error     // why
+}
+
+// Names returns the users that may write Status; or, while they are
+// unknown, why.
+func (o *operators) Names(ctx context.Context) (names []string, unknown string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.names) > 0 {
+		return o.names, ""
+	}
+	if o.err != nil && time.Since(o.failed) < relearnAfter {
+		return nil, o.err.Error()
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	err := o.client.Create(ctx, review)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("machine %s: the operator's own user name is unknown: the SelfSubjectReview failed: %w", o.machine, err)
+	case review.Status.UserInfo.Username == "":
+		err = fmt.Errorf("machine %s: the operator's own user name is unknown: the API server's SelfSubjectReview named nobody", o.machine)
+	}
+	if err != nil {
+		o.failed, o.err = time.Now(), err
+		o.log.Error(err, "the status guard lets every status write through until it knows the operator; set Admission.Operators to name it", "machine", o.machine)
+		return nil, err.Error()
+	}
+	o.names, o.err = []string{review.Status.UserInfo.Username}, nil
+	o.log.Info("the status guard knows the operator", "machine", o.machine, "user", o.names[0])
+	return o.names, ""
+}
+
+// Start learns the operator's identity, trying again after each failure,
+// until it knows it or ctx ends. Every replica serves the webhooks, the
+// leader or not, so every replica learns it.
+func (o *operators) Start(ctx context.Context) error {
+	for {
+		if _, unknown := o.Names(ctx); unknown == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(relearnAfter):
+		}
+	}
+}
+
+// NeedLeaderElection says that every replica learns it.
+func (*operators) NeedLeaderElection() bool { return false }
+
+// changedFields names, sorted, the JSON fields in which two values differ.
+func changedFields(old, cur any) []string {
+	var a, b map[string]json.RawMessage
+	oldJSON, _ := json.Marshal(old)
+	curJSON, _ := json.Marshal(cur)
+	_ = json.Unmarshal(oldJSON, &a)
+	_ = json.Unmarshal(curJSON, &b)
+	var changed []string
+	for k, v := range a {
+		if string(b[k]) != string(v) {
+			changed = append(changed, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			changed = append(changed, k)
+		}
+	}
+	slices.Sort(changed)
+	return changed
 }

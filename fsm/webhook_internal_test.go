@@ -1,4 +1,4 @@
-package identity
+package fsm
 
 import (
 	"testing"
@@ -12,11 +12,11 @@ func TestChangedFieldsNamesWhatDiffers(t *testing.T) {
 		Failures int    `json:"failures,omitempty"`
 		Note     string `json:"note,omitempty"`
 	}
-	got := ChangedFields(status{State: "A", Failures: 1}, status{State: "B", Note: "n"})
+	got := changedFields(status{State: "A", Failures: 1}, status{State: "B", Note: "n"})
 	if diff := cmp.Diff([]string{"failures", "note", "state"}, got); diff != "" {
 		t.Errorf("changed fields (-want +got):\n%s", diff)
 	}
-	if got := ChangedFields(status{State: "A"}, status{State: "A"}); len(got) != 0 {
+	if got := changedFields(status{State: "A"}, status{State: "A"}); len(got) != 0 {
 		t.Errorf("equal values changed %v", got)
 	}
 }
