@@ -6,13 +6,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -22,7 +28,6 @@ import (
 
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
-	"github.com/kfsm/kfsm/fsm/internal/unserved"
 )
 
 // SetupWithManager builds the machine and registers it with the manager as
@@ -101,23 +106,40 @@ func (m *Machine[T]) eventWriter(mgr manager.Manager) (*eventwriter.Writer, erro
 // informers makes the informers of the machine's kind and of its typed
 // owned types, which start with the cache, so that the manager's cache
 // sync covers them: an operator whose role may not list a child's kind is
-// told at start. All of them take the guard of unserved kinds before they
-// start: a deleted CRD of one of these kinds holds its informer until the
-// CRD is back.
+// told at start. Each takes an unservedGuard before it starts, where it
+// can: a cache of some namespaces hands out informers that take no
+// handler, a manager that runs already has started them, and a kind whose
+// CRD is not installed yet has none; those keep client-go's handler.
 func (m *Machine[T]) informers(mgr manager.Manager, r *reconciler[T]) error {
-	kinds := []client.Object{newObject[T]()}
+	d, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("machine %s: %w", m.name, err)
+	}
+	guard := func(obj client.Object, informer cache.Informer) {
+		gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+		if err != nil {
+			return
+		}
+		mapping, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if setter, ok := informer.(watchErrorHandlerSetter); ok && err == nil {
+			g := &unservedGuard{resource: mapping.Resource, discovery: d, log: mgr.GetLogger().WithName("kfsm")}
+			_ = setter.SetWatchErrorHandlerWithContext(g.handle) // fails once started
+		}
+	}
+	own := newObject[T]()
+	if informer, err := mgr.GetCache().GetInformer(context.Background(), own, cache.BlockUntilSynced(false)); err == nil {
+		guard(own, informer) // the controller watches it; a kind not installed yet has none
+	}
 	for _, t := range r.owns {
 		if t.unstructured {
 			continue
 		}
 		obj := t.newObject(mgr.GetScheme())
-		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+		informer, err := mgr.GetCache().GetInformer(context.Background(), obj)
+		if err != nil {
 			return fmt.Errorf("machine %s: watching %s children: %w", m.name, t.gvk.Kind, err)
 		}
-		kinds = append(kinds, obj)
-	}
-	if err := unserved.Guard(mgr, kinds...); err != nil {
-		return fmt.Errorf("machine %s: %w", m.name, err)
+		guard(obj, informer)
 	}
 	return nil
 }
@@ -200,4 +222,101 @@ var _ source.TypedSource[reconcile.Request] = unmanaged[Object]{}
 // SetupWithManager gives them the controller's.
 func (u unmanaged[T]) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	return u.actions.Start(ctx, q)
+}
+
+// When the CustomResourceDefinition of a kind is deleted while the
+// operator runs, every list and watch of the kind fails with NotFound,
+// and client-go's reflector retries for ever, after a backoff that grows
+// to about 30 s, logging each failure as an error (with a stack trace,
+// under controller-runtime's zap logger). An unservedGuard, the watch
+// error handler of one informer, logs one line instead and holds the
+// reflector, which makes no request meanwhile, until discovery lists the
+// resource again.
+//
+// It holds rather than stops: the informer, the controllers' event
+// handlers on it and its store (empty by then: the API server deleted the
+// objects before the CRD) stay, so that the reflector lists and watches
+// the resource again as after any failure, and the machines reconcile its
+// new objects in the same process. Stopping the informer would need the
+// controller's watch of the kind made anew, with predicates that only the
+// builder holds; stopping the manager, so that the process restarts,
+// would stop its other controllers too, and fail at every start while
+// the CRD is missing.
+
+// unservedPoll is how often a guard asks discovery whether its resource
+// is served again: one small request, only while it is not.
+const unservedPoll = 10 * time.Second
+
+// unservedGuard is the watch error handler of the informer of one
+// resource.
+type unservedGuard struct {
+	resource  schema.GroupVersionResource
+	discovery discovery.DiscoveryInterface
+	log       logr.Logger
+}
+
+// handle is a toolscache.WatchErrorHandlerWithContext. It returns when
+// the reflector may list and watch again, or when ctx ends.
+func (g *unservedGuard) handle(ctx context.Context, r *toolscache.Reflector, err error) {
+	if !apierrors.IsNotFound(err) || !g.gone(ctx) {
+		toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		return
+	}
+	name := g.resource.Resource + "." + g.resource.Version + "." + g.resource.Group // as kubectl takes it
+	g.log.Info("the API server no longer serves the resource (its CustomResourceDefinition was deleted, or no longer serves the version): its informer stops listing and watching it until it is served again",
+		"resource", name, "checkEvery", unservedPoll)
+	t := time.NewTicker(unservedPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if listed, err := g.listed(); err == nil && listed {
+			g.log.Info("the API server serves the resource again: its informer lists and watches it again", "resource", name)
+			return
+		}
+	}
+}
+
+// gone reports whether discovery confirms that a resource whose list or
+// watch was not found is not served. Discovery drops a deleted CRD's
+// resource a moment after the API server starts to refuse it, so it is
+// asked again a second later.
+func (g *unservedGuard) gone(ctx context.Context) bool {
+	if listed, err := g.listed(); err != nil || !listed {
+		return err == nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Second):
+	}
+	listed, err := g.listed()
+	return err == nil && !listed
+}
+
+// listed reports whether discovery lists the resource, which it does
+// only once the API server serves it.
+func (g *unservedGuard) listed() (bool, error) {
+	list, err := g.discovery.ServerResourcesForGroupVersion(g.resource.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil // the whole group version is gone
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == g.resource.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// watchErrorHandlerSetter is a client-go informer, which takes a watch
+// error handler until it starts.
+type watchErrorHandlerSetter interface {
+	SetWatchErrorHandlerWithContext(toolscache.WatchErrorHandlerWithContext) error
 }
