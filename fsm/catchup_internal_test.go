@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -115,11 +116,11 @@ func TestGainedQueuesEachObjectOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	slot := shard.SlotOf(o.UID)
-	if r.handedOver(benchRequest.NamespacedName, slot, 1, 0) {
+	if r.handedOver(benchRequest.NamespacedName, slot, 1, begun{}) {
 		t.Fatal("a slot taken and not checked counts as handed over")
 	}
 	var all shard.Slots = 1<<shard.NumSlots - 1
-	before := r.checksDone() // a reconcile that began before the check
+	before := r.begin(benchRequest.NamespacedName) // a reconcile that began before the check
 	if _, err := r.behind(ctx, nil, all.Listing()); err != nil {
 		t.Fatal(err) // Gained would ask again every second
 	}
@@ -151,11 +152,75 @@ func TestGainedQueuesEachObjectOnce(t *testing.T) {
 	if r.handedOver(benchRequest.NamespacedName, slot, 0, before) {
 		t.Error("a reconcile that began before the check did the work of the one it queued")
 	}
-	if !r.handedOver(benchRequest.NamespacedName, slot, 0, r.checksDone()) {
+	if !r.handedOver(benchRequest.NamespacedName, slot, 0, r.begin(benchRequest.NamespacedName)) {
 		t.Error("the reconcile that the check queued was held back")
 	}
-	if !r.handedOver(benchRequest.NamespacedName, slot, 0, before) {
+	if !r.handedOver(benchRequest.NamespacedName, slot, 0, r.begin(benchRequest.NamespacedName)) {
 		t.Error("a reconcile was held back after the one that the check queued ran")
+	}
+}
+
+// TestAReconcileTakenBeforeTheCheckRunsOnce has a worker take an object
+// from the controller's queue, where an event put it, just before the
+// check of its slot, and begin to reconcile it just after: the check's
+// add came while the worker held the object, and the queue hands it out
+// again once the worker is done. The first reconcile does the work, the
+// second not: it would run the handler again at once, on the version the
+// first wrote. Had something else been added for the object after the
+// first began, the second runs.
+func TestAReconcileTakenBeforeTheCheckRunsOnce(t *testing.T) {
+	c, r := readyReconciler(t)
+	ctx := logr.NewContext(t.Context(), logr.Discard())
+	replica, err := shard.NewReplica(&rest.Config{Host: "127.0.0.1:1"}, &manager.Options{}, shard.Options{Name: "taken", Namespace: "ns", Identity: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shards = replica
+	r.reader = metadataLister{c.Client}
+	q := &countingQueue{PriorityQueue: priorityqueue.New[reconcile.Request]("taken"), added: r.added}
+	t.Cleanup(q.ShutDown)
+	r.queue = q
+	get := func(what string) reconcile.Request {
+		t.Helper()
+		got := make(chan reconcile.Request, 1)
+		go func() {
+			req, _ := q.Get()
+			got <- req
+		}()
+		select {
+		case req := <-got:
+			return req
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the queue did not hand out %s", what)
+			return reconcile.Request{}
+		}
+	}
+	var o benchObject
+	if err := c.Client.Get(ctx, benchRequest.NamespacedName, &o); err != nil {
+		t.Fatal(err)
+	}
+	key, slot := benchRequest.NamespacedName, shard.SlotOf(o.UID)
+	var all shard.Slots = 1<<shard.NumSlots - 1
+
+	for _, news := range []bool{false, true} {
+		q.Add(benchRequest) // an event
+		first := get("the object an event queued")
+		r.Gained(ctx, all)
+		if !r.handedOver(key, slot, 0, r.begin(key)) {
+			t.Fatal("a reconcile that began after the check was held back")
+		}
+		if news {
+			q.Add(benchRequest)
+		}
+		q.Done(first)
+		second := get("the object the check queued while a worker held it")
+		if ran := r.handedOver(key, slot, 0, r.begin(key)); ran != news {
+			t.Errorf("with news %v after the first reconcile began, the second one did the work: %v, want %v", news, ran, news)
+		}
+		q.Done(second)
+		if n := q.Len(); n != 0 {
+			t.Fatalf("%d objects left in the queue, want none", n)
+		}
 	}
 }
 

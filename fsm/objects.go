@@ -135,36 +135,71 @@ func (r *reconciler[T]) shard(mgr manager.Manager, s *sharding.Shards) error {
 // since this replica took slot at epoch (see Gained): until then, the
 // replica that held the slot may have written an object a moment ago that
 // the cache has not seen. If not, the object waits for the check, parked
-// (the next check of any slot queues it again). A reconcile that began
-// before a check that queued its object leaves the work to the reconcile
-// that the check queued: queued while this one ran, it would run again
-// at once, on the version this one wrote. checks is the count of checks
-// done when the reconcile began.
-func (r *reconciler[T]) handedOver(key types.NamespacedName, slot int, epoch, checks uint64) bool {
+// (the next check of any slot queues it again).
+//
+// Of an object that a check queued, one reconcile does the work: a second
+// one, which the check's add made while the first ran, would run again at
+// once, on the version the first wrote. A reconcile that began before the
+// check leaves the work to the one the check queued; of those that begin
+// after it, the first does it, and the next one only if something was
+// added to the queue for the object after the first began.
+func (r *reconciler[T]) handedOver(key types.NamespacedName, slot int, epoch uint64, b begun) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.checked[slot] < epoch {
 		r.parked[key] = struct{}{}
 		return false
 	}
-	if by, ok := r.queued[key]; ok {
-		if checks < by {
-			return false
-		}
+	q, ok := r.queued[key]
+	switch {
+	case !ok:
+		return true
+	case b.checks < q.by:
+		return false
+	case q.ran:
 		delete(r.queued, key)
+		_, counted := r.queue.(*countingQueue)
+		return !counted || b.adds != q.covered
 	}
+	q.ran, q.covered = true, b.adds
+	r.queued[key] = q
 	return true
 }
 
-// checksDone is the count of the checks that Gained did; none for a
-// machine that is not sharded.
-func (r *reconciler[T]) checksDone() uint64 {
+// checkQueued is what the reconciler knows of an object that a check
+// queued: the count of that check, of the adds of the object to the
+// queue since, and whether a reconcile begun after the check ran, with
+// the count of adds when it began.
+type checkQueued struct {
+	by, adds uint64
+	ran      bool
+	covered  uint64
+}
+
+// begun is what a reconcile of a sharded machine's object notes as it
+// begins: the count of checks done, and of the adds of the object since
+// the check that queued it.
+type begun struct{ checks, adds uint64 }
+
+// begin notes the start of a reconcile of key.
+func (r *reconciler[T]) begin(key types.NamespacedName) begun {
 	if r.shards == nil {
-		return 0
+		return begun{}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.checks
+	return begun{checks: r.checks, adds: r.queued[key].adds}
+}
+
+// added notes an add of key to the controller's queue (see countingQueue):
+// news for an object that a check queued.
+func (r *reconciler[T]) added(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q, ok := r.queued[key]; ok {
+		q.adds++
+		r.queued[key] = q
+	}
 }
 
 // catchUp runs once this process leads: each object whose cached copy is
@@ -253,9 +288,14 @@ func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 		r.parked[key] = struct{}{}
 	}
 	for key := range r.parked {
-		r.queued[key] = r.checks
-		if r.queue != nil {
-			r.queue.Add(reconcile.Request{NamespacedName: key})
+		r.queued[key] = checkQueued{by: r.checks}
+		req := reconcile.Request{NamespacedName: key}
+		switch q := r.queue.(type) {
+		case *countingQueue: // the check's own add is no news to added
+			q.PriorityQueue.Add(req)
+		case nil:
+		default:
+			q.Add(req)
 		}
 	}
 	clear(r.parked)

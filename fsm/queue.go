@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -29,6 +30,32 @@ func (r *reconciler[T]) requeue(key types.NamespacedName) {
 	if q != nil {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
+}
+
+// countingQueue is the controller queue of a sharded machine: it tells the
+// reconciler of each add (see added).
+type countingQueue struct {
+	priorityqueue.PriorityQueue[reconcile.Request]
+	added func(types.NamespacedName)
+}
+
+func (q *countingQueue) Add(req reconcile.Request) {
+	q.AddWithOpts(priorityqueue.AddOpts{}, req)
+}
+
+func (q *countingQueue) AddAfter(req reconcile.Request, after time.Duration) {
+	q.AddWithOpts(priorityqueue.AddOpts{After: after}, req)
+}
+
+func (q *countingQueue) AddRateLimited(req reconcile.Request) {
+	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, req)
+}
+
+func (q *countingQueue) AddWithOpts(o priorityqueue.AddOpts, reqs ...reconcile.Request) {
+	for _, req := range reqs {
+		q.added(req.NamespacedName)
+	}
+	q.PriorityQueue.AddWithOpts(o, reqs...)
 }
 
 // managed reports whether the reconciler runs under a manager, whose

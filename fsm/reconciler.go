@@ -66,10 +66,10 @@ type reconciler[T Object] struct {
 	// and parked the objects that came before the check.
 	checked [shard.NumSlots]uint64
 	parked  map[types.NamespacedName]struct{}
-	// checks counts the checks done, and queued holds the objects that a
-	// check queued, by the count of the check that queued them.
+	// checks counts the checks done, and queued holds what is known of
+	// the objects that a check queued (see handedOver).
 	checks   uint64
-	queued   map[types.NamespacedName]uint64
+	queued   map[types.NamespacedName]checkQueued
 	caughtUp chan struct{} // closed once catchUp has run
 	// newerTold is, of each object a newer graph version wrote, the
 	// generation this process said it leaves alone.
@@ -84,7 +84,7 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 		strays:    map[types.NamespacedName][]OutputRef{},
 		newerTold: map[types.NamespacedName]int64{},
 		parked:    map[types.NamespacedName]struct{}{},
-		queued:    map[types.NamespacedName]uint64{},
+		queued:    map[types.NamespacedName]checkQueued{},
 		caughtUp:  make(chan struct{}),
 	}
 	close(r.caughtUp) // until SetupWithManager says otherwise
@@ -169,7 +169,7 @@ type walkRun[T Object] struct {
 
 // reconcile is Reconcile's work; it fills run in.
 func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, run *walkRun[T]) (reconcile.Result, error) {
-	checks := r.checksDone()
+	begun := r.begin(req.NamespacedName)
 	obj := newObject[T]()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -185,7 +185,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 			return reconcile.Result{RequeueAfter: retry}, nil
 		}
 		defer r.shards.Exit(slot)
-		if !r.handedOver(req.NamespacedName, slot, epoch, checks) {
+		if !r.handedOver(req.NamespacedName, slot, epoch, begun) {
 			return reconcile.Result{}, nil
 		}
 	}

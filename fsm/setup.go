@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -86,6 +87,9 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	}
 	r.limiter = newRequeueLimiter(rateLimiter(mgr, opts))
 	opts.RateLimiter = r.limiter
+	if m.shards != nil {
+		r.countAdds(mgr, &opts)
+	}
 	return m.controller(mgr, r).WithOptions(opts).Complete(r)
 }
 
@@ -155,6 +159,28 @@ func rateLimiter(mgr manager.Manager, opts controller.Options) workqueue.TypedRa
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 1000*time.Second)
 	}
 	return workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()
+}
+
+// countAdds has the controller's queue tell r of each add (see
+// countingQueue), if it is a priority queue: the one of opts.NewQueue, or
+// controller-runtime's default.
+func (r *reconciler[T]) countAdds(mgr manager.Manager, opts *controller.Options) {
+	newQueue := opts.NewQueue
+	if newQueue == nil {
+		if !ptr.Deref(cmp.Or(opts.UsePriorityQueue, mgr.GetControllerOptions().UsePriorityQueue), true) {
+			return
+		}
+		newQueue = func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+			return priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) { o.RateLimiter = limiter })
+		}
+	}
+	opts.NewQueue = func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		q := newQueue(name, limiter)
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			return &countingQueue{PriorityQueue: pq, added: r.added}
+		}
+		return q
+	}
 }
 
 // controller is the builder of the machine's controller, with its
