@@ -272,8 +272,8 @@ func (r *reconciler[T]) Gained(ctx context.Context, won shard.Slots) {
 		return // stopped
 	}
 	// The queue takes them under the lock, so that a reconcile that
-	// handedOver lets through began after they were queued, or was
-	// queued by them.
+	// begins after the check finds each of them in queued (see
+	// handedOver), and no add counted before the check's own.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for slot := range won.Each() {
