@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -40,31 +41,31 @@ func TestGraphvizCachesOnlyInTheUsersOwnDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test runs processes that compile graphviz from nothing")
 	}
-	cases := map[string]struct {
-		reason string
-		child  string
-		// userCache is the mode of the user cache directory.
-		userCache  fs.FileMode
+	// Each case's children run in turn on one user cache directory; only
+	// the first of a case starts with nothing compiled.
+	type child struct {
+		reason     string
+		what       string
 		wantCached bool
+	}
+	cases := map[string]struct {
+		userCache fs.FileMode // the mode of the user cache directory
+		children  []child
 	}{
-		"Layout": {
-			reason:     "A layout's compiled code is kept in the user's cache.",
-			child:      "layout",
-			userCache:  0o700,
-			wantCached: true,
-		},
-		"NoLayout": {
+		"UserCache": {userCache: 0o700, children: []child{{
 			reason:     "go-graphviz compiles when the package is initialised, so a process that lays out nothing caches all the same, and only in the user's cache.",
-			child:      "init",
-			userCache:  0o700,
+			what:       "init",
 			wantCached: true,
-		},
-		"UserCacheOpenToAll": {
+		}, {
+			reason:     "A process that finds the compiled code in the user's cache lays out with it, and leaves the cache as it was.",
+			what:       "layout",
+			wantCached: true,
+		}}},
+		"UserCacheOpenToAll": {userCache: 0o777, children: []child{{
 			reason:     "A user cache that others may write is not used: the compiled code stays in memory.",
-			child:      "layout",
-			userCache:  0o777,
+			what:       "layout",
 			wantCached: false,
-		},
+		}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -79,36 +80,61 @@ func TestGraphvizCachesOnlyInTheUsersOwnDirectory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "TMPDIR="+shared, "XDG_CACHE_HOME="+userCache, graphvizChildEnv+"="+tc.child)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("the child process: %v\n%s", err, stderr.String())
-			}
-			if string(out) != shared {
-				t.Errorf("the child's temporary directory is %s, want its TMPDIR, %s", out, shared)
-			}
-			if diff := cmp.Diff([]string{"go-graphviz"}, files(t, shared)); diff != "" {
-				t.Errorf("%s\nthe shared temporary directory (-want +got):\n%s", tc.reason, diff)
-			}
 			cache := filepath.Join(userCache, "kfsm", "graphviz")
-			if got := len(files(t, cache)) > 0; got != tc.wantCached {
-				t.Errorf("%s\n%s holds %q; want something cached: %t", tc.reason, cache, files(t, cache), tc.wantCached)
-			}
-			if !tc.wantCached {
-				return
-			}
-			fi, err := os.Lstat(cache)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, want := fi.Mode(), fs.ModeDir|0o700; got != want {
-				t.Errorf("%s\n%s has mode %v, want %v", tc.reason, cache, got, want)
+			var before map[string]time.Time
+			for _, c := range tc.children {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), "TMPDIR="+shared, "XDG_CACHE_HOME="+userCache, graphvizChildEnv+"="+c.what)
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("the %s child process: %v\n%s", c.what, err, stderr.String())
+				}
+				if string(out) != shared {
+					t.Errorf("the child's temporary directory is %s, want its TMPDIR, %s", out, shared)
+				}
+				if diff := cmp.Diff([]string{"go-graphviz"}, files(t, shared)); diff != "" {
+					t.Errorf("%s\nthe shared temporary directory (-want +got):\n%s", c.reason, diff)
+				}
+				cached := modTimes(t, cache)
+				if got := len(cached) > 0; got != c.wantCached {
+					t.Errorf("%s\n%s holds %q; want something cached: %t", c.reason, cache, files(t, cache), c.wantCached)
+				}
+				if before != nil {
+					if diff := cmp.Diff(before, cached); diff != "" {
+						t.Errorf("%s\nthe cache changed (-before +after):\n%s", c.reason, diff)
+					}
+				}
+				before = cached
+				if !c.wantCached {
+					continue
+				}
+				fi, err := os.Lstat(cache)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := fi.Mode(), fs.ModeDir|0o700; got != want {
+					t.Errorf("%s\n%s has mode %v, want %v", c.reason, cache, got, want)
+				}
 			}
 		})
 	}
+}
+
+// modTimes are the modification times of the files under dir, by their
+// paths relative to it.
+func modTimes(t *testing.T, dir string) map[string]time.Time {
+	t.Helper()
+	out := map[string]time.Time{}
+	for _, rel := range files(t, dir) {
+		fi, err := os.Stat(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[rel] = fi.ModTime()
+	}
+	return out
 }
 
 // files are the paths under dir, relative to it, or nil if it is absent.
