@@ -152,9 +152,11 @@ func (e *Env) AwaitReady(obj fsm.Object) {
 		// kstatus takes an object without conditions for Current; a kfsm
 		// object is Ready only once its Ready condition says so.
 		c := meta.FindStatusCondition(obj.FSMStatus().Conditions, fsm.ConditionReady)
-		st, msg := e.KStatus(obj)
-		ready := c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.GetGeneration()
-		return ready && st == status.CurrentStatus, fmt.Sprintf("kstatus says %s (%s); %s", st, msg, e.where(obj))
+		st, msg := e.kstatus(obj)
+		if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.GetGeneration() && st == status.CurrentStatus {
+			return true, ""
+		}
+		return false, fmt.Sprintf("kstatus says %s (%s); %s", st, msg, e.where(obj))
 	})
 }
 
@@ -198,6 +200,12 @@ func (e *Env) State(obj fsm.Object) fsm.State {
 func (e *Env) KStatus(obj client.Object) (status.Status, string) {
 	e.T.Helper()
 	e.Get(obj)
+	return e.kstatus(obj)
+}
+
+// kstatus is what kstatus makes of obj as it is.
+func (e *Env) kstatus(obj client.Object) (status.Status, string) {
+	e.T.Helper()
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		e.T.Fatal(err)
