@@ -46,6 +46,8 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 	// In a fault-injection run, the snapshot waits until the operator is
 	// quiet with the condition holding: a retry after an injected failure
 	// may take it back for a while.
+	e.polling.Store(true)
+	defer e.polling.Store(false)
 	for range 10 {
 		e.driver.await(what, func() (bool, string) {
 			ok, why := cond()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,9 @@ type Env struct {
 	Timeout time.Duration
 
 	api     *apiLog
+	polling atomic.Bool // an Await reads what it waits for (see Get)
+	seenMu  sync.Mutex
+	seen    map[apiKey]int64 // the newest version of each object that the test wrote or read
 	walks   *walkLog
 	actions *actionLog
 
@@ -154,6 +158,7 @@ func (e *Env) Create(obj client.Object) {
 	if err := e.Client.Create(context.Background(), obj); err != nil {
 		e.T.Fatalf("fsmtest: creating %s: %v", e.describe(obj), err)
 	}
+	e.saw(obj)
 	e.snap.created(e.apiKey(obj))
 	e.snap.change("create "+e.describe(obj), walks)
 }
@@ -175,6 +180,7 @@ func (e *Env) Update(obj client.Object, change func()) {
 	if err != nil {
 		e.T.Fatalf("fsmtest: updating %s: %v", e.describe(obj), err)
 	}
+	e.saw(obj)
 	e.snap.change("update "+e.describe(obj), walks)
 }
 
@@ -192,17 +198,49 @@ func (e *Env) Delete(obj client.Object) {
 
 // Get reads obj from the API server into obj, and reports whether it
 // exists.
+//
+// Within an Await's condition, it reads the API server's watch cache
+// rather than etcd, no older than every version of obj that the test and
+// the operator wrote or the test read: a condition is read again until it
+// holds, and the API server serves such a read for a fraction of the
+// cost of one from etcd.
 func (e *Env) Get(obj client.Object) bool {
 	e.T.Helper()
 	e.inNamespace(obj)
-	err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+	var opts []client.GetOption
+	if e.polling.Load() {
+		k := e.apiKey(obj)
+		e.seenMu.Lock()
+		floor := max(e.seen[k], e.api.written(k))
+		e.seenMu.Unlock()
+		if floor > 0 {
+			opts = append(opts, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: strconv.FormatInt(floor, 10)}})
+		}
+	}
+	err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj, opts...)
 	if apierrors.IsNotFound(err) {
 		return false
 	}
 	if err != nil {
 		e.T.Fatalf("fsmtest: reading %s: %v", e.describe(obj), err)
 	}
+	e.saw(obj)
 	return true
+}
+
+// saw notes the resource version of obj, as the test wrote or read it.
+func (e *Env) saw(obj client.Object) {
+	rv, err := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return
+	}
+	k := e.apiKey(obj)
+	e.seenMu.Lock()
+	defer e.seenMu.Unlock()
+	if e.seen == nil {
+		e.seen = map[apiKey]int64{}
+	}
+	e.seen[k] = max(e.seen[k], rv)
 }
 
 // inNamespace puts obj in the test's namespace when it names none and its
