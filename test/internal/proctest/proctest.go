@@ -4,15 +4,18 @@
 package proctest
 
 import (
+	"errors"
+	"os"
 	"os/exec"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
 // Build compiles the main package pkg (such as "./internal/operator",
-// relative to the test's directory) into a temporary directory and
-// returns the program's path.
+// relative to the test's directory) and returns the program's path. The
+// program is the one that go run keeps in the Go build cache: a package
+// whose code did not change is linked once, not once per test.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
 	if testing.Short() {
@@ -22,11 +25,34 @@ func Build(t testing.TB, pkg string) string {
 	if err != nil {
 		t.Fatalf("the go command builds %s: %v", pkg, err)
 	}
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	start := time.Now()
-	if out, err := exec.Command(goCmd, "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", pkg, err, out)
+	// go run hands the program's path to the -exec command. It runs a
+	// program it built for the first time from a temporary directory,
+	// which is gone once it returns, and keeps it in the cache for the
+	// second time.
+	var bin string
+	for range 2 {
+		out, err := exec.Command(goCmd, "run", "-exec", "echo", pkg).Output()
+		if err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, stderr(err))
+		}
+		bin = strings.TrimSpace(string(out))
+		if _, err := os.Stat(bin); err == nil {
+			break
+		}
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("building %s: the go command kept no program: %v", pkg, err)
 	}
 	t.Logf("built %s in %v", pkg, time.Since(start).Round(time.Millisecond))
 	return bin
+}
+
+// stderr is what a command that failed wrote to its standard error.
+func stderr(err error) []byte {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.Stderr
+	}
+	return nil
 }
