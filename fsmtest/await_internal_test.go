@@ -1,0 +1,76 @@
+package fsmtest
+
+import (
+	"bufio"
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
+)
+
+// An Await reads what it waits for, again and again, from the API
+// server's watch cache: etcd serves none of those reads, and the first of
+// them already sees what the test wrote just before. (Not parallel: the
+// count of etcd's reads is the API server's, which other tests share.)
+func TestAnAwaitReadsTheWatchCacheAtTheTestsOwnWrites(t *testing.T) {
+	e := New(t)
+	Run(e, fsm.New[*v1alpha1.Gadget]("cache-reads", fsm.Lifecycle).
+		Initial("Idle").
+		State("Idle", nil, fsm.Final()))
+	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}}
+	e.Create(g)
+	e.AwaitReady(g)
+	e.Update(g, func() { g.Spec.Mode = "read" })
+
+	before := etcdGets(t)
+	var looks []string
+	e.Await("five looks at the gadget", func() bool {
+		seen := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: g.Name}}
+		e.Get(seen)
+		looks = append(looks, seen.Spec.Mode)
+		return len(looks) == 5
+	})
+	if got := etcdGets(t) - before; got != 0 {
+		t.Errorf("etcd served %v reads of gadgets during the Await, want none: its reads come from the watch cache", got)
+	}
+	if looks[0] != "read" {
+		t.Errorf("the Await's first look saw mode %q, want %q, which the test wrote before it", looks[0], "read")
+	}
+	// Outside an Await, a read goes to etcd.
+	before = etcdGets(t)
+	e.Get(g)
+	if got := etcdGets(t) - before; got != 1 {
+		t.Errorf("etcd served %v reads of gadgets for a Get outside an Await, want 1", got)
+	}
+}
+
+// etcdGets is how many reads of one object of the gadgets' resource the
+// API server has sent to etcd.
+func etcdGets(t *testing.T) float64 {
+	t.Helper()
+	raw, err := discovery.NewDiscoveryClientForConfigOrDie(pkg.cluster.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "etcd_request_duration_seconds_count{") || !strings.Contains(line, `operation="get"`) || !strings.Contains(line, "gadgets") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("reading %q: %v", line, err)
+		}
+		total += v
+	}
+	return total
+}
