@@ -1,12 +1,11 @@
 package fsmtest
 
 import (
-	"bufio"
 	"bytes"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
@@ -50,27 +49,28 @@ func TestAnAwaitReadsTheWatchCacheAtTheTestsOwnWrites(t *testing.T) {
 	}
 }
 
-// etcdGets is how many reads of one object of the gadgets' resource the
-// API server has sent to etcd.
+// etcdGets is how many reads of one gadget the API server has sent to
+// etcd.
 func etcdGets(t *testing.T) float64 {
 	t.Helper()
 	raw, err := discovery.NewDiscoveryClientForConfigOrDie(pkg.cluster.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the API server's metrics: %v", err)
+	}
 	total := 0.0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "etcd_request_duration_seconds_count{") || !strings.Contains(line, `operation="get"`) || !strings.Contains(line, "gadgets") {
-			continue
+	for _, m := range families["etcd_request_duration_seconds"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
 		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("reading %q: %v", line, err)
+		if labels["operation"] == "get" && labels["group"] == v1alpha1.GroupVersion.Group && labels["resource"] == "gadgets" {
+			total += float64(m.GetHistogram().GetSampleCount())
 		}
-		total += v
 	}
 	return total
 }

@@ -158,8 +158,9 @@ func (e *Env) Create(obj client.Object) {
 	if err := e.Client.Create(context.Background(), obj); err != nil {
 		e.T.Fatalf("fsmtest: creating %s: %v", e.describe(obj), err)
 	}
-	e.saw(obj)
-	e.snap.created(e.apiKey(obj))
+	k := e.apiKey(obj)
+	e.saw(k, obj)
+	e.snap.created(k)
 	e.snap.change("create "+e.describe(obj), walks)
 }
 
@@ -180,7 +181,7 @@ func (e *Env) Update(obj client.Object, change func()) {
 	if err != nil {
 		e.T.Fatalf("fsmtest: updating %s: %v", e.describe(obj), err)
 	}
-	e.saw(obj)
+	e.saw(e.apiKey(obj), obj)
 	e.snap.change("update "+e.describe(obj), walks)
 }
 
@@ -207,9 +208,9 @@ func (e *Env) Delete(obj client.Object) {
 func (e *Env) Get(obj client.Object) bool {
 	e.T.Helper()
 	e.inNamespace(obj)
+	k := e.apiKey(obj)
 	var opts []client.GetOption
 	if e.polling.Load() {
-		k := e.apiKey(obj)
 		e.seenMu.Lock()
 		floor := max(e.seen[k], e.api.written(k))
 		e.seenMu.Unlock()
@@ -224,17 +225,17 @@ func (e *Env) Get(obj client.Object) bool {
 	if err != nil {
 		e.T.Fatalf("fsmtest: reading %s: %v", e.describe(obj), err)
 	}
-	e.saw(obj)
+	e.saw(k, obj)
 	return true
 }
 
-// saw notes the resource version of obj, as the test wrote or read it.
-func (e *Env) saw(obj client.Object) {
+// saw notes the resource version of obj, whose key is k, as the test
+// wrote or read it.
+func (e *Env) saw(k apiKey, obj client.Object) {
 	rv, err := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
 	if err != nil {
 		return
 	}
-	k := e.apiKey(obj)
 	e.seenMu.Lock()
 	defer e.seenMu.Unlock()
 	if e.seen == nil {
