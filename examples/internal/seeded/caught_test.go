@@ -25,8 +25,8 @@ import (
 // any of depth 2: a counterexample of one fault of those classes is one
 // that Faults runs, and one of two faults says that every run of depth 1
 // passed; Faults runs on its own only after a counterexample of one fault
-// that Explore alone strikes. The checks of two bugs share the machine at
-// once, as go test's -parallel says.
+// that Explore alone strikes. The checks of several bugs share the
+// machine at once, as go test's -parallel says (make seeded-bugs: four).
 func TestExploreCatchesEverySeededBug(t *testing.T) {
 	bugs, err := seeded.Load()
 	if err != nil {
@@ -34,7 +34,7 @@ func TestExploreCatchesEverySeededBug(t *testing.T) {
 	}
 	for _, b := range bugs {
 		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel() // two at a time: the runs mostly wait
+			t.Parallel() // several at a time: a check's runs mostly wait
 			overlay, err := b.Overlay(root(t), t.TempDir(), map[string]string{
 				filepath.Join(b.Example, "seeded_faults_test.go"): faultsTest(t, b),
 			})
