@@ -152,18 +152,16 @@ verify-generated: generate
 		git status --porcelain -- $(GENERATED); git diff -- $(GENERATED) | head -50; exit 1; \
 	fi
 
-## lint: go vet, golangci-lint (also on the scaffold's install test and the seeded-bug
-## check, behind the e2e and seeded build tags), kube-api-linter on the status that every
-## kfsm CRD embeds and on the examples' API types, kfsm vet on the examples' state machines and kfsm check, the model check, on
+## lint: go vet and golangci-lint, once each over every module, with the e2e and seeded
+## build tags (which only add files: the scaffold's install test and the seeded-bug
+## check); kube-api-linter on the status that every kfsm CRD embeds and on the examples'
+## API types; kfsm vet on the examples' state machines and kfsm check, the model check, on
 ## their graphs
+LINTTAGS := e2e,seeded
 lint: $(BIN)/golangci-lint $(BIN)/kube-api-linter
-	$(GO) vet $(PACKAGES)
-	$(GO) vet -tags e2e ./cmd/internal/scaffold
-	$(GO) vet -tags seeded ./examples/internal/seeded
+	$(GO) vet -tags $(LINTTAGS) $(PACKAGES)
 	GOWORK=off $(GO) -C tools/release vet ./...
-	$(BIN)/golangci-lint run $(PACKAGES)
-	$(BIN)/golangci-lint run --build-tags e2e ./cmd/internal/scaffold
-	$(BIN)/golangci-lint run --build-tags seeded ./examples/internal/seeded
+	$(BIN)/golangci-lint run --build-tags $(LINTTAGS) $(PACKAGES)
 	cd tools/release && GOWORK=off $(BIN)/golangci-lint run ./...
 	$(BIN)/kube-api-linter run --config tools/kal/golangci.yml ./fsm/ ./examples/.../v1alpha1
 	$(GO) run ./cmd/kfsm vet ./examples/...
