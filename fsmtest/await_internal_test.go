@@ -49,6 +49,33 @@ func TestAnAwaitReadsTheWatchCacheAtTheTestsOwnWrites(t *testing.T) {
 	}
 }
 
+// The log of the operator's writes keeps the version that each answer
+// carries, whatever its encoding: kfsm reads the answer of its status
+// write as metadata alone, in protobuf. An Await's reads start from the
+// versions of that log.
+func TestTheWriteLogKeepsTheVersionOfEachAnswer(t *testing.T) {
+	t.Parallel()
+	e := New(t)
+	Run(e, fsm.New[*v1alpha1.Gadget]("answer-versions", fsm.Lifecycle).
+		Initial("Idle").
+		State("Idle", nil, fsm.Final()))
+	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}}
+	e.Create(g)
+	e.AwaitReady(g)
+	var last *Write
+	for _, w := range e.api.all() {
+		if w.Subresource == "status" && w.Name == g.Name {
+			last = &w
+		}
+	}
+	switch {
+	case last == nil:
+		t.Fatal("the log holds no status write of the gadget")
+	case last.ResourceVersion != g.ResourceVersion:
+		t.Errorf("the log's last status write of the gadget has version %q, want %q, the gadget's as read after it", last.ResourceVersion, g.ResourceVersion)
+	}
+}
+
 // etcdGets is how many reads of one gadget the API server has sent to
 // etcd.
 func etcdGets(t *testing.T) float64 {

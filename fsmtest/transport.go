@@ -16,6 +16,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -325,9 +327,19 @@ func refusal(resp *http.Response) string {
 	return status.Message
 }
 
+// answers decodes the API server's answers in protobuf: the built-in
+// kinds, and the metadata alone of any kind, which kfsm asks of its
+// status writes.
+var answers = func() runtime.Decoder {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(metav1.AddMetaToScheme(s))
+	return serializer.NewCodecFactory(s).UniversalDeserializer()
+}()
+
 // runtimeDecode decodes an answer of the API server, or returns nil.
 func runtimeDecode(body []byte) runtime.Object {
-	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	obj, _, err := answers.Decode(body, nil, nil)
 	if err != nil {
 		return nil
 	}

@@ -27,7 +27,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,8 +46,9 @@ type Recorder struct {
 	upstream  *url.URL
 	transport http.RoundTripper
 
-	mu    sync.Mutex
-	calls []*Call
+	mu     sync.Mutex
+	calls  []*Call
+	status map[string]v1alpha1.GadgetStatus // of each gadget, as its last answered write left it
 }
 
 // Call is one write of an operator process, or one request of a Lease.
@@ -59,11 +63,15 @@ type Call struct {
 	Code     int       // the API server's status code; 0 if it gave none (yet)
 
 	// A write of a gadget: its name and, from the answer, the status it
-	// has now and the object's resourceVersion.
+	// has now and the object's resourceVersion. An answer of the metadata
+	// alone, which kfsm asks of its status writes, gives the version; the
+	// status is then the one the last answered write left, changed as the
+	// write's merge patch says.
 	Gadget       string
 	State        string
 	GraphVersion int32
 	RV           int64
+	patch        []byte // the body of a status write
 
 	// A write of an event: its name and, for one created, its reason and
 	// the gadget it regards.
@@ -173,6 +181,9 @@ func (r *Recorder) Kubeconfig(process string, version int) string {
 func look(c *Call, req *http.Request) {
 	if m := gadgetPath.FindStringSubmatch(c.Path); m != nil {
 		c.Gadget = m[1]
+		if m[2] != "" && req.Method == http.MethodPatch {
+			c.patch = readRequest(req)
+		}
 		return
 	}
 	if m := leasePath.FindStringSubmatch(c.Path); m != nil {
@@ -187,13 +198,7 @@ func look(c *Call, req *http.Request) {
 	if req.Method != http.MethodPost {
 		return
 	}
-	body, err := io.ReadAll(req.Body)
-	_ = req.Body.Close()
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return
-	}
-	if ev, ok := decode(body).(*eventsv1.Event); ok {
+	if ev, ok := decode(readRequest(req)).(*eventsv1.Event); ok {
 		c.Event, c.Reason, c.Regarding = ev.Name, ev.Reason, ev.Regarding.Name
 	}
 }
@@ -206,11 +211,14 @@ func (r *Recorder) answered(resp *http.Response) error {
 		return nil
 	}
 	var g v1alpha1.Gadget
+	var meta *metav1.PartialObjectMetadata
 	var lease *coordinationv1.Lease
 	if resp.StatusCode < 300 && (c.Gadget != "" || c.Lease != "") {
 		body := readBody(resp)
 		if c.Gadget != "" {
-			_ = json.Unmarshal(body, &g)
+			if meta, _ = decode(body).(*metav1.PartialObjectMetadata); meta == nil {
+				_ = json.Unmarshal(body, &g)
+			}
 		} else {
 			lease, _ = decode(body).(*coordinationv1.Lease)
 		}
@@ -218,7 +226,15 @@ func (r *Recorder) answered(resp *http.Response) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c.Code, c.Answered = resp.StatusCode, time.Now()
+	if meta != nil {
+		g.ObjectMeta, g.Status = meta.ObjectMeta, r.status[c.Gadget]
+		_ = json.Unmarshal(c.patch, &g)
+	}
 	if g.Name != "" {
+		if r.status == nil {
+			r.status = map[string]v1alpha1.GadgetStatus{}
+		}
+		r.status[c.Gadget] = g.Status
 		c.State, c.GraphVersion = string(g.Status.State), g.Status.GraphVersion
 		c.RV, _ = strconv.ParseInt(g.ResourceVersion, 10, 64)
 	}
@@ -226,6 +242,17 @@ func (r *Recorder) answered(resp *http.Response) error {
 		c.Holder, c.Transitions = deref(lease.Spec.HolderIdentity), deref(lease.Spec.LeaseTransitions)
 	}
 	return nil
+}
+
+// readRequest reads a request's body and leaves it readable.
+func readRequest(req *http.Request) []byte {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	return body
 }
 
 // readBody reads a response's body and leaves it readable.
@@ -244,9 +271,18 @@ func readBody(resp *http.Response) []byte {
 	return plain
 }
 
-// decode decodes a built-in object, as JSON or protobuf.
+// answers decodes the built-in kinds, and the metadata alone of any kind.
+var answers = func() runtime.Decoder {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(metav1.AddMetaToScheme(s))
+	return serializer.NewCodecFactory(s).UniversalDeserializer()
+}()
+
+// decode decodes a built-in object or an object's metadata, as JSON or
+// protobuf.
 func decode(body []byte) any {
-	obj, _, err := serializer.NewCodecFactory(clientgoscheme.Scheme).UniversalDeserializer().Decode(body, nil, nil)
+	obj, _, err := answers.Decode(body, nil, nil)
 	if err != nil {
 		return nil
 	}
