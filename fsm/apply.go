@@ -9,15 +9,16 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/kfsm/kfsm/fsm/internal/applyjson"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
-	"github.com/kfsm/kfsm/fsm/internal/ownership"
+
 	"github.com/kfsm/kfsm/fsm/internal/shard"
+	"github.com/kfsm/kfsm/fsm/internal/wire"
 	"github.com/kfsm/kfsm/fsm/sharding"
 )
 
@@ -79,8 +80,9 @@ type desiredChild struct {
 	t        ownedType
 	ref      OutputRef // the child's record, as the status will keep it
 	key      echo.Key
-	body     []byte // the apply request
-	digest   applyjson.Digest
+	body     []byte        // the apply request
+	content  client.Object // what body encodes, typed; nil for unstructured content
+	digest   wire.Digest
 	existing client.Object // the object of the child's name, nil if none
 	recorded OutputRef     // the status's record of the child, if any
 	create   bool          // unknown to the cache and the status: created, not read first
@@ -129,7 +131,7 @@ func (w *walker[T]) applyChild(ctx context.Context, child client.Object, opts []
 			return err
 		}
 	}
-	if err := applyjson.CopyInto(child, answer, d.t.gvk); err != nil {
+	if err := wire.CopyInto(child, answer, d.t.gvk); err != nil {
 		return fmt.Errorf("applied %s but cannot read the answer: %w", d.ref, err)
 	}
 	return w.recordApplied(d.ref, d.recorded, answer, d.digest.String(), wrote)
@@ -148,7 +150,7 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 	if err != nil {
 		return nil, err
 	}
-	content, err := applyjson.Content(child, t.gvk)
+	content, err := wire.Content(child, t.gvk)
 	if err != nil {
 		return nil, fmt.Errorf("encoding child %s: %w", child.GetName(), err)
 	}
@@ -180,12 +182,15 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 	w.mark(content, &d.ref, adopted, ownable)
 	body, err := json.Marshal(content)
 	if err == nil {
-		body, err = applyjson.Trim(body)
+		body, err = wire.Trim(body)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("encoding child %s: %w", d.ref, err)
 	}
-	d.body, d.digest = body, applyjson.DigestOf(body)
+	d.body, d.digest = body, wire.DigestOf(body)
+	if _, u := content.(runtime.Unstructured); !u && !t.unstructured {
+		d.content = content
+	}
 	d.key = echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
 	return d, nil
 }
@@ -245,12 +250,12 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 	answer.SetName(d.ref.Name)
 	r.echoes.Begin(d.key, d.existing)
 	made := func(obj client.Object) { r.echoes.Made(d.key, obj) }
-	err = ownership.Apply(ctx, r.client, answer, d.body, r.m.FieldOwner(), r.echoes.Created(d.key, d.existing), made, patchOpts...)
+	err = wire.Apply(ctx, r.client, answer, d.body, r.m.FieldOwner(), r.echoes.Created(d.key, d.existing), made, patchOpts...)
 	if err == nil {
 		if rv, ok := echo.ResourceVersion(answer); ok {
 			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv}, false)
 		}
-		wrote = d.existing == nil || (d.existing.GetResourceVersion() != answer.GetResourceVersion() && !applyjson.OthersWrote(d.existing, answer, d.body))
+		wrote = d.existing == nil || (d.existing.GetResourceVersion() != answer.GetResourceVersion() && !wire.OthersWrote(d.existing, answer, d.body))
 	}
 	var result client.Object
 	if wrote {
@@ -268,9 +273,12 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 // create sends d as a create request, which fails with AlreadyExists if
 // an object of the name exists, marking the write for the echo filter.
 func (r *reconciler[T]) create(ctx context.Context, parent types.NamespacedName, d *desiredChild) (client.Object, error) {
-	obj := d.t.newObject(r.client.Scheme())
+	obj, err := d.createObject(r.client.Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("decoding the content of %s: %w", d.ref, err)
+	}
 	r.echoes.Begin(d.key, nil)
-	err := ownership.Create(ctx, r.client, obj, d.body, r.m.FieldOwner())
+	err = r.client.Create(ctx, obj, client.FieldOwner(r.m.FieldOwner()))
 	var made client.Object
 	if err == nil {
 		made = obj
@@ -285,6 +293,21 @@ func (r *reconciler[T]) create(ctx context.Context, parent types.NamespacedName,
 		return nil, applyFailed(d.ref, d.t.gvk, err)
 	}
 	return made, nil
+}
+
+// createObject is the object that a create of d sends: what its apply
+// body decodes to. Typed content is that already, once its status is
+// cleared (the body carries none, and nothing else that Trim removes
+// decodes to other than the zero value), and it is used as it is.
+func (d *desiredChild) createObject(scheme *runtime.Scheme) (client.Object, error) {
+	if obj := d.content; obj != nil {
+		if f := wire.Field(obj); f.IsValid() && f.CanSet() {
+			f.SetZero()
+		}
+		return obj, nil
+	}
+	obj := d.t.newObject(scheme)
+	return obj, json.Unmarshal(d.body, obj)
 }
 
 // recordApplied records ref as obj, the child that an apply of content
@@ -316,7 +339,7 @@ func (w *walker[T]) recordApplied(ref, recorded OutputRef, obj client.Object, di
 // A change by anyone else, or another object of the name, has another
 // version. This process's memory of its last apply comes first; after a
 // restart, the record in the status stands in.
-func (r *reconciler[T]) unchanged(key echo.Key, existing client.Object, digest applyjson.Digest, recorded OutputRef) bool {
+func (r *reconciler[T]) unchanged(key echo.Key, existing client.Object, digest wire.Digest, recorded OutputRef) bool {
 	if existing == nil || existing.GetDeletionTimestamp() != nil {
 		return false
 	}

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/kfsm/kfsm/fsm/internal/statusfield"
+	"github.com/kfsm/kfsm/fsm/internal/wire"
 )
 
 // call runs a state's handler in its own span, turning a panic into a
@@ -103,7 +103,7 @@ func (r *reconciler[T]) slow(log logr.Logger, state State, ran time.Duration) {
 // authorsStatus copies obj's status without kfsm's part, which kfsm
 // keeps for itself: what a discard must restore.
 func (w *walker[T]) authorsStatus(obj T) reflect.Value {
-	f := statusfield.Field(obj)
+	f := wire.Field(obj)
 	if !f.IsValid() {
 		return reflect.Value{}
 	}
@@ -114,13 +114,13 @@ func (w *walker[T]) authorsStatus(obj T) reflect.Value {
 	if copier := w.r.b.copyStatus; copier.IsValid() {
 		return copier.Call([]reflect.Value{f.Addr()})[0].Elem()
 	}
-	return reflect.ValueOf(statusfield.Of(obj.DeepCopyObject()))
+	return reflect.ValueOf(wire.Of(obj.DeepCopyObject()))
 }
 
 // discard undoes what the running handler changed in the status: its
 // transition was refused, and so is its work. kfsm's own record stays.
 func (w *walker[T]) discard() {
-	f := statusfield.Field(w.obj)
+	f := wire.Field(w.obj)
 	if !f.IsValid() || w.r.b.kfsmsOnly {
 		return
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/echo"
 	"github.com/kfsm/kfsm/fsm/internal/shard"
-	"github.com/kfsm/kfsm/fsm/internal/statusfield"
+	"github.com/kfsm/kfsm/fsm/internal/wire"
 )
 
 // clockOnly is the rate limiter's delay for a retry that a fake clock
@@ -222,7 +222,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 	before := obj.DeepCopyObject().(T)
 	w := r.walk(ctx, obj, before, deleting)
 	run.w = w
-	if !statusfield.Same(before, obj) {
+	if !wire.Same(before, obj) {
 		if err := r.writeStatus(ctx, obj, before); err != nil {
 			if quiet(err) {
 				return r.writeFailed(ctx, err)

@@ -3,7 +3,9 @@ package fsm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
-	"github.com/kfsm/kfsm/fsm/internal/statusfield"
+	"github.com/kfsm/kfsm/fsm/internal/wire"
 )
 
 // write runs one of kfsm's writes of obj, so that its watch event is known
@@ -42,35 +44,39 @@ func (r *reconciler[T]) write(obj T, do func() error) error {
 func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
 	patch, err := statusPatch(before, obj)
 	if err != nil {
-		return err
+		return fmt.Errorf("encoding the status: %w", err)
 	}
 	return r.write(obj, func() error {
-		return r.client.Status().Patch(ctx, obj, patch, client.FieldOwner(r.m.FieldOwner()))
+		// The answer is read as metadata alone: its status is the one the
+		// walk wrote, and decoding the whole object again cost the
+		// operator more than the rest of the write.
+		answer := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+		answer.SetGroupVersionKind(r.gvk)
+		if err := r.client.Status().Patch(ctx, answer, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(r.m.FieldOwner())); err != nil {
+			return err
+		}
+		obj.SetResourceVersion(answer.GetResourceVersion())
+		obj.SetManagedFields(answer.GetManagedFields())
+		return nil
 	})
 }
 
-// statusPatch is the merge patch from before's status to obj's. It is
-// computed from the statuses alone, which is all the status subresource
-// takes: encoding and comparing the whole objects, managed fields and
-// all, cost several times as much. Both are encoded by encoding/json
-// from the same type, as mergepatch.Diff needs them.
-func statusPatch(before, obj runtime.Object) (client.Patch, error) {
-	if !statusfield.Field(obj).IsValid() {
-		return client.MergeFrom(before.(client.Object)), nil
+// statusPatch is the merge patch from before's status to obj's, made
+// from the statuses alone, which is all the status subresource takes:
+// encoding and comparing the whole objects, managed fields and all, cost
+// several times as much. An object without a Status field is compared
+// whole.
+func statusPatch(before, obj runtime.Object) ([]byte, error) {
+	from, err1 := json.Marshal(wire.Of(before))
+	to, err2 := json.Marshal(wire.Of(obj))
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
 	}
-	from, err := json.Marshal(map[string]any{"status": statusfield.Of(before)})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the status: %w", err)
+	patch, err := wire.MergePatch(from, to)
+	if err == nil && wire.Field(obj).IsValid() {
+		patch = slices.Concat([]byte(`{"status":`), patch, []byte("}"))
 	}
-	to, err := json.Marshal(map[string]any{"status": statusfield.Of(obj)})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the status: %w", err)
-	}
-	data, err := statusfield.MergePatch(from, to)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the status: %w", err)
-	}
-	return client.RawPatch(types.MergePatchType, data), nil
+	return patch, err
 }
 
 func (r *reconciler[T]) patchFinalizer(ctx context.Context, obj T, change func(client.Object, string) bool) error {
@@ -113,7 +119,7 @@ func (r *reconciler[T]) unwritable(ctx context.Context, before T, err error) (re
 		c.Reason, c.Message, c.ObservedGeneration = ReasonStatusWriteFailed, message, gen
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	if !statusfield.Same(before, small) {
+	if !wire.Same(before, small) {
 		if werr := r.writeStatus(ctx, small, before); werr != nil {
 			logf.FromContext(ctx).V(1).Info("the smaller status could not be written either", "error", r.errorText(werr))
 		}

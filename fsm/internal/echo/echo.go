@@ -59,7 +59,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/kfsm/kfsm/fsm/internal/applyjson"
+	"github.com/kfsm/kfsm/fsm/internal/wire"
 )
 
 // Marks are what kfsm remembers of its writes of each object: the
@@ -120,7 +120,7 @@ type flight struct {
 // Apply is a digest of an apply's content and the resourceVersion of
 // the child that it left; a zero version records nothing.
 type Apply struct {
-	Digest  applyjson.Digest
+	Digest  wire.Digest
 	Version uint64
 }
 

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/kfsm/kfsm/fsm/internal/applyjson"
+	"github.com/kfsm/kfsm/fsm/internal/wire"
 )
 
 func version(rv string, uid types.UID) client.Object {
@@ -210,7 +210,7 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 func TestAChildsMarkEndsWhenTheStatusRecordsItsApply(t *testing.T) {
 	gk := schema.GroupKind{Kind: "ConfigMap"}
 	key := KeyOf(gk, version("", ""))
-	digest := applyjson.DigestOf([]byte(`{"data":{"a":"1"}}`))
+	digest := wire.DigestOf([]byte(`{"data":{"a":"1"}}`))
 	applied := func(e *Marks, rv uint64, created bool) {
 		e.Begin(key, nil)
 		e.Applied(key, Apply{Digest: digest, Version: rv}, created)
@@ -246,7 +246,7 @@ func TestAChildsMarkEndsWhenTheStatusRecordsItsApply(t *testing.T) {
 		e := NewMarks(gk)
 		applied(e, 10, false)
 		e.echo(key, version("10", "u1"), false)
-		for _, rec := range [][2]string{{digest.String(), "9"}, {applyjson.DigestOf(nil).String(), "10"}, {"", ""}} {
+		for _, rec := range [][2]string{{digest.String(), "9"}, {wire.DigestOf(nil).String(), "10"}, {"", ""}} {
 			e.Recorded(key, rec[0], rec[1])
 			if last, ok := e.LastApplied(key); !ok || last.Version != 10 {
 				t.Errorf("the status records %q at %q: LastApplied = %v, %v, want the apply at 10", rec[0], rec[1], last, ok)
@@ -359,7 +359,7 @@ func BenchmarkEchoMarks(b *testing.B) {
 			e.Applied(children[i], Apply{Version: uint64(100 + n + i)}, true)
 			e.Wrote(children[i], obj)
 			e.echo(children[i], obj, false)
-			e.Recorded(children[i], applyjson.Digest{}.String(), obj.GetResourceVersion())
+			e.Recorded(children[i], wire.Digest{}.String(), obj.GetResourceVersion())
 		})
 	}
 	b.ReportMetric(perParent, "B/parent")
@@ -381,7 +381,7 @@ func TestCreatedLastsUntilTheChildChanges(t *testing.T) {
 		e.Applied(key, Apply{Version: 10}, true)
 		e.Wrote(key, version("10", "u1"))
 		filter(e).Create(event.CreateEvent{Object: version("10", "u1")})
-		e.Recorded(key, applyjson.Digest{}.String(), "10")
+		e.Recorded(key, wire.Digest{}.String(), "10")
 		if len(e.marks) != 0 {
 			t.Fatalf("the create's echo came and the status records it: %d marks, want none", len(e.marks))
 		}

@@ -1,4 +1,4 @@
-package statusfield
+package wire
 
 import (
 	"reflect"

@@ -1,10 +1,14 @@
-// Package applyjson works on the JSON bodies of the server-side applies
-// that kfsm sends for a machine's children: it makes the content of an
-// apply from what the author set, trims what an apply must not carry,
+// Package wire makes the bodies of kfsm's writes and reads their
+// answers. For a machine's children (apply.go), it makes the content of
+// an apply from what the author set, trims what an apply must not carry,
 // digests what it sends, tells from the API server's answer whether
 // someone else wrote the object meanwhile, and gives the answer back to
-// the author.
-package applyjson
+// the author; and it moves the fields of a child that kfsm created from
+// the create's record to kfsm's apply on the child's first change
+// (ownership.go). For the machine's own objects (status.go, mergepatch.go),
+// it finds the status of any Go type by reflection, compares and copies
+// it, and makes the merge patch that writes it.
+package wire
 
 import (
 	"bytes"
@@ -115,104 +119,94 @@ func differsOutside(a, b any, applied any) bool {
 // It works on the encoded bytes: decoding the object into maps and
 // encoding it again costs several times as much.
 func Trim(src []byte) ([]byte, error) {
-	i := skipSpace(src, 0)
-	if i >= len(src) || src[i] != '{' {
-		return nil, errors.New("an apply request must be a JSON object")
-	}
-	dst, end, err := trimObject(make([]byte, 0, len(src)), src, i, true)
+	dst := make([]byte, 0, len(src))
+	dst, err := trimItems(dst, src, true, true)
 	if err != nil {
-		return nil, err
-	}
-	if skipSpace(src, end) != len(src) {
-		return nil, fmt.Errorf("unexpected data after the object at offset %d", end)
+		return nil, fmt.Errorf("an apply request must be a JSON object: %w", err)
 	}
 	return dst, nil
 }
 
-var errTruncated = errors.New("truncated JSON")
-
-func trimValue(dst, src []byte, i int) ([]byte, int, error) {
-	i = skipSpace(src, i)
-	if i >= len(src) {
-		return nil, 0, errTruncated
+func trimItems(dst, src []byte, keyed, top bool) ([]byte, error) {
+	open, end := byte('['), byte(']')
+	if keyed {
+		open, end = '{', '}'
 	}
-	switch src[i] {
-	case '{':
-		return trimObject(dst, src, i, false)
-	case '[':
-		return trimArray(dst, src, i)
-	}
-	end, err := skipValue(src, i)
-	if err != nil {
-		return nil, 0, err
-	}
-	return append(dst, src[i:end]...), end, nil
-}
-
-func trimObject(dst, src []byte, i int, top bool) ([]byte, int, error) {
-	dst = append(dst, '{')
-	empty := true
-	for i++; ; {
-		i = skipSpace(src, i)
-		if i >= len(src) {
-			return nil, 0, errTruncated
+	dst = append(dst, open)
+	n := 0
+	err := items(src, keyed, func(key, value []byte) error {
+		if keyed && (string(value) == "null" || top && string(key) == `"status"`) {
+			return nil
 		}
-		switch src[i] {
-		case '}':
-			return append(dst, '}'), i + 1, nil
-		case ',':
-			i = skipSpace(src, i+1)
-		}
-		keyEnd, err := skipString(src, i)
-		if err != nil {
-			return nil, 0, err
-		}
-		key := src[i:keyEnd]
-		i = skipSpace(src, keyEnd)
-		if i >= len(src) || src[i] != ':' {
-			return nil, 0, fmt.Errorf("expected ':' at offset %d", i)
-		}
-		i = skipSpace(src, i+1)
-		if isNull(src, i) || (top && string(key) == `"status"`) {
-			if i, err = skipValue(src, i); err != nil {
-				return nil, 0, err
-			}
-			continue
-		}
-		if !empty {
+		if n++; n > 1 {
 			dst = append(dst, ',')
 		}
-		empty = false
-		dst = append(append(dst, key...), ':')
-		if dst, i, err = trimValue(dst, src, i); err != nil {
-			return nil, 0, err
-		}
-	}
-}
-
-func trimArray(dst, src []byte, i int) ([]byte, int, error) {
-	dst = append(dst, '[')
-	for i++; ; {
-		i = skipSpace(src, i)
-		if i >= len(src) {
-			return nil, 0, errTruncated
-		}
-		switch src[i] {
-		case ']':
-			return append(dst, ']'), i + 1, nil
-		case ',':
-			dst = append(dst, ',')
-			i++
+		if keyed {
+			dst = append(append(dst, key...), ':')
 		}
 		var err error
-		if dst, i, err = trimValue(dst, src, i); err != nil {
-			return nil, 0, err
+		switch value[0] {
+		case '{', '[':
+			dst, err = trimItems(dst, value, value[0] == '{', false)
+		default:
+			dst = append(dst, value...)
 		}
-	}
+		return err
+	})
+	return append(dst, end), err
 }
 
-func isNull(src []byte, i int) bool {
-	return bytes.HasPrefix(src[i:], []byte("null")) && (i+4 == len(src) || bytes.IndexByte([]byte(",}] \t\r\n"), src[i+4]) >= 0)
+var errTruncated = errors.New("truncated JSON")
+
+// items calls yield with each member of src, a JSON object (keyed), its
+// key and its value as they are encoded, or with each element of src, an
+// array. Nothing may follow src's end.
+func items(src []byte, keyed bool, yield func(key, value []byte) error) error {
+	open, end := byte('['), byte(']')
+	if keyed {
+		open, end = '{', '}'
+	}
+	i := skipSpace(src, 0)
+	if i >= len(src) || src[i] != open {
+		return fmt.Errorf("expected %c at offset %d", open, i)
+	}
+	for i, n := skipSpace(src, i+1), 0; ; i, n = skipSpace(src, i), n+1 {
+		if i >= len(src) {
+			return errTruncated
+		}
+		if src[i] == end {
+			if i = skipSpace(src, i+1); i != len(src) {
+				return fmt.Errorf("unexpected data after the end at offset %d", i)
+			}
+			return nil
+		}
+		if n > 0 {
+			if src[i] != ',' {
+				return fmt.Errorf("expected , or %c at offset %d", end, i)
+			}
+			i = skipSpace(src, i+1)
+		}
+		var key []byte
+		if keyed {
+			k, err := skipString(src, i)
+			if err != nil {
+				return err
+			}
+			key = src[i:k]
+			if i = skipSpace(src, k); i >= len(src) || src[i] != ':' {
+				return fmt.Errorf("expected : at offset %d", i)
+			}
+			i = skipSpace(src, i+1)
+		}
+		j, err := skipValue(src, i)
+		if err != nil {
+			return err
+		}
+		if err := yield(key, src[i:j]); err != nil {
+			return err
+		}
+		i = j
+	}
 }
 
 // skipValue returns the offset just past the JSON value at i.

@@ -1,8 +1,8 @@
-// Package statusfield finds the status of a Kubernetes object of any Go
-// type by reflection: the field named Status, which kfsm compares, copies
-// and writes as a JSON merge patch (RFC 7386) made from the encodings of
-// the two statuses, without decoding them (mergepatch.go).
-package statusfield
+package wire
+
+// The status of a Kubernetes object of any Go type, found by reflection:
+// the field named Status, which kfsm compares, copies and writes as a
+// merge patch made from the encodings of the two statuses (mergepatch.go).
 
 import (
 	"reflect"

@@ -1,4 +1,4 @@
-package applyjson
+package wire
 
 import (
 	"encoding/json"

@@ -1,5 +1,7 @@
-// Package ownership moves the fields of a child that kfsm created with a
-// create request from its field manager's update to its apply.
+package wire
+
+// The fields of a child that kfsm created with a create request, moved
+// from its field manager's update to its apply.
 //
 // kfsm creates a new child with a create request, which fails if an
 // object of the name exists, so that the check for someone else's object
@@ -12,7 +14,6 @@
 // apply: with one patch when the process knows that its create was the
 // child's last write, and otherwise after the apply, as kubectl does when
 // it upgrades an object to server-side apply, and applies again.
-package ownership
 
 import (
 	"context"
@@ -29,16 +30,6 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// Create decodes body, an apply's content, into obj and creates it as
-// manager: the request fails with AlreadyExists if an object of the name
-// exists.
-func Create(ctx context.Context, c client.Writer, obj client.Object, body []byte, manager string) error {
-	if err := json.Unmarshal(body, obj); err != nil {
-		return fmt.Errorf("decoding the content of %s: %w", obj.GetName(), err)
-	}
-	return c.Create(ctx, obj, client.FieldOwner(manager))
-}
 
 // heldByUpdate reports whether manager owns fields of obj by an update,
 // as after a create request of its own.
