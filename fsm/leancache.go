@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -31,7 +32,9 @@ import (
 //     own.
 //
 // The cache also remembers the REST mapping of each kind it reads, which
-// a cache of some namespaces looks up on every read.
+// a cache of some namespaces looks up on every read, and so does the
+// manager's client, which looks one up for each write of metadata alone,
+// such as kfsm's status writes.
 //
 // It runs after the transforms that opts's cache options give, and works
 // with [sharding.New] called before or after it. Call it before the manager
@@ -53,11 +56,17 @@ func LeanCache(opts *manager.Options) {
 		newCache = cache.New
 	}
 	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
-		if co.Mapper != nil {
-			co.Mapper = leancache.Memo(co.Mapper)
-		}
+		co.Mapper = leancache.Memo(co.Mapper)
 		in := interner{leancache.NewTable(), leancache.NewSiblings()}
 		return newCache(cfg, leancache.After(co, in.lean))
+	}
+	newClient := opts.NewClient
+	if newClient == nil {
+		newClient = client.New
+	}
+	opts.NewClient = func(cfg *rest.Config, co client.Options) (client.Client, error) {
+		co.Mapper = leancache.Memo(co.Mapper)
+		return newClient(cfg, co)
 	}
 }
 
