@@ -405,13 +405,8 @@ func (r *reconciler[T]) lookup(ctx context.Context, t ownedType, key client.Obje
 	case mayCreate && apierrors.IsNotFound(err):
 		return nil, true, nil
 	}
-	obj = t.newObject(r.client.Scheme())
-	err = r.reader.Get(ctx, key, obj)
-	switch {
-	case apierrors.IsNotFound(err):
+	if err = r.reader.Get(ctx, key, obj); apierrors.IsNotFound(err) { // obj as it was: the cache's failed Get left it
 		return nil, false, nil
-	case err != nil:
-		return nil, false, err
 	}
-	return obj, false, nil
+	return obj, false, err
 }

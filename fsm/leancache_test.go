@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"net/http"
 	"reflect"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -409,11 +412,10 @@ func (m *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*
 	return m.RESTMapper.RESTMapping(gk, versions...)
 }
 
-// A cache of some namespaces looks up the REST mapping of an object's
-// kind on every read; the lean cache looks it up once.
-func TestLeanCacheLooksUpAKindsMappingOnce(t *testing.T) {
-	fe := fsmtest.New(t)
-	cfg := fe.Config()
+// mapperOf is a counting mapper of the API server of cfg, and the HTTP
+// client it uses.
+func mapperOf(t *testing.T, cfg *rest.Config) (*countingMapper, *http.Client) {
+	t.Helper()
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +424,15 @@ func TestLeanCacheLooksUpAKindsMappingOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper := &countingMapper{RESTMapper: dynamic, asked: map[schema.GroupKind]int{}}
+	return &countingMapper{RESTMapper: dynamic, asked: map[schema.GroupKind]int{}}, httpClient
+}
+
+// A cache of some namespaces looks up the REST mapping of an object's
+// kind on every read; the lean cache looks it up once.
+func TestLeanCacheLooksUpAKindsMappingOnce(t *testing.T) {
+	fe := fsmtest.New(t)
+	cfg := fe.Config()
+	mapper, httpClient := mapperOf(t, cfg)
 	opts := manager.Options{}
 	fsm.LeanCache(&opts)
 	c, err := opts.NewCache(cfg, cache.Options{
@@ -452,5 +462,38 @@ func TestLeanCacheLooksUpAKindsMappingOnce(t *testing.T) {
 	defer mapper.mu.Unlock()
 	if asked := mapper.asked[schema.GroupKind{Kind: "ConfigMap"}]; asked > 2 {
 		t.Fatalf("20 reads of a ConfigMap from the cache asked the mapper %d times for its mapping, want one (and one for the informer)", asked)
+	}
+}
+
+// The manager's client looks up the REST mapping of an object's kind for
+// each write of its metadata alone, as kfsm's status writes are; with the
+// lean cache it looks it up once.
+func TestLeanCacheClientLooksUpAKindsMappingOnce(t *testing.T) {
+	fe := fsmtest.New(t)
+	cfg := fe.Config()
+	mapper, httpClient := mapperOf(t, cfg)
+	opts := manager.Options{}
+	fsm.LeanCache(&opts)
+	newClient := opts.NewClient
+	if newClient == nil { // as the manager does
+		newClient = client.New
+	}
+	c, err := newClient(cfg, client.Options{HTTPClient: httpClient, Scheme: fe.Scheme, Mapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written", Namespace: fe.Namespace}})
+	for i := range 20 {
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "written", Namespace: fe.Namespace}}
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{"write":"%d"}}}`, i))
+		if err := c.Patch(t.Context(), obj, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapper.mu.Lock()
+	defer mapper.mu.Unlock()
+	if asked := mapper.asked[schema.GroupKind{Kind: "ConfigMap"}]; asked != 1 {
+		t.Fatalf("20 writes of a ConfigMap's metadata asked the mapper %d times for its mapping, want one", asked)
 	}
 }

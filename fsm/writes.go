@@ -56,7 +56,6 @@ func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
 			return err
 		}
 		obj.SetResourceVersion(answer.GetResourceVersion())
-		obj.SetManagedFields(answer.GetManagedFields())
 		return nil
 	})
 }

@@ -12,8 +12,11 @@ import (
 // kind's mapping at a version changes only when its CustomResourceDefinition
 // is deleted and made again with another scope, and controller-runtime's
 // mapper, which discovers each API group once, does not see that either.
-// What mapper did not find is asked again each time.
+// What mapper did not find is asked again each time. Memo of nil is nil.
 func Memo(mapper meta.RESTMapper) meta.RESTMapper {
+	if mapper == nil {
+		return nil
+	}
 	return &memo{RESTMapper: mapper}
 }
 
@@ -30,15 +33,14 @@ func (m *memo) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTM
 		return m.RESTMapper.RESTMapping(gk, versions...)
 	}
 	gvk := gk.WithVersion(versions[0])
-	if found, ok := m.found.Load(gvk); ok {
-		mapping := *found.(*meta.RESTMapping) // a copy: the caller may change it
-		return &mapping, nil
+	found, ok := m.found.Load(gvk)
+	if !ok {
+		mapping, err := m.RESTMapper.RESTMapping(gk, versions...)
+		if err != nil {
+			return nil, err
+		}
+		found, _ = m.found.LoadOrStore(gvk, mapping)
 	}
-	mapping, err := m.RESTMapper.RESTMapping(gk, versions...)
-	if err != nil {
-		return nil, err
-	}
-	kept := *mapping
-	m.found.Store(gvk, &kept)
-	return mapping, nil
+	mapping := *found.(*meta.RESTMapping) // a copy: the caller may change it
+	return &mapping, nil
 }
