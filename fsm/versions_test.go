@@ -158,7 +158,7 @@ func TestUnderManagerANewGraphVersionMigratesObjectsInFlight(t *testing.T) {
 }
 
 // An operator of an older version leaves an object that a newer one
-// wrote: no handler, no write, and it says so once.
+// wrote: no handler, no write, and it says so once for each generation.
 func TestUnderManagerAnOlderVersionLeavesANewerObjectAlone(t *testing.T) {
 	e := newEnv(t)
 	op := fsmtest.Run(e.fe, versionTwo())
@@ -170,9 +170,16 @@ func TestUnderManagerAnOlderVersionLeavesANewerObjectAlone(t *testing.T) {
 	old := versionOne()
 	old.OnWalk(func(context.Context, fsm.Walk) { runs.Add(1) })
 	fsmtest.Run(e.fe, old)
+	warned := func(n int) func() bool {
+		return func() bool { return occurrences(e.apiEvents(), fsm.ReasonNewerVersion) == n }
+	}
+	e.fe.Await("the warning", warned(1))
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "touched" }) // a new generation, which version 1 would walk
-	e.fe.Await("the warning", func() bool { return occurrences(e.apiEvents(), fsm.ReasonNewerVersion) == 1 })
+	e.fe.Await("the warning of the new generation", warned(2))
 	time.Sleep(time.Second)
+	if n := occurrences(e.apiEvents(), fsm.ReasonNewerVersion); n != 2 {
+		t.Errorf("version 1 warned %d times of two generations, want twice", n)
+	}
 	g := e.get("g")
 	if g.Status.State != "New" || g.Status.GraphVersion != 2 || g.Status.ObservedGeneration == g.Generation {
 		t.Errorf("version 1 touched the object: state %s, graph version %d, observed generation %d of %d",
