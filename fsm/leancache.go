@@ -36,9 +36,9 @@ import (
 // manager's client, which looks one up for each write of metadata alone,
 // such as kfsm's status writes.
 //
-// It runs after the transforms that opts's cache options give, and works
-// with [sharding.New] called before or after it. Call it before the manager
-// is made:
+// It runs after the transforms that opts's cache options give, wraps the
+// NewCache and NewClient that opts gives, and works with [sharding.New]
+// called before or after it. Call it before the manager is made:
 //
 //	fsm.LeanCache(&opts)
 //	mgr, err := ctrl.NewManager(cfg, opts)
