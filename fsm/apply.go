@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/kfsm/kfsm/fsm/internal/echo"
-
 	"github.com/kfsm/kfsm/fsm/internal/shard"
 	"github.com/kfsm/kfsm/fsm/internal/wire"
 	"github.com/kfsm/kfsm/fsm/sharding"
