@@ -15,6 +15,9 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -183,6 +186,7 @@ type tracker struct {
 	ops       int               // the scenario's changes so far
 	changedAt int               // the number of walks before the last of them was written
 	last      map[apiKey]uint64 // each object as the operator's last write left it
+	objects   map[apiKey][]byte // the same, in JSON, for a write answered with metadata alone
 	statuses  map[string]bool   // the resources whose status the operator wrote
 	events    map[string]int    // watch events so far, by resource
 	points    []point
@@ -197,7 +201,7 @@ type tracker struct {
 }
 
 func newTracker(e *Env, keyed bool) *tracker {
-	return &tracker{e: e, keyed: keyed, last: map[apiKey]uint64{}, statuses: map[string]bool{}, events: map[string]int{}, struckAt: map[atom]int{}}
+	return &tracker{e: e, keyed: keyed, last: map[apiKey]uint64{}, objects: map[apiKey][]byte{}, statuses: map[string]bool{}, events: map[string]int{}, struckAt: map[atom]int{}}
 }
 
 // change notes a change of the scenario's, written after the first
@@ -279,12 +283,12 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 	return tr.add(atoms, w.String(), true, "write", w.Verb, w.Group, w.Resource, w.Name, w.Subresource, d)
 }
 
-// answered notes the API server's answer to a write of key: when it took
-// the write, the object it answered with is what the operator last made
-// of that object, whatever the verb (a create and an apply of the same
-// object leave the same world). The status of a resource whose status
-// the operator never wrote is left out, as for watch events.
-func (tr *tracker) answered(key apiKey, resp *http.Response) {
+// answered notes the API server's answer to req, a write of key: when it
+// took the write, the object it answered with is what the operator last
+// made of that object, whatever the verb (a create and an apply of the
+// same object leave the same world). The status of a resource whose
+// status the operator never wrote is left out, as for watch events.
+func (tr *tracker) answered(key apiKey, req *http.Request, resp *http.Response) {
 	if tr == nil || !tr.keyed || resp == nil || resp.StatusCode >= 300 {
 		return
 	}
@@ -294,19 +298,97 @@ func (tr *tracker) answered(key apiKey, resp *http.Response) {
 	if err != nil {
 		return
 	}
+	object, whole := decodeAnswer(body)
 	if key.Name == "" { // a create: the name is in the object
 		var meta struct {
 			Metadata struct{ Name string } `json:"metadata"`
 		}
-		_ = json.Unmarshal(body, &meta)
+		_ = json.Unmarshal(object, &meta)
 		key.Name = meta.Metadata.Name
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	if !tr.statuses[key.Resource] {
-		body = withoutStatus(body)
+	if !whole {
+		object = tr.overlay(key, object, req)
 	}
-	tr.last[key] = tr.digest(body)
+	tr.objects[key] = object
+	if !tr.statuses[key.Resource] {
+		object = withoutStatus(object)
+	}
+	tr.last[key] = tr.digest(object)
+}
+
+// decodeAnswer is a write's answer as JSON, decoded from protobuf if the
+// client asked for that; whole is false for an answer of the object's
+// metadata alone, which a client may ask of any write.
+func decodeAnswer(body []byte) (object []byte, whole bool) {
+	var kind struct{ Kind string }
+	if json.Unmarshal(body, &kind) == nil {
+		return body, kind.Kind != "PartialObjectMetadata"
+	}
+	obj := runtimeDecode(body)
+	if obj == nil {
+		return body, true
+	}
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return body, true
+	}
+	object, err = json.Marshal(fields)
+	if err != nil {
+		return body, true
+	}
+	_, partial := obj.(*metav1.PartialObjectMetadata)
+	return object, !partial
+}
+
+// overlay is the object that a write answered with its metadata alone
+// left: the object as the operator's last write left it, with what req
+// changed (a merge patch's fields, an update's object) and the answer's
+// metadata. A write that says what it changed in other terms (a JSON
+// patch, an apply) is taken for a world of its own. The caller holds
+// tr.mu.
+func (tr *tracker) overlay(key apiKey, answer []byte, req *http.Request) []byte {
+	object := tr.objects[key]
+	if object == nil {
+		object = []byte("{}")
+	}
+	var (
+		sent   []byte
+		fields map[string]any
+	)
+	if req == nil {
+		req = &http.Request{}
+	}
+	if req.GetBody != nil {
+		if b, err := req.GetBody(); err == nil {
+			sent, _ = io.ReadAll(b)
+		}
+	}
+	switch {
+	case strings.HasPrefix(req.Header.Get("Content-Type"), string(types.MergePatchType)):
+		if patched, err := jsonpatch.MergePatch(object, sent); err == nil {
+			object = patched
+		}
+		_ = json.Unmarshal(object, &fields)
+	case req.Method == http.MethodPut:
+		if whole, ok := decodeAnswer(sent); ok {
+			_ = json.Unmarshal(whole, &fields)
+		}
+	}
+	if fields == nil {
+		fields = map[string]any{"write": tr.digest(sent)}
+	}
+	var meta struct {
+		Metadata any `json:"metadata"`
+	}
+	_ = json.Unmarshal(answer, &meta)
+	fields["metadata"] = meta.Metadata
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return answer
+	}
+	return out
 }
 
 // event records a watch event of resource res and returns its number

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+
 	"github.com/kfsm/kfsm/fsm"
 )
 
@@ -24,7 +27,7 @@ func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
 	world := func(body string) uint64 {
 		tr := newTracker(&Env{Namespace: "ns"}, true)
 		resp := answer(body)
-		tr.answered(key, resp)
+		tr.answered(key, nil, resp)
 		if got, _ := io.ReadAll(resp.Body); string(got) != body {
 			t.Errorf("the operator got %q back, not the answer %q", got, body)
 		}
@@ -93,7 +96,7 @@ func TestARunAtTheDepthRecordsPointsWithoutKeys(t *testing.T) {
 			t.Errorf("keyed %t: the API server would get %q, not %q", keyed, got, body)
 		}
 		resp := answer(body)
-		tr.answered(apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}, resp)
+		tr.answered(apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}, req, resp)
 		_ = resp.Body.Close()
 		tr.event("deployments", "MODIFIED", []byte(body))
 		return tr.points
@@ -125,5 +128,53 @@ func TestAWalkThatEndsBeforeTheWriteReturnsComesAfterTheChange(t *testing.T) {
 	s.change("update Gadget/g", walks)
 	if got := s.trace.sinceChange(); got != walks {
 		t.Errorf("the walks after the change start at %d, want %d: the walk that its own event started would come before it", got, walks)
+	}
+}
+
+// A write answered with the object's metadata alone, in protobuf as kfsm
+// asks of its status writes, leaves the world that the whole answer
+// would: the object as the operator last left it, changed as the write's
+// merge patch says, with the answer's metadata.
+func TestAWriteAnsweredWithMetadataAloneLeavesTheObjectItPatched(t *testing.T) {
+	key := apiKey{Group: "testing.kfsm.dev", Resource: "gadgets", Namespace: "ns", Name: "g"}
+	created := `{"kind":"Gadget","apiVersion":"testing.kfsm.dev/v1alpha1","metadata":{"name":"g","namespace":"ns","resourceVersion":"10","finalizers":["kfsm.dev/g"]},"spec":{"target":2}}`
+	patched := func(status string) string {
+		return `{"kind":"Gadget","apiVersion":"testing.kfsm.dev/v1alpha1","metadata":{"name":"g","namespace":"ns","resourceVersion":"11"},"spec":{"target":2},"status":` + status + `}`
+	}
+	metadataAlone := func() string {
+		var b bytes.Buffer
+		obj := &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+			ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", ResourceVersion: "11"},
+		}
+		if err := protobuf.NewSerializer(nil, nil).Encode(obj, &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}()
+	world := func(patch, answered string) uint64 {
+		tr := newTracker(&Env{Namespace: "ns"}, true)
+		tr.statuses["gadgets"] = true
+		tr.answered(key, nil, answer(created))
+		req, err := http.NewRequest(http.MethodPatch, "https://api/apis/testing.kfsm.dev/v1alpha1/namespaces/ns/gadgets/g/status", bytes.NewBufferString(patch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		tr.write(req, 2, Write{Verb: "patch", apiKey: key, Subresource: "status"})
+		resp := answer(answered)
+		tr.answered(key, req, resp)
+		if got, _ := io.ReadAll(resp.Body); string(got) != answered {
+			t.Errorf("the operator got %q back, not the answer %q", got, answered)
+		}
+		return tr.last[key]
+	}
+	const ready = `{"state":"Ready","conditions":[{"type":"Ready","status":"True"}]}`
+	whole := world(`{"metadata":{"finalizers":null},"status":`+ready+`}`, patched(ready))
+	if alone := world(`{"metadata":{"finalizers":null},"status":`+ready+`}`, metadataAlone); alone != whole {
+		t.Errorf("a status patch answered with metadata alone makes another world than the whole answer")
+	}
+	if other := world(`{"status":{"state":"Failed"}}`, metadataAlone); other == whole {
+		t.Errorf("status patches to Ready and to Failed, answered with metadata alone, make one world")
 	}
 }

@@ -247,7 +247,7 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
 	if err == nil {
-		f.trace.answered(key, resp)
+		f.trace.answered(key, req, resp)
 	}
 	if err == nil && f.strikes(atom{Kind: atomCrash, N: k}, seq) {
 		// The write reached the server; the process that made it never
