@@ -33,8 +33,8 @@ import (
 //
 // The cache also remembers the REST mapping of each kind it reads, which
 // a cache of some namespaces looks up on every read, and so does the
-// manager's client, which looks one up for each read or write of
-// metadata alone.
+// manager's client, which looks one up for each write of metadata alone,
+// such as kfsm's status writes.
 //
 // It runs after the transforms that opts's cache options give, wraps the
 // NewCache and NewClient that opts gives, and works with [sharding.New]

@@ -47,7 +47,16 @@ func (r *reconciler[T]) writeStatus(ctx context.Context, obj, before T) error {
 		return fmt.Errorf("encoding the status: %w", err)
 	}
 	return r.write(obj, func() error {
-		return r.client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(r.m.FieldOwner()))
+		// The answer is read as metadata alone: its status is the one the
+		// walk wrote, and decoding the whole object again cost the
+		// operator more than the rest of the write.
+		answer := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+		answer.SetGroupVersionKind(r.gvk)
+		if err := r.client.Status().Patch(ctx, answer, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(r.m.FieldOwner())); err != nil {
+			return err
+		}
+		obj.SetResourceVersion(answer.GetResourceVersion())
+		return nil
 	})
 }
 
