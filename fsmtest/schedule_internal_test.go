@@ -155,7 +155,9 @@ func TestAWriteAnsweredWithMetadataAloneLeavesTheObjectItPatched(t *testing.T) {
 	world := func(patch, answered string) uint64 {
 		tr := newTracker(&Env{Namespace: "ns"}, true)
 		tr.statuses["gadgets"] = true
-		tr.answered(key, nil, answer(created))
+		first := answer(created)
+		tr.answered(key, nil, first)
+		_ = first.Body.Close()
 		req, err := http.NewRequest(http.MethodPatch, "https://api/apis/testing.kfsm.dev/v1alpha1/namespaces/ns/gadgets/g/status", bytes.NewBufferString(patch))
 		if err != nil {
 			t.Fatal(err)
@@ -164,7 +166,9 @@ func TestAWriteAnsweredWithMetadataAloneLeavesTheObjectItPatched(t *testing.T) {
 		tr.write(req, 2, Write{Verb: "patch", apiKey: key, Subresource: "status"})
 		resp := answer(answered)
 		tr.answered(key, req, resp)
-		if got, _ := io.ReadAll(resp.Body); string(got) != answered {
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if string(got) != answered {
 			t.Errorf("the operator got %q back, not the answer %q", got, answered)
 		}
 		return tr.last[key]
