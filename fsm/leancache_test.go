@@ -474,11 +474,7 @@ func TestLeanCacheClientLooksUpAKindsMappingOnce(t *testing.T) {
 	mapper, httpClient := mapperOf(t, cfg)
 	opts := manager.Options{}
 	fsm.LeanCache(&opts)
-	newClient := opts.NewClient
-	if newClient == nil { // as the manager does
-		newClient = client.New
-	}
-	c, err := newClient(cfg, client.Options{HTTPClient: httpClient, Scheme: fe.Scheme, Mapper: mapper})
+	c, err := opts.NewClient(cfg, client.Options{HTTPClient: httpClient, Scheme: fe.Scheme, Mapper: mapper})
 	if err != nil {
 		t.Fatal(err)
 	}
