@@ -121,10 +121,20 @@ func removeCondition(conditions *[]metav1.Condition, t string) {
 // isReason reports whether the API server accepts s as a condition reason:
 // ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ in maxReason bytes (a regexp took a tenth of a step).
 func isReason(s string) bool {
-	word := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
-	return s != "" && len(s) <= maxReason && unicode.IsLetter(rune(s[0])) && word(rune(s[len(s)-1])) &&
-		!strings.ContainsFunc(s, func(r rune) bool { return r > unicode.MaxASCII || !word(r) && r != ',' && r != ':' })
+	if s == "" || len(s) > maxReason || !asciiLetter(s[0]) || !reasonWord(s[len(s)-1]) {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if c := s[i]; !reasonWord(c) && c != ',' && c != ':' {
+			return false
+		}
+	}
+	return true
 }
+
+func asciiLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+func reasonWord(c byte) bool { return asciiLetter(c) || '0' <= c && c <= '9' || c == '_' }
 
 // reasonOr returns reason if the API server accepts it as a condition
 // reason, else a CamelCase version of it, else fallback.

@@ -143,10 +143,10 @@ type walker[T Object] struct {
 	deleting  bool  // the object is being deleted: the deletion path runs
 	retrying  bool  // AnnotationRetry asked for a run now
 	committed bool  // the status write went through
-	calls     int32 // handlers run so far: an int32 beside the bools keeps the walker in a 704-byte size class
+	calls     int32 // handlers run so far: an int32 beside the bools keeps the walker in a 768-byte size class
 	goal      State // the goal function's answer, if any
 	// indeterminate is an action that the running handler found
-	// indeterminate: a pointer, which keeps the walker in a 704-byte size class.
+	// indeterminate: a pointer, which keeps the walker in a 768-byte size class.
 	indeterminate *ActionRecord
 	applied       []OutputRef   // children applied in this run (lifecycle) or pass (pipeline)
 	outputErr     error         // the first failed Apply or Delete of this run
