@@ -575,8 +575,41 @@ func (f *fleet) checkRepeats(handover string, since time.Time) {
 		f.t.Logf("%s: %d of them after the fence cut off a write of theirs", handover, n)
 	}
 	if len(unexplained) > 0 {
-		f.t.Errorf("%s: %d gadgets ran to completion more than once on a generation, want at most once: %s", handover, len(unexplained), first(unexplained, 5))
+		f.t.Errorf("%s: %d gadgets ran to completion more than once on a generation, want at most once: %s\nwhat the replicas logged of them:\n%s",
+			handover, len(unexplained), first(unexplained, 5), f.loggedOf(unexplained[:min(len(unexplained), 5)]))
 	}
+}
+
+// loggedOf returns the lines of the replicas' logs that name the gadgets
+// of repeats (each "uid gen …"), so that a failure shows what happened
+// to them.
+func (f *fleet) loggedOf(repeats []string) string {
+	f.t.Helper()
+	var gs v1alpha1.GadgetList
+	if err := f.seen.cache.List(f.t.Context(), &gs); err != nil {
+		return err.Error()
+	}
+	names := map[types.UID]string{}
+	for _, g := range gs.Items {
+		names[g.UID] = g.Name
+	}
+	var b strings.Builder
+	for _, r := range repeats {
+		uid, _, _ := strings.Cut(r, " ")
+		name := names[types.UID(uid)]
+		fmt.Fprintf(&b, "%s (%s):\n", name, uid)
+		if name == "" {
+			continue
+		}
+		for replica, p := range f.replicas {
+			for l := range strings.Lines(p.Log()) {
+				if strings.Contains(l, `"name"="`+name+`"`) || strings.Contains(l, "/"+name+" ") || strings.Contains(l, "/"+name+"/") || strings.Contains(l, "/"+name+`\"`) {
+					fmt.Fprintf(&b, "  %s: %s", replica, l)
+				}
+			}
+		}
+	}
+	return b.String()
 }
 
 // cutOff returns the UIDs of the gadgets that some replica's fence cut a
