@@ -50,13 +50,18 @@ func (w *walker[T]) settle(cur State, ready metav1.ConditionStatus, reason, mess
 	}
 }
 
-// stall marks the object Stalled, with an event the first time.
-func (w *walker[T]) stall(cur State, reason, message string) {
+// stall marks the object Stalled. The first time, not again while it
+// stays so (the condition holds the message as clipped), it records an
+// event and logs, after logError when there is one.
+func (w *walker[T]) stall(cur State, reason, message string, logError func()) {
 	message = truncate(message)
 	if message == "" {
 		message = fmt.Sprintf("stopped in state %s", cur)
 	}
-	if !w.isStalled(reason, message) {
+	if c := meta.FindStatusCondition(w.st.Conditions, ConditionStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason || c.Message != message {
+		if logError != nil {
+			w.later(logError)
+		}
 		w.later(func() {
 			w.log.Info("stalled", "machine", w.r.m.name, "state", cur, "reason", reason, "message", message)
 		})
@@ -64,11 +69,6 @@ func (w *walker[T]) stall(cur State, reason, message string) {
 	}
 	w.st.RetryAt = nil
 	w.settle(cur, metav1.ConditionFalse, reason, message, false, &metav1.Condition{Reason: reason, Message: message})
-}
-
-func (w *walker[T]) isStalled(reason, message string) bool {
-	c := meta.FindStatusCondition(w.st.Conditions, ConditionStalled)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason && c.Message == message
 }
 
 // illegal refuses an undeclared transition: the state stays, and the
@@ -80,23 +80,18 @@ func (w *walker[T]) illegal(cur State, res Result) {
 	_, declared := w.r.b.states[bad]
 	undeclared := !declared && bad != Default
 	msg := refusal.Why(refusal.Past, cur, events, bad, def.exits, undeclared, typo.Closest(bad, w.r.m.stateNames())) + "; the transition was refused"
-	if !w.isStalled(ReasonIllegalTransition, msg) {
-		w.later(func() {
-			w.log.Error(errors.New(msg), "illegal transition", "machine", w.r.m.name, "from", cur, "to", res.next)
-		})
-	}
 	w.rest(cur, ReasonIllegalTransition)
-	w.stall(cur, ReasonIllegalTransition, msg)
+	w.stall(cur, ReasonIllegalTransition, msg, func() {
+		w.log.Error(errors.New(msg), "illegal transition", "machine", w.r.m.name, "from", cur, "to", res.next)
+	})
 }
 
 // unreachableGoal reports a goal that the object cannot walk to. No
 // handler runs: it would be told to walk where no path leads.
 func (w *walker[T]) unreachableGoal(cur State, err error) {
-	msg := err.Error()
-	if !w.isStalled(ReasonGoalUnreachable, msg) {
-		w.later(func() { w.log.Error(err, "unreachable goal", "machine", w.r.m.name, "state", cur, "goal", w.goal) })
-	}
-	w.stall(cur, ReasonGoalUnreachable, msg)
+	w.stall(cur, ReasonGoalUnreachable, err.Error(), func() {
+		w.log.Error(err, "unreachable goal", "machine", w.r.m.name, "state", cur, "goal", w.goal)
+	})
 }
 
 // unknownState reports a persisted state the graph does not have, for
@@ -104,10 +99,9 @@ func (w *walker[T]) unreachableGoal(cur State, err error) {
 // would throw away where the object really is.
 func (w *walker[T]) unknownState() {
 	msg := fmt.Sprintf("the object is in state %q, which machine %s does not declare (states: %s); it was left there", w.st.State, w.r.m.name, refusal.Join(w.r.m.stateNames()))
-	if !w.isStalled(ReasonUnknownState, msg) {
-		w.later(func() { w.log.Error(errors.New(msg), "unknown state", "machine", w.r.m.name, "state", w.st.State) })
-	}
-	w.stall(w.st.State, ReasonUnknownState, msg)
+	w.stall(w.st.State, ReasonUnknownState, msg, func() {
+		w.log.Error(errors.New(msg), "unknown state", "machine", w.r.m.name, "state", w.st.State)
+	})
 }
 
 // removeCondition is meta.RemoveStatusCondition without its allocation
@@ -121,15 +115,11 @@ func removeCondition(conditions *[]metav1.Condition, t string) {
 // isReason reports whether the API server accepts s as a condition reason:
 // ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ in maxReason bytes (a regexp took a tenth of a step).
 func isReason(s string) bool {
-	if s == "" || len(s) > maxReason || !asciiLetter(s[0]) || !reasonWord(s[len(s)-1]) {
-		return false
+	ok := s != "" && len(s) <= maxReason && asciiLetter(s[0]) && reasonWord(s[len(s)-1])
+	for i := 1; ok && i < len(s)-1; i++ {
+		ok = reasonWord(s[i]) || s[i] == ',' || s[i] == ':'
 	}
-	for i := 1; i < len(s)-1; i++ {
-		if c := s[i]; !reasonWord(c) && c != ',' && c != ':' {
-			return false
-		}
-	}
-	return true
+	return ok
 }
 
 func asciiLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }

@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -202,5 +206,41 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 	}
 	if g := e.get("g"); g.Status.Count != 0 || g.Status.ObservedGeneration != g.Generation {
 		t.Errorf("after a spec change: count %d, observedGeneration %d of %d", g.Status.Count, g.Status.ObservedGeneration, g.Generation)
+	}
+}
+
+// A stall is logged once, however long its message: the condition keeps
+// the message clipped, and a second reconcile of the same stall compares
+// with that.
+func TestAStallWithALongMessageIsLoggedOnce(t *testing.T) {
+	e := newEnv(t)
+	long := func(name string) fsm.State { return fsm.State(name + strings.Repeat("x", 300)) }
+	m := fsm.New[*gadget]("renamed", fsm.Lifecycle).
+		Initial(long("Start")).
+		State(long("Start"), next(long("Middle")), fsm.To(long("Middle"))).
+		State(long("Middle"), next(long("End")), fsm.To(long("End"))).
+		State(long("End"), done, fsm.Final())
+	r := e.reconciler(m)
+	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	g.Status.State = long("Old")
+	if err := e.direct.Status().Update(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	ctx := logr.NewContext(t.Context(), funcr.New(func(_, args string) {
+		for _, msg := range []string{`"msg"="unknown state"`, `"msg"="stalled"`} {
+			if strings.Contains(args, msg) {
+				logged = append(logged, msg)
+			}
+		}
+	}, funcr.Options{}))
+	for range 3 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: e.namespace, Name: "g"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCondition(t, e.get("g"), fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonUnknownState)
+	if len(logged) != 2 {
+		t.Errorf("three reconciles of one stall logged %v, want the unknown state and the stall once each", logged)
 	}
 }

@@ -293,7 +293,7 @@ func (w *walker[T]) done(cur State, def *stateDef[T]) outcome {
 func (w *walker[T]) stopped(cur State, res Result) outcome {
 	reason := reasonOr(res.reason, "Stopped")
 	w.rest(cur, reason)
-	w.stall(cur, reason, w.r.redact(res.message))
+	w.stall(cur, reason, w.r.redact(res.message), nil)
 	return outcome{}
 }
 
@@ -359,7 +359,7 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 			}
 			return false, outcome{}, next
 		}
-		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times: %s", cur, w.st.Failures, msg))
+		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times: %s", cur, w.st.Failures, msg), nil)
 		return true, outcome{failure: f}, ""
 	}
 	after := backoffAfter(w.st.Failures)
