@@ -8,11 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -210,37 +206,48 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 }
 
 // A stall is logged once, however long its message: the condition keeps
-// the message clipped, and a second reconcile of the same stall compares
-// with that.
-func TestAStallWithALongMessageIsLoggedOnce(t *testing.T) {
+// the message clipped, and every later reconcile of the same stall, here
+// one per spec change under a manager, compares with that.
+func TestUnderManagerAStallWithALongMessageIsLoggedOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	long := func(name string) fsm.State { return fsm.State(name + strings.Repeat("x", 300)) }
+	var calls runs
 	m := fsm.New[*gadget]("renamed", fsm.Lifecycle).
 		Initial(long("Start")).
-		State(long("Start"), next(long("Middle")), fsm.To(long("Middle"))).
+		State(long("Start"), counted(&calls, next(long("Middle"))), fsm.To(long("Middle"))).
 		State(long("Middle"), next(long("End")), fsm.To(long("End"))).
 		State(long("End"), done, fsm.Final())
-	r := e.reconciler(m)
 	g := e.gadget("g", v1alpha1.GadgetSpec{})
 	g.Status.State = long("Old")
 	if err := e.direct.Status().Update(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
-	var logged []string
-	ctx := logr.NewContext(t.Context(), funcr.New(func(_, args string) {
-		for _, msg := range []string{`"msg"="unknown state"`, `"msg"="stalled"`} {
-			if strings.Contains(args, msg) {
-				logged = append(logged, msg)
-			}
+	l := run(e, m)
+	for target := range int32(4) {
+		if target > 0 {
+			e.update(func(s *v1alpha1.GadgetSpec) { s.Target = target })
 		}
-	}, funcr.Options{}))
-	for range 3 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: e.namespace, Name: "g"}}); err != nil {
-			t.Fatal(err)
-		}
+		time.Sleep(2 * time.Second)
 	}
-	wantCondition(t, e.get("g"), fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonUnknownState)
-	if len(logged) != 2 {
-		t.Errorf("three reconciles of one stall logged %v, want the unknown state and the stall once each", logged)
+
+	g = e.get("g")
+	wantCondition(t, g, fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonUnknownState)
+	if g.Status.ObservedGeneration != g.Generation {
+		t.Errorf("observedGeneration %d of %d: the spec changes were not all reconciled", g.Status.ObservedGeneration, g.Generation)
+	}
+	logged := map[string]int{}
+	for _, line := range l.logs.all() {
+		logged[line.msg]++
+	}
+	t.Logf("four generations of one stall: %d status writes, %d handler runs, logs %v", l.status.Load(), calls.count(), logged)
+	if logged["unknown state"] != 1 || logged["stalled"] != 1 {
+		t.Errorf("logged the unknown state %d times and the stall %d times, want once each", logged["unknown state"], logged["stalled"])
+	}
+	if n := occurrences(e.apiEvents(), fsm.ReasonUnknownState); n != 1 {
+		t.Errorf("%d UnknownState events, want 1", n)
+	}
+	if calls.count() != 0 || l.status.Load() != 4 {
+		t.Errorf("%d handler runs and %d status writes, want 0 and 4 (the stall, then each new generation observed)", calls.count(), l.status.Load())
 	}
 }

@@ -143,7 +143,7 @@ type walker[T Object] struct {
 	deleting  bool  // the object is being deleted: the deletion path runs
 	retrying  bool  // AnnotationRetry asked for a run now
 	committed bool  // the status write went through
-	calls     int32 // handlers run so far: an int32 beside the bools keeps the walker in a 768-byte size class
+	calls     int32 // handlers run so far
 	goal      State // the goal function's answer, if any
 	// indeterminate is an action that the running handler found
 	// indeterminate: a pointer, which keeps the walker in a 768-byte size class.
