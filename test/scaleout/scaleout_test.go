@@ -581,8 +581,8 @@ func (f *fleet) checkRepeats(handover string, since time.Time) {
 }
 
 // loggedOf returns the lines of the replicas' logs that name the gadgets
-// of repeats (each "uid gen …"), so that a failure shows what happened
-// to them.
+// of repeats (each "uid gen …"), with each gadget's slot, and the lines
+// of every move of slots, so that a failure shows what happened to them.
 func (f *fleet) loggedOf(repeats []string) string {
 	f.t.Helper()
 	var gs v1alpha1.GadgetList
@@ -597,7 +597,7 @@ func (f *fleet) loggedOf(repeats []string) string {
 	for _, r := range repeats {
 		uid, _, _ := strings.Cut(r, " ")
 		name := names[types.UID(uid)]
-		fmt.Fprintf(&b, "%s (%s):\n", name, uid)
+		fmt.Fprintf(&b, "%s (%s, slot %d):\n", name, uid, sharding.SlotOf(types.UID(uid)))
 		if name == "" {
 			continue
 		}
@@ -605,6 +605,19 @@ func (f *fleet) loggedOf(repeats []string) string {
 			for l := range strings.Lines(p.Log()) {
 				if strings.Contains(l, `"name"="`+name+`"`) || strings.Contains(l, "/"+name+" ") || strings.Contains(l, "/"+name+"/") || strings.Contains(l, "/"+name+`\"`) {
 					fmt.Fprintf(&b, "  %s: %s", replica, l)
+				}
+			}
+		}
+	}
+	// A slot that moves, even back to the replica that held it, has its
+	// objects reconciled again by the replica that takes it.
+	b.WriteString("the moves of slots:\n")
+	for replica, p := range f.replicas {
+		for l := range strings.Lines(p.Log()) {
+			for _, move := range []string{`"took slots"`, `"released slots"`, "giving up every slot", "Lease expired; deleted it"} {
+				if strings.Contains(l, move) {
+					fmt.Fprintf(&b, "  %s: %s", replica, l)
+					break
 				}
 			}
 		}
