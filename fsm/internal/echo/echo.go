@@ -278,17 +278,15 @@ func (e *Marks) settle(k markKey, m *echoMark) {
 // failed, or was an apply that changed nothing), and reports whether
 // events held meanwhile came from someone else.
 func (e *Marks) Wrote(key Key, obj client.Object) (missed bool) {
+	if obj != nil {
+		e.Made(key, obj)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
 	m := e.marks[k]
 	if m == nil {
 		return false
-	}
-	if obj != nil {
-		if rv, ok := ResourceVersion(obj); ok {
-			m.record(rv)
-		}
 	}
 	missed = e.release(k, m)
 	if e.marks[k] == m {

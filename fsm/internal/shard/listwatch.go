@@ -63,7 +63,7 @@ type selectionKey struct{}
 // example (of gvk), which newInformer makes.
 func (s *Replica) reselect(lw toolscache.ListerWatcher, example runtime.Object, gvk schema.GroupVersionKind, newInformer func(toolscache.ListerWatcher) toolscache.SharedIndexInformer) toolscache.SharedIndexInformer {
 	l := &reselecting{inner: toolscache.ToListerWatcherWithContext(lw), s: s, gvk: gvk, example: example}
-	inf := newInformer(l)
+	inf := newInformer(&toolscache.ListWatch{ListWithContextFunc: l.list, WatchFuncWithContext: l.watch})
 	l.store = inf.GetStore()
 	s.mu.Lock()
 	s.lists = append(s.lists, l)
@@ -101,15 +101,7 @@ func (l *reselecting) kind() (selects, children bool, active Slots) {
 	return false, false, l.s.active
 }
 
-func (l *reselecting) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return l.ListWithContext(context.Background(), opts)
-}
-
-func (l *reselecting) Watch(opts metav1.ListOptions) (apiwatch.Interface, error) {
-	return l.WatchWithContext(context.Background(), opts)
-}
-
-func (l *reselecting) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+func (l *reselecting) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	gen, selected, _ := l.s.selection()
 	list, err := l.inner.ListWithContext(context.WithValue(ctx, selectionKey{}, selected), opts)
 	if err == nil {
@@ -119,7 +111,7 @@ func (l *reselecting) ListWithContext(ctx context.Context, opts metav1.ListOptio
 	return list, err
 }
 
-func (l *reselecting) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
+func (l *reselecting) watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 	if selects, _, _ := l.kind(); !selects {
 		return l.inner.WatchWithContext(ctx, opts)
 	}

@@ -115,7 +115,7 @@ func TestReselectingSendsWhatDiffers(t *testing.T) {
 		[]*corev1.ConfigMap{cmAt("same", "1", "1"), cmAt("changed", "2", "5"), cmAt("added", "6", "6"), cmAt("new-uid", "7", "4")},
 		apiwatch.NewFake(), server)
 
-	before, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	before, err := l.watch(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestReselectingSendsWhatDiffers(t *testing.T) {
 		t.Errorf("the watch open when the slots changed (-want +got):\n%s", diff)
 	}
 
-	after, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	after, err := l.watch(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,21 +171,21 @@ func TestReselectingLetsSlotsGoWithoutAList(t *testing.T) {
 // once it has.
 func TestReselectingFailsTheWatchIfTheSlotsAddedCannotBeListed(t *testing.T) {
 	l, s, lists := newReselecting(t, []*corev1.ConfigMap{cmAt("held", "1", "1")}, nil, apiwatch.NewFake())
-	before, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	before, err := l.watch(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.setSelector(0b01)
 	received(t, before, l.store, 2)
 	gen, _, _ := s.selection()
-	after, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	after, err := l.watch(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if !apierrors.IsResourceExpired(err) || after != nil {
 		t.Fatalf("the watch of the slots added = %v, %v; want the API server's error that the resourceVersion is too old", after, err)
 	}
 	if s.cached(gen) || len(l.store.List()) != 1 {
 		t.Errorf("after the failed watch, the cache holds the new slots (%t) or its store changed (%d objects)", s.cached(gen), len(l.store.List()))
 	}
-	if _, err := l.ListWithContext(context.Background(), metav1.ListOptions{}); err != nil {
+	if _, err := l.list(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !s.cached(gen) {
@@ -206,13 +206,13 @@ func inSlot(cm *corev1.ConfigMap, slot int) *corev1.ConfigMap {
 // the watch that takes them in.
 func reselected(t *testing.T, l *reselecting, s *Replica, slots Slots) apiwatch.Interface {
 	t.Helper()
-	before, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	before, err := l.watch(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.setSelector(slots)
 	received(t, before, l.store, 2)
-	after, err := l.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
+	after, err := l.watch(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
