@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -568,6 +569,74 @@ func TestUnderManagerANewChildCostsOneRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The first change of a child that kfsm created takes two requests: one
+// that makes the create's record of the child's fields an apply's, and the
+// apply. When the API server takes the first and its answer is lost (a
+// timeout, or the fence of a sharded replica whose Lease renewal ran late
+// cutting off a request it had sent), the apply fails as a write of
+// unknown outcome does, and the run is tried again. Were it to go on, the
+// version that the lost answer carried would come back as someone else's
+// change and run the handler again once the object had converged.
+func TestUnderManagerAChildsFirstChangeWithALostAnswerFailsTheApply(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var applied [3]atomic.Int32 // runs whose apply went through, by generation
+	m := fsm.New[*gadget]("lost-answer", fsm.Pipeline).
+		Initial("Config").
+		State("Config", func(ctx context.Context, r *request) fsm.Result {
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: r.Object.Name},
+				Data:       map[string]string{"target": fmt.Sprint(r.Object.Spec.Target)},
+			}
+			if err := r.Apply(ctx, cm); err != nil {
+				return fsm.Fail(err)
+			}
+			applied[min(r.Object.Generation, 2)].Add(1)
+			return fsm.Next("Serving")
+		}, fsm.To("Serving")).
+		State("Serving", done, fsm.Final()).
+		Owns(&corev1.ConfigMap{})
+	l := run(e, m)
+	g := e.gadget("g", v1alpha1.GadgetSpec{Target: 1})
+	e.fe.AwaitReady(g)
+
+	lost := &fault{op: "patch", times: 1, landed: true, err: errors.New("the answer was lost (injected)"),
+		match: func(o client.Object) bool { _, ok := o.(*corev1.ConfigMap); return ok }}
+	l.inject(lost)
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 2 })
+	g = e.get("g")
+	e.fe.AwaitReady(g)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.namespace}}
+	if !e.fe.Get(cm) || cm.Data["target"] != "2" {
+		t.Fatalf("the ConfigMap holds %v, want target 2", cm.Data)
+	}
+	awaitNoWalk(e, g, 2*time.Second)
+	l.mu.Lock()
+	left := lost.times
+	l.mu.Unlock()
+	if left != 0 {
+		t.Fatal("no write of the ConfigMap met the lost answer")
+	}
+	if n := applied[2].Load(); n != 1 {
+		t.Errorf("the handler's apply went through %d times on generation 2, want once: a lost answer is a failed write", n)
+	}
+	if w := e.fe.Writes(cm); w.Patch != 1 || w.Apply < 1 {
+		t.Errorf("the child's writes are %+v, want the move of the create's record once, and the apply", w)
+	}
+}
+
+// awaitNoWalk waits until the machine has not walked obj for d.
+func awaitNoWalk(e *env, obj client.Object, d time.Duration) {
+	e.t.Helper()
+	walks, since := -1, time.Now()
+	e.fe.Await(fmt.Sprintf("no walk of %s for %v", obj.GetName(), d), func() bool {
+		if n := len(e.fe.Walks(obj)); n != walks {
+			walks, since = n, time.Now()
+		}
+		return time.Since(since) >= d
+	})
 }
 
 // An object of the child's name that the cache has yet to see makes the

@@ -49,12 +49,15 @@ type live struct {
 	client client.Client                         // the manager's client: its reads are the cache's
 }
 
-// fault fails one call of the manager's client that matches.
+// fault fails one call of the manager's client that matches: before the
+// call is sent, or, if it lands, after the API server took it, as a
+// timeout or a lost connection does.
 type fault struct {
-	op    string // "status", "delete", "apply", "patch", "publish" (of the graph)
-	match func(client.Object) bool
-	err   error
-	times int // how many calls it fails
+	op     string // "status", "delete", "apply", "patch", "publish" (of the graph)
+	match  func(client.Object) bool
+	err    error
+	times  int  // how many calls it fails
+	landed bool // the call is made and its answer lost
 }
 
 // run starts m under fsmtest's manager, which sees the test's namespace,
@@ -156,16 +159,30 @@ func (l *live) inject(f *fault) {
 	l.faults = append(l.faults, f)
 }
 
-func (l *live) fault(op string, obj client.Object) error {
+// fault returns the fault that the next call of op on obj meets, if any.
+func (l *live) fault(op string, obj client.Object) *fault {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, f := range l.faults {
 		if f.op == op && f.times > 0 && (f.match == nil || f.match(obj)) {
 			f.times--
-			return f.err
+			return f
 		}
 	}
 	return nil
+}
+
+// call makes a call of op on obj through do, unless a fault fails it.
+func (l *live) call(op string, obj client.Object, do func() error) error {
+	f := l.fault(op, obj)
+	if f != nil && !f.landed {
+		return f.err
+	}
+	err := do()
+	if err == nil && f != nil {
+		return f.err
+	}
+	return err
 }
 
 func (l *live) newClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
@@ -173,12 +190,11 @@ func (l *live) newClient(cfg *rest.Config, opts client.Options) (client.Client, 
 	if err != nil {
 		return nil, err
 	}
-	write := func(op string, obj client.Object) error {
-		if err := l.fault(op, obj); err != nil {
-			return err
-		}
-		l.writes.Add(1)
-		return nil
+	write := func(op string, obj client.Object, do func() error) error {
+		return l.call(op, obj, func() error {
+			l.writes.Add(1)
+			return do()
+		})
 	}
 	wrapped := interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -194,56 +210,38 @@ func (l *live) newClient(cfg *rest.Config, opts client.Options) (client.Client, 
 			return nil
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if err := write("create", obj); err != nil {
-				return err
-			}
-			return c.Create(ctx, obj, opts...)
+			return write("create", obj, func() error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			if err := write("update", obj); err != nil {
-				return err
-			}
-			return c.Update(ctx, obj, opts...)
+			return write("update", obj, func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if obj.GetObjectKind().GroupVersionKind().Kind == "CustomResourceDefinition" {
 				// The machine's graph, not a write of the loop.
-				if err := l.fault("publish", obj); err != nil {
-					return err
-				}
-				l.published.Add(1)
-				return c.Patch(ctx, obj, patch, opts...)
+				return l.call("publish", obj, func() error {
+					l.published.Add(1)
+					return c.Patch(ctx, obj, patch, opts...)
+				})
 			}
-			if err := write("patch", obj); err != nil {
-				return err
-			}
-			return c.Patch(ctx, obj, patch, opts...)
+			return write("patch", obj, func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			if err := write("apply", nil); err != nil {
-				return err
-			}
-			return c.Apply(ctx, obj, opts...)
+			return write("apply", nil, func() error { return c.Apply(ctx, obj, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			if err := write("delete", obj); err != nil {
-				return err
-			}
-			return c.Delete(ctx, obj, opts...)
+			return write("delete", obj, func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			if err := write(sub, obj); err != nil {
-				return err
-			}
-			l.status.Add(1)
-			return c.SubResource(sub).Update(ctx, obj, opts...)
+			return write(sub, obj, func() error {
+				l.status.Add(1)
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			})
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if err := write(sub, obj); err != nil {
-				return err
-			}
-			l.status.Add(1)
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			return write(sub, obj, func() error {
+				l.status.Add(1)
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			})
 		},
 	})
 	l.mu.Lock()

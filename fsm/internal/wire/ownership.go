@@ -94,8 +94,17 @@ func upgrade(ctx context.Context, c client.Writer, obj client.Object, manager st
 // writes before the last. It makes no read, so that a partitioned
 // process's fence stops each of its requests.
 func Apply(ctx context.Context, c client.Client, obj client.Object, body []byte, manager, created string, made func(client.Object), opts ...client.PatchOption) error {
-	if created != "" && c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, createdToApply(manager, created))) == nil {
-		made(obj)
+	if created != "" {
+		switch err := c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, createdToApply(manager, created))); {
+		case err == nil:
+			made(obj)
+		case !refused(err):
+			// The move may have been made, at a version that this process
+			// cannot know for its own: its event would come back as
+			// someone else's change. The apply fails, as a write whose
+			// outcome is unknown does, and is tried again.
+			return fmt.Errorf("moving the fields that %s created to its apply: %w", manager, err)
+		}
 	}
 	patch := client.RawPatch(types.ApplyPatchType, body)
 	err := c.Patch(ctx, obj, patch, opts...)
@@ -118,6 +127,15 @@ func Apply(ctx context.Context, c client.Client, obj client.Object, body []byte,
 	}
 	made(obj)
 	return c.Patch(ctx, obj, patch, opts...)
+}
+
+// refused reports whether err is the API server's answer that it made
+// no change, a status of 4xx (the object moved on, or is gone). A lost
+// connection, a timeout, a fence that cut the answer off or a 5xx leave
+// the outcome unknown.
+func refused(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && status.Status().Code/100 == 4
 }
 
 // createdToApply is a JSON patch that makes the first entry of managed

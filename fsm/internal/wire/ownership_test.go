@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +59,29 @@ func TestConflictsOnlyWithUpdate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := conflictsOnlyWithUpdate(tc.err, "kfsm-web"); got != tc.want {
 				t.Errorf("conflictsOnlyWithUpdate(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRefused(t *testing.T) {
+	cm := schema.GroupResource{Resource: "configmaps"}
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"Conflict":         {err: apierrors.NewConflict(cm, "g", errors.New("the object has been modified")), want: true},
+		"Wrapped":          {err: fmt.Errorf("patching: %w", apierrors.NewNotFound(cm, "g")), want: true},
+		"FailedTest":       {err: apierrors.NewGenericServerResponse(422, "patch", cm, "g", "testing value failed", 0, false), want: true},
+		"InternalError":    {err: apierrors.NewInternalError(errors.New("etcdserver: request timed out"))},
+		"ServerTimeout":    {err: apierrors.NewTimeoutError("the request took too long", 0)},
+		"NoAnswer":         {err: &url.Error{Op: "Patch", URL: "https://api/configmaps/g", Err: errors.New("cut off: this process may no longer hold its Lease")}},
+		"ContextCancelled": {err: context.DeadlineExceeded},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := refused(tc.err); got != tc.want {
+				t.Errorf("refused(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
