@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -624,6 +625,12 @@ func TestUnderManagerAChildsFirstChangeWithALostAnswerFailsTheApply(t *testing.T
 	}
 	if w := e.fe.Writes(cm); w.Patch != 1 || w.Apply < 1 {
 		t.Errorf("the child's writes are %+v, want the move of the create's record once, and the apply", w)
+	}
+	logged := slices.ContainsFunc(l.logs.all(), func(line logLine) bool {
+		return line.err != nil && strings.Contains(line.err.Error(), "moving the fields") && errors.Is(line.err, lost.err)
+	})
+	if !logged {
+		t.Error("no error was logged of the move whose answer was lost")
 	}
 }
 
