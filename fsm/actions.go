@@ -38,15 +38,8 @@ const (
 )
 
 func (s ActionState) String() string {
-	switch s {
-	case ActionPending:
-		return "Pending"
-	case ActionSucceeded:
-		return "Succeeded"
-	case ActionFailed:
-		return "Failed"
-	case ActionIndeterminate:
-		return "Indeterminate"
+	if names := [...]string{"Pending", "Succeeded", "Failed", "Indeterminate"}; s > 0 && int(s) <= len(names) {
+		return names[s-1]
 	}
 	return fmt.Sprintf("ActionState(%d)", int(s))
 }

@@ -322,15 +322,13 @@ func (b *built[T]) note(t Transition) string {
 	if !ok {
 		note = transitionNote(t.From, t.To)
 	}
-	switch t.Reason {
-	case ReasonTimeout:
-		return note + ": it stayed longer than the state's timeout"
-	case ReasonRetriesExhausted:
-		return note + ": the state's retries ran out"
-	case ReasonDeleted:
-		return note + ": the object is being deleted"
-	case ReasonMigrated:
-		return note + ": a new version of the graph migrated it"
-	}
-	return note
+	return note + whyMoved[t.Reason]
+}
+
+// whyMoved is what a transition's event says of a move that kfsm made.
+var whyMoved = map[string]string{
+	ReasonTimeout:          ": it stayed longer than the state's timeout",
+	ReasonRetriesExhausted: ": the state's retries ran out",
+	ReasonDeleted:          ": the object is being deleted",
+	ReasonMigrated:         ": a new version of the graph migrated it",
 }

@@ -90,11 +90,7 @@ type interner struct {
 // repeats says whether the values of a label repeat from object to
 // object: those of kfsm's labels other than an owner's UID.
 func repeats(label string) bool {
-	switch label {
-	case LabelManagedBy, LabelMachine, sharding.LabelSlot:
-		return true
-	}
-	return false
+	return label == LabelManagedBy || label == LabelMachine || label == sharding.LabelSlot
 }
 
 // lean drops obj's managed fields and shares its repeating strings. It

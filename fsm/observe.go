@@ -79,17 +79,7 @@ const (
 // Kind says which of Next, Wait, Done, Fail or Stop r is. The zero Result
 // is a failure.
 func (r Result) Kind() ResultKind {
-	switch r.kind {
-	case resultNext:
-		return ResultNext
-	case resultWait:
-		return ResultWait
-	case resultDone:
-		return ResultDone
-	case resultStop:
-		return ResultStop
-	}
-	return ResultFail
+	return [...]ResultKind{resultNone: ResultFail, resultNext: ResultNext, resultWait: ResultWait, resultDone: ResultDone, resultFail: ResultFail, resultStop: ResultStop}[r.kind]
 }
 
 // step records a handler run for the observers.

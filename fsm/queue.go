@@ -71,8 +71,7 @@ func (r *reconciler[T]) managed() bool {
 // wait on it, so that a test that moves a fake clock moves them too.
 func (m *Machine[T]) scheduler() clock.WithDelayedExecution {
 	switch c := m.clock.(type) {
-	case clock.RealClock, *clock.RealClock:
-		return nil
+	case clock.RealClock, *clock.RealClock: // none: controller-runtime times the requeues
 	case clock.WithDelayedExecution:
 		return c
 	}
