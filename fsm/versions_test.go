@@ -273,6 +273,8 @@ func TestStrandedNamesTheStatesNoMigrationMoves(t *testing.T) {
 		"NoMigration":    {versionTwoGraph(), released, []graph.State{"Old", "Both", "Gone"}},
 		"Migrated":       {versionTwo(), released, nil},
 		"Partly":         {versionTwoGraph().Version(2, fsm.Rename("Old", "New")), released, []graph.State{"Both", "Gone"}},
+		"Merged":         {versionTwoGraph().Version(2, fsm.Rename("Old", "New"), fsm.Merge("Kept", "Both", "Gone")), released, nil},
+		"MergedOne":      {versionTwoGraph().Version(2, fsm.Rename("Old", "New"), fsm.Merge("Kept", "Gone")), released, []graph.State{"Both"}},
 		"SameVersion":    {versionTwo(), current, nil},
 		"NoVersionAgain": {versionOne(), current, []graph.State{"New", "Left", "Right", "Added"}},
 	} {
