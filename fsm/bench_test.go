@@ -86,7 +86,9 @@ func BenchmarkStep(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		obj.Status.State = "A"
-		r.walk(ctx, obj, obj, false).commit()
+		w := r.walk(ctx, obj, obj, false)
+		w.commit()
+		w.release()
 	}
 	if obj.Status.State != "B" {
 		b.Fatalf("state = %s, want B", obj.Status.State)

@@ -29,7 +29,7 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	w.calls++
 	// A noop tracer's span under one that records nothing is one no reader of ctx tells apart: none starts.
 	ctx, span := w.ctx, trace.Span(noop.Span{})
-	if _, off := w.r.b.tracer.(noop.Tracer); !off || trace.SpanFromContext(w.ctx).IsRecording() {
+	if _, off := w.r.b.tracer.(noop.Tracer); !off || w.span.IsRecording() {
 		ctx, span = w.r.b.tracer.Start(w.ctx, def.spanName, def.spanStart)
 	}
 	defer span.End()
@@ -37,18 +37,20 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	if log.Enabled() {
 		log = withValues(log, "machine", w.r.m.name, "state", def.name)
 	}
-	req := &w.req
+	req := w.req
 	*req = Request[T]{
 		Object:     w.obj,
 		Client:     w.r.client,
 		Log:        log,
 		Clock:      w.r.m.clock,
 		State:      def.name,
-		From:       w.from(),
 		Attempt:    int(w.st.Failures) + 1,
 		RetryAsked: w.retrying,
 		Goal:       w.goal,
 		w:          w,
+	}
+	if n := len(w.st.History); n > 0 {
+		req.From = w.st.History[n-1].From // where the last transition came from
 	}
 	if w.goal != "" && w.goal != def.name {
 		req.NextHop = w.r.b.hops[[2]State{def.name, w.goal}]
@@ -61,9 +63,15 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 	if w.st.StateSince != nil && w.st.State == def.name {
 		req.Since = w.st.StateSince.Time
 	}
-	started := time.Now() // real time: a slow handler holds a worker in real time
 	defer func() {
-		w.r.slow(w.log, def.name, time.Since(started))
+		// Real time: a slow handler holds a worker in real time. The
+		// engine's work since the last handler, microseconds, counts
+		// towards this one.
+		if w.r.m.slowAfter > 0 {
+			handled := time.Since(w.began)
+			w.r.slow(w.log, def.name, handled-w.handled)
+			w.handled = handled
+		}
 		if p := recover(); p != nil {
 			why := w.r.redact(fmt.Sprint(p))
 			w.log.Error(errors.New(why), "handler panicked", "machine", w.r.m.name, "state", def.name, "stack", string(debug.Stack()))
@@ -77,14 +85,6 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 		}
 	}()
 	return def.handler(ctx, req)
-}
-
-// from is the state the last transition came from.
-func (w *walker[T]) from() State {
-	if n := len(w.st.History); n > 0 {
-		return w.st.History[n-1].From
-	}
-	return ""
 }
 
 // slow logs, once per state, a handler that ran for longer than the

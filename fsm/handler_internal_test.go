@@ -2,7 +2,9 @@ package fsm
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,4 +172,43 @@ func TestUnderANoopTracerAHandlerSeesTheSpanANoopSpanWouldBe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A walk's state is reused once the walk is released, its Request is not:
+// a Request that a handler kept still holds its own object after another
+// walk, and its methods, called after the release, panic with a message
+// that says why instead of acting on that other walk.
+func TestARequestKeptPastItsWalkHoldsItsObjectAndRefusesItsMethods(t *testing.T) {
+	var kept []*Request[*benchObject]
+	m := New[*benchObject]("keeps", Lifecycle).
+		Tune(Tuning{TracerProvider: noop.NewTracerProvider()}).
+		Initial("A").
+		State("A", func(_ context.Context, r *Request[*benchObject]) Result {
+			kept = append(kept, r)
+			return Wait(0, "Kept")
+		}, To("B")).
+		State("B", nil, Final())
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newReconciler(m, nil, nil, nopRecorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	for _, name := range []string{"first", "second"} {
+		obj := &benchObject{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		w := r.walk(ctx, obj, obj.DeepCopyObject().(*benchObject), false)
+		w.commit()
+		w.release()
+	}
+	if len(kept) != 2 || kept[0] == kept[1] || kept[0].Object.Name != "first" || kept[1].Object.Name != "second" {
+		t.Fatalf("the kept Requests are %v: want one of its own for each walk, holding its object", kept)
+	}
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "used after its handler returned") {
+			t.Errorf("Event on a Request whose walk ended: panic %v, want one that says the Request was used after its handler returned", p)
+		}
+	}()
+	kept[0].Event("Normal", "Late", "after the walk")
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm"
@@ -70,15 +72,19 @@ func TestPanickingHandlerIsReportedAsAFailure(t *testing.T) {
 
 // A handler that runs longer than SlowHandlerAfter holds its worker; kfsm
 // says so once per state, whatever the number of slow runs, and points to
-// Request.Action. A negative SlowHandlerAfter turns the log off.
+// Request.Action; a quick handler before it in the same walk is not
+// logged. A negative SlowHandlerAfter turns the log off. The log holds
+// under a fake clock: a slow handler holds its worker in real time.
 func TestUnderManagerASlowHandlerIsLoggedOncePerState(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct {
 		after time.Duration
 		lines int
+		clock clock.PassiveClock
 	}{
-		"Logged": {after: 200 * time.Millisecond, lines: 1},
-		"Off":    {after: -1, lines: 0},
+		"Logged":          {after: 200 * time.Millisecond, lines: 1, clock: clock.RealClock{}},
+		"LoggedFakeClock": {after: 200 * time.Millisecond, lines: 1, clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+		"Off":             {after: -1, lines: 0, clock: clock.RealClock{}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -98,10 +104,11 @@ func TestUnderManagerASlowHandlerIsLoggedOncePerState(t *testing.T) {
 				return fsm.Wait(100*time.Millisecond, "Dozing")
 			}
 			m := fsm.New[*gadget]("slow-handler-"+strings.ToLower(name), fsm.Lifecycle).
-				Initial("Slow").
+				Initial("Fast").
+				State("Fast", func(context.Context, *request) fsm.Result { return fsm.Next("Slow") }, fsm.To("Slow")).
 				State("Slow", counted(&runs{}, sleepy), fsm.To("Quick")).
 				State("Quick", done, fsm.Final()).
-				Tune(fsm.Tuning{SlowHandlerAfter: tc.after})
+				Tune(fsm.Tuning{SlowHandlerAfter: tc.after}).WithClock(tc.clock)
 			fsmtest.Run(e.fe, m, fsmtest.WithManagerOptions(func(o *manager.Options) { o.Logger = log }))
 			e.gadget("a", v1alpha1.GadgetSpec{})
 			e.gadget("b", v1alpha1.GadgetSpec{})

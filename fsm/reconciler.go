@@ -47,7 +47,8 @@ type reconciler[T Object] struct {
 	// index finds children by parent UID under a manager, for the types
 	// that it indexes.
 	index   *childindex.Index
-	scopes  sync.Map // schema.GroupVersionKind → namespaced, of owned types
+	scopes  sync.Map  // schema.GroupVersionKind → namespaced, of owned types
+	walkers sync.Pool // of *walker[T]: a walk allocates none
 	actions *action.Pool
 	echoes  *echo.Marks
 	limiter *requeueLimiter // set under a manager
@@ -88,6 +89,7 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 		caughtUp:  make(chan struct{}),
 	}
 	close(r.caughtUp) // until SetupWithManager says otherwise
+	r.walkers.New = func() any { return new(walker[T]) }
 	if c == nil {
 		r.echoes = echo.NewMarks(schema.GroupKind{})
 		return r, nil // benchmarks of the walk alone
@@ -121,6 +123,7 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if w == nil {
 		return res, err
 	}
+	defer w.release()
 	r.noteFatCache(ctx, w.before)
 	out := reconcileResult{committed: w.committed, err: err, began: run.began, ended: run.ended}
 	switch {

@@ -10,7 +10,8 @@ import (
 )
 
 // Request is what a handler gets: the object and what it needs to act. It
-// is valid until the handler returns; kfsm reuses it for the next handler.
+// is valid until the handler returns: kfsm fills it anew for the walk's
+// next handler, and once the reconcile ends, its methods panic.
 type Request[T Object] struct {
 	// Object is the latest copy of the object. Change its status freely:
 	// kfsm writes the status once, after the walk, if anything changed.
@@ -46,12 +47,21 @@ type Request[T Object] struct {
 	w *walker[T]
 }
 
+// walker is the walk of the handler that got r, which must not have
+// returned.
+func (r *Request[T]) walker() *walker[T] {
+	if r.w == nil {
+		panic("fsm: a Request was used after its handler returned; an action copies what it needs")
+	}
+	return r.w
+}
+
 // Event records a Kubernetes event about the object: eventtype is
 // "Normal" or "Warning", reason a CamelCase word, note a sentence. Like
 // kfsm's own events, it is recorded once the status of the walk is
 // written, so a walk that is not recorded reports nothing.
 func (r *Request[T]) Event(eventtype, reason, note string) {
-	r.w.notify(eventtype, reason, string(r.State), note, nil)
+	r.walker().notify(eventtype, reason, string(r.State), note, nil)
 }
 
 // Apply creates or updates child, an object of a type declared with Owns,
@@ -85,7 +95,7 @@ func (r *Request[T]) Event(eventtype, reason, note string) {
 // has, zero values of fields without omitempty included; to apply exactly
 // the fields you set, pass an *unstructured.Unstructured.
 func (r *Request[T]) Apply(ctx context.Context, child client.Object, opts ...ApplyOption) error {
-	return r.w.apply(ctx, child, opts)
+	return r.walker().apply(ctx, child, opts)
 }
 
 // Delete deletes child, a child that kfsm applied for the object, and
@@ -93,7 +103,7 @@ func (r *Request[T]) Apply(ctx context.Context, child client.Object, opts ...App
 // is not an error; an object that kfsm did not apply for this object is
 // left alone, with an error. A failed Delete fails the handler's run.
 func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
-	return r.w.remove(ctx, child)
+	return r.walker().remove(ctx, child)
 }
 
 // Action runs a long task outside the reconcile, so that it holds no
@@ -132,5 +142,5 @@ func (r *Request[T]) Delete(ctx context.Context, child client.Object) error {
 // Deadline passes or when the manager stops. It must not use the Request,
 // which is reused; copy what it needs.
 func (r *Request[T]) Action(name string, work ActionFunc, opts ...ActionOption) Action {
-	return r.w.action(name, work, opts)
+	return r.walker().action(name, work, opts)
 }

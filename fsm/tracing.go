@@ -47,14 +47,14 @@ func linkLastTransition(span trace.Span, st *Status) {
 	}
 }
 
-// traceParent formats the span context of ctx as a W3C traceparent, or
-// returns "" if ctx holds none that is sampled.
-func traceParent(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsSampled() {
+// traceParent formats sc as a W3C traceparent, or returns "" if it is not
+// sampled.
+func traceParent(sc trace.SpanContext) string {
+	if !sc.IsSampled() {
 		return ""
 	}
 	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
 	return c.Get("traceparent")
 }
 

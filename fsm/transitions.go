@@ -3,7 +3,6 @@ package fsm
 import (
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,14 +26,16 @@ func (w *walker[T]) move(next State, reason string) {
 	}
 	*w.st.StateSince = since
 	w.st.State, w.st.Failures, w.st.RetryAt = next, 0, nil
-	t := Transition{From: from, To: next, Reason: reason, Time: since, TraceParent: traceParent(w.ctx)}
-	w.st.History = append(w.st.History, t)
-	// The limit is at least 1 (Build refuses less), so the latest
-	// transition stays: Request.From reads it.
-	// Slicing the oldest off copies nothing; a shift paid a write barrier per string during GC.
-	if over := len(w.st.History) - w.r.m.historyLimit; over > 0 {
-		w.st.History = w.st.History[over:]
+	t := Transition{From: from, To: next, Reason: reason, Time: since, TraceParent: traceParent(w.span.SpanContext())}
+	// A full history (as a copy from the cache holds it, with no room
+	// to spare) keeps its array: the oldest entries shift out. The limit
+	// is at least 1 (Build refuses less), so the latest transition stays:
+	// Request.From reads it.
+	h := w.st.History
+	if keep := w.r.m.historyLimit - 1; len(h) > keep {
+		h = h[:copy(h, h[len(h)-keep:])]
 	}
+	w.st.History = append(h, t)
 	w.notices = append(w.notices, notice{moved: true, t: t, spent: spent})
 }
 
@@ -81,8 +82,8 @@ func (w *walker[T]) commit() {
 			continue
 		}
 		t := n.t
-		if span := trace.SpanFromContext(w.ctx); span.IsRecording() {
-			spanTransition(span, t)
+		if w.span.IsRecording() {
+			spanTransition(w.span, t)
 		}
 		r.b.metrics.Transition(string(t.From), string(t.To), t.Reason)
 		if n.spent >= 0 {

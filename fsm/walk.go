@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kfsm/kfsm/graph"
@@ -36,8 +38,16 @@ type outcome struct {
 // handlers, and sets the status, conditions and history. It does no client
 // I/O of its own; handlers may. before is obj as it was read. What the walk
 // makes visible waits in the walker until commit.
+//
+// The walker comes from the reconciler's pool; release returns it.
 func (r *reconciler[T]) walk(ctx context.Context, obj, before T, deleting bool) *walker[T] {
-	w := &walker[T]{r: r, ctx: ctx, obj: obj, before: before, st: obj.FSMStatus(), now: r.m.clock.Now(), log: logf.FromContext(ctx), deleting: deleting}
+	now := r.m.clock.Now()
+	began := now // in real time, which a fake clock is not
+	if _, real := r.m.clock.(clock.RealClock); !real {
+		began = time.Now()
+	}
+	w := r.walkers.Get().(*walker[T])
+	*w = walker[T]{r: r, ctx: ctx, obj: obj, before: before, st: obj.FSMStatus(), now: now, began: began, log: logf.FromContext(ctx), span: trace.SpanFromContext(ctx), req: new(Request[T]), deleting: deleting}
 	w.notices = w.noticeBuf[:0]
 	if r.b.plan != nil {
 		w.migrate()
@@ -48,6 +58,15 @@ func (r *reconciler[T]) walk(ctx context.Context, obj, before T, deleting bool) 
 		w.st.GraphVersion = int32(r.b.plan.Current)
 	}
 	return w
+}
+
+// release returns w to its reconciler's pool. Nothing of the walk may be
+// used after it; the Request that its handlers got is not w's and stays.
+func (w *walker[T]) release() {
+	r := w.r
+	w.req.w = nil
+	*w = walker[T]{}
+	r.walkers.Put(w)
 }
 
 func (w *walker[T]) walk() outcome {
@@ -135,9 +154,12 @@ type walker[T Object] struct {
 	st      *Status
 	now     time.Time
 	log     logr.Logger
+	span    trace.Span    // ctx's
+	began   time.Time     // in real time
+	handled time.Duration // after began, when the last handler returned
 	visited stateSet
-	passed  stateSet   // pipeline: states whose handler moved on
-	req     Request[T] // one per walk, filled anew for each handler
+	passed  stateSet    // pipeline: states whose handler moved on
+	req     *Request[T] // one per walk, filled anew for each handler
 	out     outcome
 
 	deleting  bool  // the object is being deleted: the deletion path runs
