@@ -90,7 +90,7 @@ func (w *walker[T]) call(def *stateDef[T]) (res Result) {
 // slow logs, once per state, a handler that ran for longer than the
 // machine's Tuning.SlowHandlerAfter.
 func (r *reconciler[T]) slow(log logr.Logger, state State, ran time.Duration) {
-	if r.m.slowAfter <= 0 || ran < r.m.slowAfter {
+	if ran < r.m.slowAfter { // call times none when it is off
 		return
 	}
 	if _, logged := r.slowLogged.LoadOrStore(state, true); logged {

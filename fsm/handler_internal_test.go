@@ -206,8 +206,8 @@ func TestARequestKeptPastItsWalkHoldsItsObjectAndRefusesItsMethods(t *testing.T)
 		t.Fatalf("the kept Requests are %v: want one of its own for each walk, holding its object", kept)
 	}
 	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "used after its handler returned") {
-			t.Errorf("Event on a Request whose walk ended: panic %v, want one that says the Request was used after its handler returned", p)
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "used after its reconcile ended") {
+			t.Errorf("Event on a Request whose walk ended: panic %v, want one that says the Request was used after its reconcile ended", p)
 		}
 	}()
 	kept[0].Event("Normal", "Late", "after the walk")

@@ -47,11 +47,11 @@ type Request[T Object] struct {
 	w *walker[T]
 }
 
-// walker is the walk of the handler that got r, which must not have
-// returned.
+// walker is the walk of the handler that got r, whose reconcile must not
+// have ended.
 func (r *Request[T]) walker() *walker[T] {
 	if r.w == nil {
-		panic("fsm: a Request was used after its handler returned; an action copies what it needs")
+		panic("fsm: a Request was used after its reconcile ended; an action copies what it needs")
 	}
 	return r.w
 }
