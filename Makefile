@@ -65,10 +65,12 @@ seeded-bugs: assets
 	$(GO) -C examples test -tags seeded -count=1 -parallel 4 -timeout 90m -v -run '^TestExploreCatchesEverySeededBug$$' ./internal/seeded
 
 ## fleet-test: the tests at the size of a fleet, too slow for make test: 1,000 objects in
-## every state of version 1 of a graph, migrated to version 2 under a manager; and the
+## every state of version 1 of a graph, migrated to version 2 under a manager; three
+## replicas sharing 1,000 objects, one killed and one joining (make test: 300); and the
 ## dashboard in a browser on a 50-state machine with 10,000 objects
 fleet-test: assets
 	$(GO) test $(TESTFLAGS) -run '^TestUnderManagerANewGraphVersionMigratesObjectsInFlight$$' ./fsm -versions.objects=1000
+	$(GO) test $(TESTFLAGS) -run '^TestThreeReplicasShareTheirGadgets$$' ./test/scaleout -scaleout.gadgets=1000
 	$(GO) test $(TESTFLAGS) -run '^TestTheDashboardAtAFleetsSize$$' ./cmd/internal/dashboard -dashboard.objects=10000
 
 ## scaffold-test: build kfsm, have it init a project into a temporary directory with this

@@ -34,7 +34,8 @@
 //
 // # What the tests prove
 //
-// Three replicas, a, b and c, share 1,000 gadgets:
+// Three replicas, a, b and c, share 300 gadgets (1,000 in make
+// fleet-test):
 //
 //   - Every gadget converges: its status counts to the target of its
 //     generation, it is Ready, and its ConfigMap holds the target.
@@ -45,19 +46,19 @@
 //     each). Each sees the others as members and together they own the
 //     64 slots.
 //   - Each replica's cache decodes its slice, not the whole: fewer than
-//     600 distinct gadgets, with the API server's shard selector, and
-//     fewer than 600 of their ConfigMaps, selected by their slot label.
+//     60 % of the gadgets, with the API server's shard selector, and of
+//     their ConfigMaps, selected by their slot label.
 //
 // c is SIGKILLed and the targets of its gadgets raised at once. a and b
 // take c's slots over once its Lease expires: they hold every slot
 // within LeaseDuration, two RetryPeriods and 3 s of the kill (before
 // LeaseDuration on a quiet machine), and a gadget from each of c's slots
-// converges, handled by a or b. How soon they work through c's ~330
-// gadgets is throughput, which a timed test on a loaded machine cannot
+// converges, handled by a or b. How soon they work through c's third of
+// the gadgets is throughput, which a timed test on a loaded machine cannot
 // bound fairly: the tests log it and the benchmarks measure it. Then d
 // joins; once a, b and d share the slots, every target is raised again:
-// some gadgets move to another replica, at most 600, and d handles at
-// least 15 %.
+// some gadgets move to another replica, at most 60 % of them, and d
+// handles at least 15 %.
 // SIGTERM stops a, b and d with status 0, every run they began has ended,
 // and their membership Leases are gone.
 //
