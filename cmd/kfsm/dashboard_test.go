@@ -29,6 +29,7 @@ import (
 	"github.com/kfsm/kfsm/examples/moose"
 	moosev1 "github.com/kfsm/kfsm/examples/moose/v1alpha1"
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // The demo serves the dashboard and prints its address, and the dashboard
@@ -262,10 +263,11 @@ func demoClient(t *testing.T, kubeconfig string) client.Client {
 // its PATH, on the demo's cluster.
 func kubectlFsmOnTheDemo(t *testing.T, kubeconfig string) {
 	t.Helper()
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, kubectlfsm.PluginName), "../kubectl-fsm").CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
+	plugin := proctest.Build(t, "../kubectl-fsm")
+	if filepath.Base(plugin) != kubectlfsm.PluginName {
+		t.Fatalf("the plugin was built as %s, want it named %s for kubectl to find", plugin, kubectlfsm.PluginName)
 	}
+	bin := filepath.Dir(plugin)
 	assets, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 func TestVetFindsNothingInTheExamples(t *testing.T) {
@@ -32,14 +34,11 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test builds kfsm and vets a copy of the examples")
 	}
-	bin := filepath.Join(t.TempDir(), "kfsm")
-	// Without the repository's revision in it, the binary is the same
-	// until its code changes, and go vet, which keys what it found by the
-	// tool's contents, serves every dependency's facts from its cache:
-	// 2 minutes otherwise.
-	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	// The binary is the same until its code changes (go run's, without
+	// the repository's revision in it), and go vet, which keys what it
+	// found by the tool's contents, serves every dependency's facts from
+	// its cache: 2 minutes otherwise.
+	bin := proctest.Build(t, ".")
 	dir, line := brokenAutoupdate(t)
 	want := fmt.Sprintf("autoupdate.go:%d:11: state Updating asks to move to Failed, which is not among its exits [Processed, Condemned]; "+
 		"kfsm refuses the transition at run time: to allow it, declare fsm.To(Processed, Condemned, Failed) at autoupdate.go:75", line)

@@ -21,8 +21,8 @@ import (
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsm/sharding"
 	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/proctest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/test/internal/proctest"
 )
 
 var (

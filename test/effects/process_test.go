@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kfsm/kfsm/test/internal/proctest"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // operatorFlags are what a process of the operator is started with.

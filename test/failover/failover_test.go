@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/proctest"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
-	"github.com/kfsm/kfsm/test/internal/proctest"
 )
 
 // The election timing the operators run with.

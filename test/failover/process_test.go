@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kfsm/kfsm/test/internal/proctest"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // process is one operator process.

@@ -11,8 +11,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/kfsm/kfsm/internal/proctest"
 	"github.com/kfsm/kfsm/test/internal/apirecord"
-	"github.com/kfsm/kfsm/test/internal/proctest"
 )
 
 // recorder is the proxy between the operators and the API server that

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kfsm/kfsm/fsm/sharding"
-	"github.com/kfsm/kfsm/test/internal/proctest"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // process is one operator process.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kfsm/kfsm/fsmtest"
-	"github.com/kfsm/kfsm/test/internal/proctest"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // partition is a loopback TCP proxy between one replica and the API

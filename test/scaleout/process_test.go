@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/kfsm/kfsm/test/internal/proctest"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // process is one operator process.

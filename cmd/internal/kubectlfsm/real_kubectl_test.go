@@ -11,6 +11,7 @@ import (
 
 	"github.com/kfsm/kfsm/cluster"
 	"github.com/kfsm/kfsm/cmd/internal/kubectlfsm"
+	"github.com/kfsm/kfsm/internal/proctest"
 )
 
 // kubectl runs the command as its plugin when kubectl-fsm is on PATH,
@@ -25,11 +26,12 @@ func TestRealKubectlRunsThePlugin(t *testing.T) {
 	path := os.Getenv("PATH")
 	for _, pkg := range []string{"kubectl-fsm", "kfsm"} {
 		t.Run(pkg, func(t *testing.T) {
+			// On PATH under the plugin's name: kubectl runs it with that
+			// name, which is how kfsm knows to be the plugin.
 			bin := t.TempDir()
 			p := plugin{kubectl: assets.Kubectl(), path: filepath.Join(bin, kubectlfsm.PluginName)}
-			build := exec.Command("go", "build", "-o", p.path, "../../"+pkg)
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("building the plugin: %v\n%s", err, out)
+			if err := os.Symlink(proctest.Build(t, "../../"+pkg), p.path); err != nil {
+				t.Fatal(err)
 			}
 			t.Setenv("PATH", bin+string(os.PathListSeparator)+path)
 			p.says(t, h)
