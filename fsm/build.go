@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfsm/kfsm/fsm/internal/metrics"
@@ -60,8 +61,8 @@ type built[T Object] struct {
 	states   map[State]*stateDef[T]
 	initial  State
 	onDelete State
-	deletion map[State]bool // states of the deletion path
-	notes    map[[2]State]string
+	deletion map[State]bool         // states of the deletion path
+	moves    map[State][]moveRecord // a lifecycle graph's declared moves, by where they leave
 	metrics  *metrics.Machine
 	tracer   trace.Tracer
 	hops     map[[2]State]State // from, goal → next hop, for goal machines
@@ -182,7 +183,7 @@ func (m *Machine[T]) stateProblems(s *stateDef[T]) []graph.Problem {
 // the states by name, the notes of transition events, the deletion path,
 // a goal machine's next hops, the copier of the status and the metrics.
 func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
-	b := &built[T]{states: map[State]*stateDef[T]{}, deletion: map[State]bool{}, notes: map[[2]State]string{}}
+	b := &built[T]{states: map[State]*stateDef[T]{}, deletion: map[State]bool{}}
 	b.plan, b.picks, _ = m.plan()
 	b.initial = State(g.Initial())
 	b.onDelete = State(g.OnDelete())
@@ -193,13 +194,6 @@ func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
 		s.spanStart = trace.WithAttributes(attrState.String(string(s.name)))
 		s.waiting = fmt.Sprintf("waiting in state %s", s.name)
 		s.done = fmt.Sprintf("state %s is done", s.name)
-		if b.onDelete != "" {
-			b.notes[[2]State{s.name, b.onDelete}] = transitionNote(s.name, b.onDelete)
-		}
-	}
-	b.notes[[2]State{"", b.initial}] = transitionNote("", b.initial)
-	for _, e := range g.Edges() {
-		b.notes[[2]State{State(e.From), State(e.To)}] = transitionNote(State(e.From), State(e.To))
 	}
 	for _, s := range g.DeletionPath() {
 		b.deletion[State(s)] = true
@@ -216,8 +210,10 @@ func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
 	}
 	b.copyStatus = wire.Copier(reflect.TypeFor[T]().Elem())
 	b.kfsmsOnly = b.copyStatus.IsValid() && b.copyStatus.Type().Out(0) == reflect.TypeFor[*Status]()
-	b.metrics = metrics.New(m.name, g, metrics.Reasons{Created: ReasonCreated, Next: ReasonNext, Timeout: ReasonTimeout,
-		RetriesExhausted: ReasonRetriesExhausted, Deleted: ReasonDeleted})
+	b.metrics = metrics.New(m.name, g)
+	if m.mode == Lifecycle {
+		b.declareMoves(g)
+	}
 	tp := m.tracer
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -308,21 +304,66 @@ func toGraphStates(states []State) []graph.State {
 	return out
 }
 
-// transitionNote is the note of a transition event.
-func transitionNote(from, to State) string {
-	if from == "" {
-		return fmt.Sprintf("started in state %s", to)
-	}
-	return fmt.Sprintf("moved from %s to %s", from, to)
+// moveRecord is what committing a move writes besides the status: the
+// series that count it and the time spent in the state it left, and its
+// event, within the events API's limits.
+type moveRecord struct {
+	to                                   State
+	reason                               string
+	count                                interface{ Inc() }
+	left                                 interface{ Observe(float64) } // time in from, nil when from is none
+	eventtype, eventReason, action, note string
 }
 
-// note is the note of t's event: the move, and why when kfsm moved.
-func (b *built[T]) note(t Transition) string {
-	note, ok := b.notes[[2]State{t.From, t.To}]
-	if !ok {
-		note = transitionNote(t.From, t.To)
+// declareMoves makes the record of every move a lifecycle graph declares,
+// once: the series start at zero, so that rates work from the first move,
+// and a step neither looks a series up by its labels nor writes a note.
+// A pipeline rests where its pass ends, for reasons its handlers give:
+// its records are made as its moves happen.
+func (b *built[T]) declareMoves(g *graph.Graph) {
+	b.moves = map[State][]moveRecord{}
+	add := func(from, to State, reason string) {
+		b.moves[from] = append(b.moves[from], b.record(from, to, reason))
 	}
-	return note + whyMoved[t.Reason]
+	add("", b.initial, ReasonCreated)
+	reasons := map[graph.EdgeKind]string{graph.Exit: ReasonNext, graph.TimeoutExit: ReasonTimeout, graph.RetriesExit: ReasonRetriesExhausted}
+	for _, e := range g.Edges() {
+		add(State(e.From), State(e.To), reasons[e.Kind])
+	}
+	for _, s := range g.States {
+		if b.onDelete != "" && !b.deletion[State(s.Name)] {
+			add(State(s.Name), b.onDelete, ReasonDeleted)
+		}
+	}
+}
+
+// record is the record of a move. Its event's note says the move, and
+// why when kfsm moved.
+func (b *built[T]) record(from, to State, reason string) moveRecord {
+	eventtype, note := corev1.EventTypeNormal, fmt.Sprintf("moved from %s to %s", from, to)
+	if reason == ReasonTimeout || reason == ReasonRetriesExhausted {
+		eventtype = corev1.EventTypeWarning
+	}
+	if from == "" {
+		note = fmt.Sprintf("started in state %s", to)
+	}
+	// The events library folds events of one object that share a reason
+	// and an action into a series; the target state as the action keeps
+	// distinct transitions apart.
+	eventReason, action, note := eventText(reason, string(to), note+whyMoved[reason])
+	return moveRecord{to: to, reason: reason, count: b.metrics.Transitions(string(from), string(to), reason),
+		eventtype: eventtype, eventReason: eventReason, action: action, note: note, left: b.metrics.Duration(string(from))}
+}
+
+// moveOf is the record of transition t: made at build for a move that
+// the graph declares, and now for another.
+func (b *built[T]) moveOf(t Transition) moveRecord {
+	for _, rec := range b.moves[t.From] {
+		if rec.to == t.To && rec.reason == t.Reason {
+			return rec
+		}
+	}
+	return b.record(t.From, t.To, t.Reason)
 }
 
 // whyMoved is what a transition's event says of a move that kfsm made.

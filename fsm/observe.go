@@ -94,12 +94,13 @@ func (w *walker[T]) step(def *stateDef[T], attempt int, res Result, next State) 
 	w.steps = append(w.steps, s)
 }
 
-// took records a declared edge taken, for the observers.
-func (w *walker[T]) took(from, to State, kind string) {
+// took records the declared edge that a move for reason took, for the
+// observers.
+func (w *walker[T]) took(from, to State, reason string) {
 	if len(w.r.m.walkObservers) == 0 {
 		return
 	}
-	w.edges = append(w.edges, graph.EdgeKey{From: graph.State(from), To: graph.State(to), Kind: kind})
+	w.edges = append(w.edges, graph.EdgeKey{From: graph.State(from), To: graph.State(to), Kind: edgeKinds[reason]})
 }
 
 // observed tells the observers what a walk did.

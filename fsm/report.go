@@ -18,15 +18,21 @@ const (
 	maxReason = 128
 )
 
-// event records an event about regarding, within the events API's limits:
-// the note is cut as a whole. The recorder takes a format; a note with no
-// % is its own, which costs nothing to pass.
+// event records an event about regarding, within the events API's limits.
 func (r *reconciler[T]) event(regarding T, related runtime.Object, eventtype, reason, action, note string) {
+	reason, action, note = eventText(reason, action, note)
+	r.recorder.Eventf(regarding, related, eventtype, reason, action, note)
+}
+
+// eventText is an event's reason, action and note as the recorder takes
+// them: one line each, within the events API's limits (the note is cut
+// as a whole), and the note as a format, whose % are its own.
+func eventText(reason, action, note string) (string, string, string) {
 	note = clip(oneLine(note), maxNote)
 	if strings.Contains(note, "%") {
 		note = strings.ReplaceAll(note, "%", "%%")
 	}
-	r.recorder.Eventf(regarding, related, eventtype, clip(oneLine(reason), maxReason), clip(oneLine(action), maxAction), note)
+	return clip(oneLine(reason), maxReason), clip(oneLine(action), maxAction), note
 }
 
 // redact filters a text that came from an error or a handler before kfsm

@@ -3,7 +3,6 @@ package fsm
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,21 +84,15 @@ func (w *walker[T]) commit() {
 		if w.span.IsRecording() {
 			spanTransition(w.span, t)
 		}
-		r.b.metrics.Transition(string(t.From), string(t.To), t.Reason)
-		if n.spent >= 0 {
-			r.b.metrics.Left(string(t.From), n.spent.Seconds())
+		rec := r.b.moveOf(t)
+		rec.count.Inc()
+		if n.spent >= 0 && rec.left != nil {
+			rec.left.Observe(n.spent.Seconds())
 		}
 		if w.log.Enabled() {
 			w.log.Info("transition", "machine", r.m.name, "object", client.ObjectKeyFromObject(w.obj).String(), "from", t.From, "to", t.To, "reason", t.Reason)
 		}
-		eventtype := corev1.EventTypeNormal
-		if t.Reason == ReasonTimeout || t.Reason == ReasonRetriesExhausted {
-			eventtype = corev1.EventTypeWarning
-		}
-		// The events library folds events of one object that share a
-		// reason and an action into a series; the target state as the
-		// action keeps distinct transitions apart.
-		r.event(w.obj, nil, eventtype, t.Reason, string(t.To), r.b.note(t))
+		r.recorder.Eventf(w.obj, nil, rec.eventtype, rec.eventReason, rec.action, rec.note)
 		if len(r.m.observers) > 0 {
 			// A typed object that the client decoded has no kind.
 			w.obj.GetObjectKind().SetGroupVersionKind(r.gvk)

@@ -46,8 +46,11 @@ func (r *reconciler[T]) walk(ctx context.Context, obj, before T, deleting bool) 
 	if _, real := r.m.clock.(clock.RealClock); !real {
 		began = time.Now()
 	}
+	// A pooled walker is zero (release zeroes it): setting its fields one
+	// by one costs less than copying a whole new walker over it.
 	w := r.walkers.Get().(*walker[T])
-	*w = walker[T]{r: r, ctx: ctx, obj: obj, before: before, st: obj.FSMStatus(), now: now, began: began, log: logf.FromContext(ctx), span: trace.SpanFromContext(ctx), req: new(Request[T]), deleting: deleting}
+	w.r, w.ctx, w.obj, w.before, w.st, w.deleting = r, ctx, obj, before, obj.FSMStatus(), deleting
+	w.now, w.began, w.log, w.span, w.req = now, began, logf.FromContext(ctx), trace.SpanFromContext(ctx), new(Request[T])
 	w.notices = w.noticeBuf[:0]
 	if r.b.plan != nil {
 		w.migrate()
@@ -192,7 +195,7 @@ func (w *walker[T]) start() State {
 		}
 		// The records of the actions that the deletion cancelled stay, for
 		// the deletion path to clean up after them.
-		w.took("", b.onDelete, graph.DeleteEntry)
+		w.took("", b.onDelete, ReasonDeleted)
 		if w.r.m.mode == Lifecycle {
 			w.move(b.onDelete, ReasonDeleted)
 		}
@@ -220,16 +223,17 @@ func (w *walker[T]) timedOut(def *stateDef[T]) bool {
 // run walks from cur until a handler waits, fails, stops or is done.
 func (w *walker[T]) run(cur State) outcome {
 	b := w.r.b
+	def := b.states[cur]
 	for {
-		def := b.states[cur]
+		cur = def.name
 		w.visited.add(def.index)
 
 		if w.timedOut(def) {
-			next := State(def.timeout.To)
+			next := b.states[State(def.timeout.To)]
 			if done, out := w.moveOn(cur, next, ReasonTimeout); done {
 				return out
 			}
-			cur = next
+			def = next
 			continue
 		}
 
@@ -259,10 +263,11 @@ func (w *walker[T]) run(cur State) outcome {
 				return outcome{}
 			}
 			w.passed.add(def.index)
-			if done, out := w.moveOn(cur, next, ReasonNext); done {
+			nd := b.states[next]
+			if done, out := w.moveOn(cur, nd, ReasonNext); done {
 				return out
 			}
-			cur = next
+			def = nd
 			continue
 
 		case resultWait:
@@ -278,8 +283,8 @@ func (w *walker[T]) run(cur State) outcome {
 			}
 			if done, out, next := w.failed(cur, def, err); done {
 				return out
-			} else if next != "" {
-				cur = next
+			} else if next != nil {
+				def = next
 				continue
 			}
 		}
@@ -335,25 +340,27 @@ func (w *walker[T]) pruneOnDone(def *stateDef[T]) error {
 	return nil
 }
 
-// edgeKinds names the kind of edge that each reason of moveOn takes.
+// edgeKinds names the kind of edge that each reason of a move takes.
 var edgeKinds = map[string]string{
 	ReasonNext:             graph.Exit.String(),
 	ReasonTimeout:          graph.TimeoutExit.String(),
 	ReasonRetriesExhausted: graph.RetriesExit.String(),
+	ReasonDeleted:          graph.DeleteEntry,
 }
 
 // moveOn records the move from cur to next. It says to stop when next was
 // already run in this reconcile, so that a state runs at most once per
 // reconcile; the next reconcile, soon, continues there.
-func (w *walker[T]) moveOn(cur, next State, reason string) (bool, outcome) {
-	w.took(cur, next, edgeKinds[reason])
+func (w *walker[T]) moveOn(cur State, nextDef *stateDef[T], reason string) (bool, outcome) {
+	next := nextDef.name
+	w.took(cur, next, reason)
 	if len(w.st.Actions) > 0 {
 		w.leaveActions(cur)
 	}
 	if w.r.m.mode == Lifecycle {
 		w.move(next, reason)
 	}
-	if w.visited.has(w.r.b.states[next].index) {
+	if w.visited.has(nextDef.index) {
 		w.rest(cur, reason)
 		w.settle(next, metav1.ConditionFalse, ReasonProgressing, fmt.Sprintf("moved on to state %s", next), true, nil)
 		return true, outcome{requeueAfter: soon, soon: true}
@@ -362,8 +369,8 @@ func (w *walker[T]) moveOn(cur, next State, reason string) (bool, outcome) {
 }
 
 // failed handles a failed attempt: it either stops the walk (retry after
-// the backoff, or stalled) or names the state the retries edge leads to.
-func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcome, State) {
+// the backoff, or stalled) or gives the state the retries edge leads to.
+func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcome, *stateDef[T]) {
 	reason := failureReason(err)
 	msg := w.r.errorText(err)
 	w.rest(cur, reason) // first: a pipeline resting somewhere new starts counting afresh
@@ -375,20 +382,20 @@ func (w *walker[T]) failed(cur State, def *stateDef[T], err error) (bool, outcom
 	if def.retries != nil && int(w.st.Failures) >= def.retries.Limit {
 		w.st.RetryAt = nil
 		if def.retries.To != "" {
-			next := State(def.retries.To)
+			next := w.r.b.states[State(def.retries.To)]
 			if done, out := w.moveOn(cur, next, ReasonRetriesExhausted); done {
-				return true, out, ""
+				return true, out, nil
 			}
 			return false, outcome{}, next
 		}
 		w.stall(cur, ReasonRetriesExhausted, fmt.Sprintf("state %s failed %d times: %s", cur, w.st.Failures, msg), nil)
-		return true, outcome{failure: f}, ""
+		return true, outcome{failure: f}, nil
 	}
 	after := backoffAfter(w.st.Failures)
 	w.st.RetryAt = &metav1.MicroTime{Time: w.now.Add(after)}
 	w.settle(cur, metav1.ConditionFalse, reason, fmt.Sprintf("state %s failed: %s", cur, msg), true, nil)
 	f.RetryAfter = w.withTimeout(def, after)
-	return true, outcome{failure: f}, ""
+	return true, outcome{failure: f}, nil
 }
 
 // withTimeout shortens a requeue so that the state's timeout fires on time.

@@ -52,7 +52,6 @@ func Register[C prometheus.Collector](c C) C {
 // step does no label lookups.
 type Machine struct {
 	name              string
-	transitions       map[move]prometheus.Counter
 	duration          map[string]prometheus.Observer
 	errors            map[string]prometheus.Counter
 	objects           map[string]prometheus.Gauge
@@ -62,20 +61,10 @@ type Machine struct {
 	leftNewer         prometheus.Counter
 }
 
-// move is a transition as the metrics count it.
-type move struct{ from, to, reason string }
-
-// Reasons are the reasons of the transitions that a lifecycle machine's
-// graph declares, which package fsm names.
-type Reasons struct {
-	Created, Next, Timeout, RetriesExhausted, Deleted string
-}
-
 // New makes the series of machine name, of graph g.
-func New(name string, g *graph.Graph, why Reasons) *Machine {
+func New(name string, g *graph.Graph) *Machine {
 	mm := &Machine{
 		name:              name,
-		transitions:       map[move]prometheus.Counter{},
 		duration:          map[string]prometheus.Observer{},
 		errors:            map[string]prometheus.Counter{},
 		objects:           map[string]prometheus.Gauge{},
@@ -90,56 +79,20 @@ func New(name string, g *graph.Graph, why Reasons) *Machine {
 		mm.errors[st] = handlerErrorsTotal.WithLabelValues(name, st)
 		mm.objects[st] = objectsGauge.WithLabelValues(name, st)
 	}
-	// A lifecycle machine's moves are known from its graph, and start at
-	// zero, so that rates work from the first one. A pipeline rests where
-	// its pass ends, for reasons its handlers give: those series appear
-	// when they happen.
-	if g.Mode != graph.Lifecycle {
-		return mm
-	}
-	add := func(from, to graph.State, reason string) {
-		m := move{string(from), string(to), reason}
-		mm.transitions[m] = transitionsTotal.WithLabelValues(name, m.from, m.to, reason)
-	}
-	deletion := map[graph.State]bool{}
-	for _, s := range g.DeletionPath() {
-		deletion[s] = true
-	}
-	for _, s := range g.States {
-		if s.Initial {
-			add("", s.Name, why.Created)
-		}
-		for _, to := range s.Exits {
-			add(s.Name, to, why.Next)
-		}
-		if s.Timeout != nil {
-			add(s.Name, s.Timeout.To, why.Timeout)
-		}
-		if s.Retries != nil && s.Retries.To != "" {
-			add(s.Name, s.Retries.To, why.RetriesExhausted)
-		}
-		if onDelete := g.OnDelete(); onDelete != "" && !deletion[s.Name] {
-			add(s.Name, onDelete, why.Deleted)
-		}
-	}
 	return mm
 }
 
-// Transition counts a transition whose status was written.
-func (mm *Machine) Transition(from, to, reason string) {
-	c, ok := mm.transitions[move{from, to, reason}]
-	if !ok {
-		c = transitionsTotal.WithLabelValues(mm.name, from, to, reason)
-	}
-	c.Inc()
+// Transitions is the series that counts the transitions from one state
+// to another for a reason; asking for it makes it, at zero. Package fsm
+// asks at build for the moves a graph declares, so that rates work from
+// the first one, and keeps them.
+func (mm *Machine) Transitions(from, to, reason string) prometheus.Counter {
+	return transitionsTotal.WithLabelValues(mm.name, from, to, reason)
 }
 
-// Left observes the time an object spent in state as it left it.
-func (mm *Machine) Left(state string, seconds float64) {
-	if o, ok := mm.duration[state]; ok {
-		o.Observe(seconds)
-	}
-}
+// Duration is the histogram of the time objects spent in state, observed
+// as they leave it, or nil for a state the graph does not have.
+func (mm *Machine) Duration(state string) prometheus.Observer { return mm.duration[state] }
 
 // HandlerError counts a failure of state's handler.
 func (mm *Machine) HandlerError(state string) {
