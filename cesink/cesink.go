@@ -80,28 +80,28 @@ func Timeout(d time.Duration) Option {
 	}
 }
 
-// New returns an observer for m's OnTransition that sends each transition
+// New returns the observers, for m's Observe, that send each transition
 // of m's objects to c as a CloudEvent. c sends where it was made to send:
 // for HTTP, give it the receiver's URL with cloudevents.WithTarget.
 //
-//	m.OnTransition(cesink.New(m, events))
+//	m.Observe(cesink.New(m, events))
 //
 // The events name the object's group, version and kind, which kfsm sets
-// on the objects it gives OnTransition's observers. An object without a
+// on the objects it gives its Transition observers. An object without a
 // kind (given by another caller) is not sent: the observer logs why.
-func New[T fsm.Object](m *fsm.Machine[T], c cloudevents.Client, opts ...Option) func(ctx context.Context, obj T, t fsm.Transition) {
+func New[T fsm.Object](m *fsm.Machine[T], c cloudevents.Client, opts ...Option) fsm.Observers[T] {
 	o := options{source: "kfsm/" + m.Name(), typePrefix: defaultTypePrefix, timeout: defaultTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	s := &sink{machine: m.Name(), client: c, options: o}
-	return func(ctx context.Context, obj T, t fsm.Transition) {
+	return fsm.Observers[T]{Transition: func(ctx context.Context, obj T, t fsm.Transition) {
 		if obj.GetObjectKind().GroupVersionKind().Kind == "" {
 			logf.FromContext(ctx).Error(errNoKind, "no CloudEvent sent for the transition", "from", t.From, "to", t.To)
 			return
 		}
 		s.send(ctx, obj, t)
-	}
+	}}
 }
 
 var errNoKind = errors.New("the object carries no apiVersion and kind to name it by")

@@ -131,7 +131,7 @@ func TestOneEventPerCommittedTransition(t *testing.T) {
 	m := relay()
 	send := cesink.New(m, r.client(t))
 	w := &witness{}
-	m.OnTransition(send).OnTransition(w.observe)
+	m.Observe(send).Observe(fsm.Observers[*v1alpha1.Gadget]{Transition: w.observe})
 	fsmtest.Run(e, m)
 
 	gadgets := []*v1alpha1.Gadget{
@@ -193,7 +193,7 @@ func TestOneEventPerCommittedTransition(t *testing.T) {
 	first := r.all()
 	for _, g := range gadgets {
 		for _, x := range w.of(g.UID) {
-			send(context.Background(), x.obj, x.t)
+			send.Transition(context.Background(), x.obj, x.t)
 		}
 	}
 	var again []attributes
@@ -219,7 +219,7 @@ func TestNoEventForATransitionWhoseStatusWriteFailed(t *testing.T) {
 	e := fsmtest.New(t)
 	r := receive(t)
 	m := relay()
-	m.OnTransition(cesink.New(m, r.client(t)))
+	m.Observe(cesink.New(m, r.client(t)))
 
 	var failedAt atomic.Pointer[time.Time]
 	conflictOnce := interceptor.Funcs{
@@ -302,7 +302,7 @@ func TestADownReceiverDoesNotStallTheMachine(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := relay()
-			m.OnTransition(cesink.New(m, events, cesink.Timeout(timeout)))
+			m.Observe(cesink.New(m, events, cesink.Timeout(timeout)))
 			logs := &errorLog{}
 			fsmtest.Run(e, m, fsmtest.WithManagerOptions(func(o *ctrl.Options) { o.Logger = logr.New(logs) }))
 
@@ -346,7 +346,7 @@ func TestDefaultTimeoutIsOneSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := cesink.New(relay(), events)
+	send := cesink.New(relay(), events).Transition
 	logs := &errorLog{}
 	ctx := logf.IntoContext(context.Background(), logr.New(logs))
 	began := time.Now()
@@ -395,7 +395,7 @@ func TestOptionsAndSubject(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := len(r.all())
-			cesink.New(relay(), r.client(t), tc.opts...)(context.Background(), tc.obj, moved)
+			cesink.New(relay(), r.client(t), tc.opts...).Transition(context.Background(), tc.obj, moved)
 			all := r.all()
 			if len(all) != before+1 {
 				t.Fatalf("%s\n%d events received, want 1", tc.reason, len(all)-before)
@@ -410,11 +410,11 @@ func TestOptionsAndSubject(t *testing.T) {
 }
 
 // An object without a kind (kfsm sets it on the objects it gives
-// OnTransition; another caller may not) cannot be named: nothing is sent,
+// Transition observers; another caller may not) cannot be named: nothing is sent,
 // and the transition logs why.
 func TestAnObjectWithoutAKindSendsNothing(t *testing.T) {
 	r := receive(t)
-	send := cesink.New(relay(), r.client(t))
+	send := cesink.New(relay(), r.client(t)).Transition
 	logs := &errorLog{}
 	ctx := logf.IntoContext(context.Background(), logr.New(logs))
 	bare := gadget("shop", "front")

@@ -6,14 +6,14 @@
 // # Use
 //
 // Make a CloudEvents client that sends where the events should go, and
-// give New's observer to the machine's OnTransition:
+// give New's observers to the machine's Observe:
 //
 //	events, err := cloudevents.NewClientHTTP(cloudevents.WithTarget("http://broker.example/"))
 //	if err != nil {
 //		return err
 //	}
 //	m := op.Machine()
-//	m.OnTransition(cesink.New(m, events))
+//	m.Observe(cesink.New(m, events))
 //	err = m.SetupWithManager(mgr)
 //
 // [Source], [TypePrefix] and [Timeout] change the defaults below.
@@ -51,7 +51,7 @@
 //   - One event per transition whose status was written, and none for a
 //     transition that a failed status write undid: kfsm calls the
 //     observer only once the status that records the transition is
-//     written (see fsm's Machine.OnTransition).
+//     written (see fsm's Observers.Transition).
 //   - The events of one object leave in the order of its transitions: the
 //     observer sends in the reconcile and waits for the receiver's answer
 //     before the next transition is told.
@@ -70,8 +70,8 @@
 //
 //   - The client is safe for concurrent use, as the SDK's clients are:
 //     the machine's workers send at the same time.
-//   - The object carries its apiVersion and kind, as kfsm's OnTransition
-//     gives it; the events name them. An object without them is not sent,
+//   - The object carries its apiVersion and kind, as kfsm's Transition
+//     observers get it; the events name them. An object without them is not sent,
 //     and the transition logs why.
 //
 // # Caveats

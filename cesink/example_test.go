@@ -31,7 +31,7 @@ func Example_operator() {
 		panic(err)
 	}
 	m := relay()
-	m.OnTransition(cesink.New(m, events, cesink.Source("//cluster-a/kfsm/relay")))
+	m.Observe(cesink.New(m, events, cesink.Source("//cluster-a/kfsm/relay")))
 	if err := m.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
@@ -71,8 +71,8 @@ func ExampleNew() {
 		panic(err)
 	}
 	m := relay()
-	observe := cesink.New(m, events)
-	m.OnTransition(observe)
+	observe := cesink.New(m, events).Transition
+	m.Observe(fsm.Observers[*v1alpha1.Gadget]{Transition: observe})
 
 	// What kfsm gives the observer: the object, with its kind.
 	g := &v1alpha1.Gadget{TypeMeta: metav1.TypeMeta{APIVersion: "testing.kfsm.dev/v1alpha1", Kind: "Gadget"}, ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "front", UID: "0b9a2c4e-5d1f-4f7a-9c3e-2a6b8d0e1f23"}}

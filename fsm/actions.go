@@ -335,7 +335,7 @@ func indeterminateStop(rec *ActionRecord) Result {
 	return Stop(ReasonActionIndeterminate, "action "+rec.Name+" (key "+rec.Key+") was running when its run was lost (a restart, a failover or a slot handed over), and whether it took effect is unknown: kfsm does not run it again blindly. Declare fsm.Observe or fsm.Idempotent for it, or check by hand and annotate "+AnnotationRetry+" to run it again")
 }
 
-// actionChanged tells the machine's OnAction observers of a run's start
+// actionChanged tells the machine's Action observers of a run's start
 // and end.
 func actionChanged(watch []func(types.NamespacedName, string, Action)) func(action.Key, string, bool, error) {
 	if len(watch) == 0 {

@@ -32,11 +32,11 @@ func BenchmarkActionLife(b *testing.B) {
 			return Next("Rest")
 		}, To("Rest")).
 		State("Rest", func(context.Context, *Request[*benchObject]) Result { return Next("Work") }, To("Work")).
-		OnAction(func(_ types.NamespacedName, _ string, a Action) {
+		Observe(Observers[*benchObject]{Action: func(_ types.NamespacedName, _ string, a Action) {
 			if a.State != ActionPending {
 				ended <- struct{}{}
 			}
-		})
+		}})
 	if err := m.Build(); err != nil {
 		b.Fatal(err)
 	}

@@ -146,11 +146,11 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 	})
 	var seenMu sync.Mutex
 	var seen []string
-	m.OnAction(func(obj types.NamespacedName, name string, a fsm.Action) {
+	m.Observe(fsm.Observers[*gadget]{Action: func(obj types.NamespacedName, name string, a fsm.Action) {
 		seenMu.Lock()
 		defer seenMu.Unlock()
 		seen = append(seen, obj.Name+" "+name+" "+a.State.String())
-	})
+	}})
 	failedLabels := map[string]string{"machine": "actions-fail", "action": "backup"}
 	errorLabels := map[string]string{"machine": "actions-fail", "state": "Backup"}
 	failed, errs := metricValue(t, "kfsm_actions_failed_total", failedLabels), metricValue(t, "kfsm_handler_errors_total", errorLabels)
@@ -170,7 +170,7 @@ func TestFailedActionIsReportedAndRetried(t *testing.T) {
 	seenMu.Lock()
 	defer seenMu.Unlock()
 	if diff := cmp.Diff([]string{"g backup Pending", "g backup Failed", "g backup Pending", "g backup Succeeded"}, seen); diff != "" {
-		t.Errorf("OnAction saw (-want +got):\n%s", diff)
+		t.Errorf("the Action observer saw (-want +got):\n%s", diff)
 	}
 }
 

@@ -275,7 +275,7 @@
 // Every transition adds an entry to Status.History (bounded; see
 // [Tuning.HistoryLimit]), records a Kubernetes event (events.k8s.io),
 // writes a log line with the machine, object, states and reason, counts in
-// kfsm_transitions_total, and tells the [Machine.OnTransition] observers,
+// kfsm_transitions_total, and tells the [Observers.Transition] observers,
 // each once, and only once the status that records it is written. A
 // transition event's reason is why the object moved (Created, Next,
 // Timeout, RetriesExhausted, Deleted, or where a pipeline's pass rests),
@@ -346,7 +346,7 @@
 // Package fsmtest tests machines the way they run: a real API server per
 // test package, the machine under a manager or one reconcile at a time,
 // a fake clock, edge coverage and fault injection. It builds on two hooks
-// that other tools may use too: [Machine.OnWalk] reports every reconcile's
+// that other tools may use too: an [Observers.Walk] reports every reconcile's
 // handler runs, results and edges taken, and a clock given with
 // [Machine.WithClock] that is not the real one (k8s.io/utils/clock/testing's
 // FakeClock) also times the requeues of a machine under a manager (Wait,

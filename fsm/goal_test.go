@@ -202,7 +202,7 @@ func TestResyncRequeuesDoneObjectsWithJitter(t *testing.T) {
 	wantCondition(t, e.get("g"), fsm.ConditionReady, metav1.ConditionTrue, fsm.ReasonDone)
 }
 
-func TestOnTransitionReportsWrittenTransitionsInOrder(t *testing.T) {
+func TestTransitionObserversSeeWrittenTransitionsInOrder(t *testing.T) {
 	e := newEnv(t)
 	var seen []string
 	m := fsm.New[*gadget]("observed", fsm.Lifecycle).
@@ -210,9 +210,9 @@ func TestOnTransitionReportsWrittenTransitionsInOrder(t *testing.T) {
 		State("A", next("B"), fsm.To("B")).
 		State("B", next("C"), fsm.To("C")).
 		State("C", done, fsm.Final()).
-		OnTransition(func(_ context.Context, g *gadget, tr fsm.Transition) {
+		Observe(fsm.Observers[*gadget]{Transition: func(_ context.Context, g *gadget, tr fsm.Transition) {
 			seen = append(seen, fmt.Sprintf("%s %s: %s→%s %s", g.GetObjectKind().GroupVersionKind().Kind, g.Name, tr.From, tr.To, tr.Reason))
-		})
+		}})
 	e.gadget("g", v1alpha1.GadgetSpec{})
 
 	// A status write that fails reports nothing: the transitions did not

@@ -274,37 +274,43 @@ func (m *Machine[T]) Goal(goal func(T) State) *Machine[T] {
 	return m
 }
 
-// OnTransition calls observe for every transition of an object, in
-// order, once the status that records it is written: a transition that a
-// failed write undid is not reported. The object carries its apiVersion
-// and kind. Use it to tell systems outside the cluster, for example with
-// a CloudEvent (package cesink); observe runs in the reconcile, so it
-// should be quick. A crash between the write and the call loses the call.
-func (m *Machine[T]) OnTransition(observe func(ctx context.Context, obj T, t Transition)) *Machine[T] {
-	m.observers = append(m.observers, observe)
-	return m
+// Observers are told what a machine does, for [Machine.Observe]. Each is
+// optional; each runs in the machine's work, so it should be quick.
+type Observers[T Object] struct {
+	// Transition is called for every transition of an object, in order,
+	// once the status that records it is written: a transition that a
+	// failed write undid is not reported. The object carries its
+	// apiVersion and kind. Use it to tell systems outside the cluster,
+	// for example with a CloudEvent (package cesink). A crash between the
+	// write and the call loses the call.
+	Transition func(ctx context.Context, obj T, t Transition)
+	// Walk is called after every reconcile that walked the machine's
+	// graph, with what it did. Tests use it to see handler runs and edges
+	// taken (fsmtest does).
+	Walk func(ctx context.Context, w Walk)
+	// Action is called when an action of the machine starts (with
+	// ActionPending) and when it returns (ActionSucceeded or
+	// ActionFailed), with the object and the action's name, in the
+	// action's goroutine; an action cancelled by the object's deletion or
+	// the manager's stop is not reported. It is for watching actions
+	// (fsmtest counts them, and crashes inside them): the reconcile that
+	// records an action's end comes through the controller's queue, or
+	// without a manager through the one that starts [Machine.Reconciler].
+	Action func(obj types.NamespacedName, name string, a Action)
 }
 
-// OnWalk calls observe after every reconcile that walked the machine's
-// graph, with what it did. Tests use it to see handler runs and edges
-// taken (fsmtest does); observe runs in the reconcile, so it should be
-// quick.
-func (m *Machine[T]) OnWalk(observe func(ctx context.Context, w Walk)) *Machine[T] {
-	m.walkObservers = append(m.walkObservers, observe)
-	return m
-}
-
-// OnAction calls observe when an action of the machine starts (with
-// ActionPending) and when it returns (ActionSucceeded or ActionFailed),
-// with the object and the action's name; an action cancelled by the
-// object's deletion or the manager's stop is not reported. It is for
-// watching actions (fsmtest counts them, and crashes inside them): the
-// reconcile that records an action's end comes through the controller's
-// queue, or without a manager through the one that starts
-// [Machine.Reconciler]. observe runs in the action's goroutine, so it
-// should be quick.
-func (m *Machine[T]) OnAction(observe func(obj types.NamespacedName, name string, a Action)) *Machine[T] {
-	m.actionWatch = append(m.actionWatch, observe)
+// Observe adds o's observers to those of the machine: every observer
+// added is called, in the order added.
+func (m *Machine[T]) Observe(o Observers[T]) *Machine[T] {
+	if o.Transition != nil {
+		m.observers = append(m.observers, o.Transition)
+	}
+	if o.Walk != nil {
+		m.walkObservers = append(m.walkObservers, o.Walk)
+	}
+	if o.Action != nil {
+		m.actionWatch = append(m.actionWatch, o.Action)
+	}
 	return m
 }
 

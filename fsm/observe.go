@@ -10,7 +10,7 @@ import (
 )
 
 // Walk is what one reconcile of an object did: the handlers it ran, the
-// declared edges it took, and when it asked to run again. OnWalk
+// declared edges it took, and when it asked to run again. Walk
 // observers get one for every reconcile that reached the machine's graph,
 // written or not; fsmtest builds its step driver, its counts and its edge
 // coverage on them.

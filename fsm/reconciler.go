@@ -163,7 +163,7 @@ type reconcileResult struct {
 }
 
 // walkRun is what a reconcile tells Reconcile of its walk: the walker, if
-// one ran, and, for the OnWalk observers, when the reconcile held the
+// one ran, and, for the Walk observers, when the reconcile held the
 // object.
 type walkRun[T Object] struct {
 	w            *walker[T]
@@ -253,7 +253,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 }
 
 // hold links the reconcile's span to the object's last transition and
-// notes, for the OnWalk observers, when the reconcile began to hold the
+// notes, for the Walk observers, when the reconcile began to hold the
 // object; the function it returns notes when it stopped. Deferred after a
 // sharded replica's Exit, that runs before it: the span lies within the
 // time that the replica held the object's slot.

@@ -168,7 +168,7 @@ func TestUnderManagerAnOlderVersionLeavesANewerObjectAlone(t *testing.T) {
 
 	var runs atomic.Int32
 	old := versionOne()
-	old.OnWalk(func(context.Context, fsm.Walk) { runs.Add(1) })
+	old.Observe(fsm.Observers[*gadget]{Walk: func(context.Context, fsm.Walk) { runs.Add(1) }})
 	fsmtest.Run(e.fe, old)
 	warned := func(n int) func() bool {
 		return func() bool { return occurrences(e.apiEvents(), fsm.ReasonNewerVersion) == n }

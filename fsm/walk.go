@@ -177,8 +177,8 @@ type walker[T Object] struct {
 	outputErr     error         // the first failed Apply or Delete of this run
 	snapshot      reflect.Value // the status before the running handler, after the first
 
-	steps []Step          // for OnWalk observers
-	edges []graph.EdgeKey // for OnWalk observers
+	steps []Step          // for Walk observers
+	edges []graph.EdgeKey // for Walk observers
 
 	notices   []notice  // made visible once the status is written
 	noticeBuf [1]notice // room for a step's one transition; a second notice allocates

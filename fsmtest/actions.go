@@ -28,7 +28,7 @@ func newActionLog() *actionLog {
 	return &actionLog{running: map[runningAction]int{}}
 }
 
-// observe is the machine's OnAction observer; p is the process whose
+// observe is the machine's Action observer; p is the process whose
 // machine it is.
 func (l *actionLog) observe(obj types.NamespacedName, name string, a fsm.Action, p *process) {
 	var life *life

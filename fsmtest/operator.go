@@ -527,12 +527,11 @@ func observe[T fsm.Object](m *fsm.Machine[T]) {
 	for i := 2; pkg.profile.AddMachine(name, m.Graph()) != nil; i++ {
 		name = fmt.Sprintf("%s#%d", m.Name(), i)
 	}
-	m.OnAction(func(obj types.NamespacedName, name string, a fsm.Action) {
+	m.Observe(fsm.Observers[T]{Action: func(obj types.NamespacedName, name string, a fsm.Action) {
 		if e := envOf(obj.Namespace); e != nil {
 			e.actions.observe(obj, name, a, e.processOf(m))
 		}
-	})
-	m.OnWalk(func(_ context.Context, w fsm.Walk) {
+	}, Walk: func(_ context.Context, w fsm.Walk) {
 		e := envOf(w.Object.Namespace)
 		var p *process
 		if e != nil {
@@ -553,7 +552,7 @@ func observe[T fsm.Object](m *fsm.Machine[T]) {
 		if e != nil {
 			e.observed(m.Name(), w, p)
 		}
-	})
+	}})
 }
 
 // envOf returns the Env of the test whose namespace is ns, or nil.

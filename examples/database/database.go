@@ -56,7 +56,7 @@ func (o *Operator) Machine() *fsm.Machine[*v1alpha1.Database] {
 		State(Removed, o.remove, fsm.Final()).
 		Goal(Goal)
 	if o.Events != nil {
-		m.OnTransition(cesink.New(m, o.Events))
+		m.Observe(cesink.New(m, o.Events))
 	}
 	return m
 }

@@ -173,7 +173,7 @@ func controllerMain(args []string) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, c.walks.close()) }()
-	if err := gadgetMachine(a.workers).Sharded(shards).OnWalk(c.walks.observe).SetupWithManager(mgr); err != nil {
+	if err := gadgetMachine(a.workers).Sharded(shards).Observe(fsm.Observers[*v1alpha1.Gadget]{Walk: c.walks.observe}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sharded kfsm: %w", err)
 	}
 	return serve(mgr, resync, c)

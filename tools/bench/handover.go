@@ -35,7 +35,7 @@ func openWalkLog(path string) (*walkLog, error) {
 	return &walkLog{file: f, w: bufio.NewWriter(f)}, nil
 }
 
-// observe is the machine's OnWalk observer.
+// observe is the machine's Walk observer.
 func (l *walkLog) observe(_ context.Context, w fsm.Walk) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -116,7 +116,7 @@
 // replica has been quiet for 2 s (their Leases' renewals aside), it kills
 // the last one (SIGKILL) and waits until the others have reconciled each
 // of its Gadgets again and are quiet. Each replica logs every walk of the
-// machine (an OnWalk observer: the Gadget's UID, when the walk began and
+// machine (a Walk observer: the Gadget's UID, when the walk began and
 // ended); the driver reads the logs as an outside recorder and prints the
 // time from the kill until the last of the killed replica's Gadgets was
 // reconciled by another (and the median), the Gadgets that two replicas
