@@ -106,10 +106,8 @@ func (w *walker[T]) unknownState() {
 
 // removeCondition is meta.RemoveStatusCondition without its allocation
 // when there is nothing to remove, the usual case.
-func removeCondition(conditions *[]metav1.Condition, t string) {
-	if meta.FindStatusCondition(*conditions, t) != nil {
-		meta.RemoveStatusCondition(conditions, t)
-	}
+func removeCondition(conditions *[]metav1.Condition, t string) (removed bool) {
+	return meta.FindStatusCondition(*conditions, t) != nil && meta.RemoveStatusCondition(conditions, t)
 }
 
 // isReason reports whether the API server accepts s as a condition reason:

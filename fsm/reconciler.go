@@ -100,10 +100,8 @@ func newReconciler[T Object](m *Machine[T], c client.Client, reader client.Reade
 	}
 	r.gvk, r.gk = gvk, gvk.GroupKind()
 	r.echoes = echo.NewMarks(r.gk)
-	if len(m.owns) > 0 {
-		if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
-			return nil, fmt.Errorf("machine %s: %w", m.name, err)
-		}
+	if r.owns, err = resolveOwned(m.owns, c.Scheme()); err != nil {
+		return nil, fmt.Errorf("machine %s: %w", m.name, err)
 	}
 	return r, nil
 }

@@ -87,8 +87,7 @@ func (w *walker[T]) walk() outcome {
 		w.retrying = true
 		w.notify(corev1.EventTypeNormal, ReasonRetryRequested, "Retry", fmt.Sprintf("retrying now, as annotation %s asks (%q)", AnnotationRetry, asked), nil)
 	}
-	if meta.FindStatusCondition(st.Conditions, ConditionPaused) != nil {
-		meta.RemoveStatusCondition(&st.Conditions, ConditionPaused)
+	if removeCondition(&st.Conditions, ConditionPaused) {
 		w.notify(corev1.EventTypeNormal, ReasonResumed, "Resume", "resumed: annotation "+AnnotationPaused+" was removed", nil)
 	}
 	if !w.deleting && !w.retrying && stalledForGeneration(st, gen) {
@@ -139,10 +138,7 @@ func (w *walker[T]) backingOff() (time.Duration, bool) {
 		return 0, false
 	}
 	def := w.r.b.states[w.st.State]
-	if def == nil {
-		return 0, false
-	}
-	if w.timedOut(def) {
+	if def == nil || w.timedOut(def) {
 		return 0, false
 	}
 	return w.withTimeout(def, at.Sub(w.now)), true
