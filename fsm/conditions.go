@@ -16,11 +16,12 @@ import (
 )
 
 // settle sets the top-level conditions, and a pipeline's state conditions,
-// for a walk that ended in state cur.
+// for a walk that ended in state cur. A condition that changes takes the
+// walk's time, read from the machine's clock.
 func (w *walker[T]) settle(cur State, ready metav1.ConditionStatus, reason, message string, reconciling bool, stalled *metav1.Condition) {
-	gen := w.obj.GetGeneration()
+	gen, now := w.obj.GetGeneration(), metav1.NewTime(w.now)
 	set := func(t string, s metav1.ConditionStatus, reason, message string) {
-		meta.SetStatusCondition(&w.st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: gen})
+		meta.SetStatusCondition(&w.st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: message, ObservedGeneration: gen, LastTransitionTime: now})
 	}
 	set(ConditionReady, ready, reason, message)
 	if reconciling {

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
@@ -250,4 +253,60 @@ func TestUnderManagerAStallWithALongMessageIsLoggedOnce(t *testing.T) {
 	if calls.count() != 0 || l.status.Load() != 4 {
 		t.Errorf("%d handler runs and %d status writes, want 0 and 4 (the stall, then each new generation observed)", calls.count(), l.status.Load())
 	}
+}
+
+// Every condition kfsm writes takes its lastTransitionTime from the
+// machine's clock, so that under a fake clock a test reads the times it
+// set: the walk's conditions, a paused object's, and those of the smaller
+// write that reports an unwritable status.
+func TestConditionsTakeTheirTimeFromTheMachinesClock(t *testing.T) {
+	e := newEnv(t)
+	clock := clocktesting.NewFakePassiveClock(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := fsm.New[*gadget]("condition-times", fsm.Lifecycle).
+		WithClock(clock).
+		Initial("Start").
+		State("Start", func(_ context.Context, r *request) fsm.Result {
+			switch r.Object.Spec.Mode {
+			case "wait":
+				return fsm.Wait(time.Minute, "Waiting")
+			case "huge":
+				r.Object.Status.Note = strings.Repeat("x", 4<<20)
+			}
+			return fsm.Next("End")
+		}, fsm.To("End")).
+		State("End", done, fsm.Final())
+	r := e.reconciler(m)
+	wantTimes := func(g *v1alpha1.Gadget, types ...string) {
+		t.Helper()
+		for _, ct := range types {
+			c := condition(g, ct)
+			if c == nil {
+				t.Errorf("%s: no %s condition", g.Name, ct)
+			} else if want := clock.Now(); !c.LastTransitionTime.Time.Equal(want) {
+				t.Errorf("%s: %s lastTransitionTime %s, want the machine's clock, %s", g.Name, ct, c.LastTransitionTime.UTC(), want)
+			}
+		}
+	}
+
+	e.gadget("g", v1alpha1.GadgetSpec{Mode: "wait"})
+	e.reconcile(r, "g")
+	wantTimes(e.get("g"), fsm.ConditionReady, fsm.ConditionReconciling)
+
+	clock.SetTime(clock.Now().Add(time.Hour))
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Mode = "" })
+	e.reconcile(r, "g")
+	wantTimes(e.get("g"), fsm.ConditionReady)
+
+	p := &gadget{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: e.namespace, Annotations: map[string]string{fsm.AnnotationPaused: "true"}}}
+	if err := e.direct.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(r, "p")
+	wantTimes(e.get("p"), fsm.ConditionPaused)
+
+	e.gadget("huge", v1alpha1.GadgetSpec{Mode: "huge"})
+	if _, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: e.namespace, Name: "huge"}}); err == nil {
+		t.Fatal("a status over the size limit was written")
+	}
+	wantTimes(e.get("huge"), fsm.ConditionReady, fsm.ConditionStalled)
 }

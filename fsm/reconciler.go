@@ -316,7 +316,8 @@ func (r *reconciler[T]) pause(ctx context.Context, obj T) (reconcile.Result, err
 	before := obj.DeepCopyObject().(T)
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: ConditionPaused, Status: metav1.ConditionTrue, Reason: ReasonPaused, ObservedGeneration: obj.GetGeneration(),
-		Message: fmt.Sprintf("annotation %s is \"true\": no handler runs until it is removed", AnnotationPaused),
+		LastTransitionTime: metav1.NewTime(r.m.clock.Now()),
+		Message:            fmt.Sprintf("annotation %s is \"true\": no handler runs until it is removed", AnnotationPaused),
 	})
 	if err := r.writeStatus(ctx, obj, before); err != nil {
 		return r.writeFailed(ctx, err)

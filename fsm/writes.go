@@ -109,13 +109,13 @@ func (r *reconciler[T]) unwritable(ctx context.Context, before T, err error) (re
 	r.event(before, nil, corev1.EventTypeWarning, ReasonStatusWriteFailed, "WriteStatus",
 		"the status could not be written, so the last walk was not recorded: "+msg)
 	small := before.DeepCopyObject().(T)
-	st, gen := small.FSMStatus(), small.GetGeneration()
+	st, gen, now := small.FSMStatus(), small.GetGeneration(), metav1.NewTime(r.m.clock.Now())
 	message := "the status could not be written: " + msg
 	for _, c := range []metav1.Condition{
 		{Type: ConditionReady, Status: metav1.ConditionFalse},
 		{Type: ConditionStalled, Status: metav1.ConditionTrue},
 	} {
-		c.Reason, c.Message, c.ObservedGeneration = ReasonStatusWriteFailed, message, gen
+		c.Reason, c.Message, c.ObservedGeneration, c.LastTransitionTime = ReasonStatusWriteFailed, message, gen, now
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	if !wire.Same(before, small) {
