@@ -8,9 +8,11 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -96,7 +98,11 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 // eventWriter makes the writer of the machine's events, which runs with
 // mgr.
 func (m *Machine[T]) eventWriter(mgr manager.Manager) (*eventwriter.Writer, error) {
-	events, err := typedeventsv1.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	// Events are a built-in kind: protobuf costs less than JSON to
+	// encode here and to decode on the API server.
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	events, err := typedeventsv1.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: a client of events: %w", m.name, err)
 	}
