@@ -84,7 +84,7 @@ type desiredChild struct {
 	digest   wire.Digest
 	existing client.Object // the object of the child's name, nil if none
 	recorded OutputRef     // the status's record of the child, if any
-	create   bool          // unknown to the cache and the status: created, not read first
+	create   bool          // unknown to the status (and, if adopting, to the cache): created, not read first
 }
 
 // applyChild sends the apply that desired builds of child, unless the
@@ -160,7 +160,12 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 	parent := w.obj
 	d.recorded, _ = w.output(d.ref)
 	mayCreate = mayCreate && d.recorded.UID == ""
-	if d.existing, d.create, err = w.r.lookup(ctx, t, client.ObjectKey{Namespace: d.ref.Namespace, Name: d.ref.Name}, mayCreate); err != nil {
+	if mayCreate && adopt == refuse {
+		// Nothing of the name is to be taken over: the create, which
+		// fails if an object of the name exists, needs no read first
+		// (applyChild reads on that failure).
+		d.create = true
+	} else if d.existing, d.create, err = w.r.lookup(ctx, t, client.ObjectKey{Namespace: d.ref.Namespace, Name: d.ref.Name}, mayCreate); err != nil {
 		return nil, fmt.Errorf("applying %s: %w", d.ref, err)
 	}
 	adopted, err := adopting(parent, t, d.ref, d.existing, adopt)
