@@ -189,12 +189,13 @@ func (p Project) validate(dir string) (data, error) {
 // requires or, with a checkout (a path relative to the project), the
 // checkout's own command, built in the checkout's workspace, which joins
 // the command's module to the library's. Either runs in the project,
-// outside that workspace.
+// outside that workspace, and with -trimpath: bin/kfsm names no directory
+// of the machine that built it.
 func kfsmBuild(version, checkout string) string {
 	if checkout == "" {
-		return `GOBIN="$(CURDIR)/bin" $(GO) install ` + kfsmModule + "/cmd/kfsm@" + version
+		return `GOBIN="$(CURDIR)/bin" $(GO) install -trimpath ` + kfsmModule + "/cmd/kfsm@" + version
 	}
-	return "GOWORK=auto $(GO) -C " + shellWord(checkout) + ` build -o "$(CURDIR)/bin/kfsm" ./cmd/kfsm`
+	return "GOWORK=auto $(GO) -C " + shellWord(checkout) + ` build -trimpath -o "$(CURDIR)/bin/kfsm" ./cmd/kfsm`
 }
 
 // goModPath is a directory's path as go.mod writes it: quoted if it holds

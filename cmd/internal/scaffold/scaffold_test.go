@@ -231,7 +231,7 @@ func TestWriteWritesTheProject(t *testing.T) {
 			"\n## verify:", "\nimage: pinned\n", "\nbuild-installer: pinned\n", "\ninstall:\n", "\nuninstall:\n",
 			"\ndeploy: pinned\n", "\nundeploy:\n",
 			"\nKFSM ?= bin/kfsm\n",
-			"\nkfsm:\n\tGOWORK=auto $(GO) -C " + relativeCheckout(t, dir) + " build -o \"$(CURDIR)/bin/kfsm\" ./cmd/kfsm\n",
+			"\nkfsm:\n\tGOWORK=auto $(GO) -C " + relativeCheckout(t, dir) + " build -trimpath -o \"$(CURDIR)/bin/kfsm\" ./cmd/kfsm\n",
 			"\nverify: kfsm\n", "\n\t$(KFSM) check ./...\n",
 			"\nvet: kfsm\n\t$(GO) vet ./...\n\t$(KFSM) vet ./...\n",
 		},
@@ -502,7 +502,7 @@ func TestWriteAcceptsAnEmptyDirectoryAndARelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(makefile), "\nkfsm:\n\tGOBIN=\"$(CURDIR)/bin\" $(GO) install github.com/kfsm/kfsm/cmd/kfsm@v0.3.0\n") {
+	if !strings.Contains(string(makefile), "\nkfsm:\n\tGOBIN=\"$(CURDIR)/bin\" $(GO) install -trimpath github.com/kfsm/kfsm/cmd/kfsm@v0.3.0\n") {
 		t.Errorf("the Makefile builds another kfsm command than the release's:\n%s", makefile)
 	}
 }
