@@ -3,11 +3,13 @@ package fsmtest_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsm/sharding"
@@ -114,6 +116,50 @@ func finishInTime(e *fsmtest.Env) {
 // the runs where the clock jumps past its timeout.
 func TestExplorePassesAMachineWhoseTimeoutComesToRest(t *testing.T) {
 	fsmtest.Explore(t, expiring(false), finishInTime)
+}
+
+// MaxRuns stops Explore after that many faulty runs, and what AlsoRun
+// sets up is registered with each run's manager, made for the run's Env:
+// the clean run and the two faulty ones, though the machine has more
+// points to strike, start the runnable that counts them.
+func TestExploreStopsAtMaxRunsAndSetsUpAlsoRunInEach(t *testing.T) {
+	counter, runs := countRuns()
+	fsmtest.Explore(t, expiring(false), finishInTime, fsmtest.MaxRuns(2), counter)
+	if n := runs(); n != 3 {
+		t.Errorf("the runnable that AlsoRun sets up started in %d runs, want 3: the clean run and MaxRuns' two", n)
+	}
+}
+
+// A Budget spent before the faulty runs begin leaves the clean run alone.
+func TestExploreStopsWhenItsBudgetIsSpent(t *testing.T) {
+	counter, runs := countRuns()
+	fsmtest.Explore(t, expiring(false), finishInTime, fsmtest.Budget(time.Nanosecond), counter)
+	if n := runs(); n != 1 {
+		t.Errorf("%d runs started within a budget of a nanosecond, want the clean run alone", n)
+	}
+}
+
+// countRuns is an AlsoRun option whose runnable notes the namespace of
+// each run that starts it, and the count of those runs.
+func countRuns() (fsmtest.FaultOption, func() int) {
+	var mu sync.Mutex
+	started := map[string]bool{}
+	option := fsmtest.AlsoRun(func(e *fsmtest.Env) func(manager.Manager) error {
+		return func(m manager.Manager) error {
+			return m.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				mu.Lock()
+				started[e.Namespace] = true
+				mu.Unlock()
+				<-ctx.Done()
+				return nil
+			}))
+		}
+	})
+	return option, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(started)
+	}
 }
 
 // restless counts its runs in its status when broken: every resync
