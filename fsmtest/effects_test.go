@@ -79,7 +79,6 @@ func dunning(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 // Invoices sent in an action that observes them are sent once, whatever
 // write fails and wherever the process dies.
 func TestFaultsCountEffectsOfACorrectMachine(t *testing.T) {
-	t.Parallel()
 	fsmtest.Faults(t, invoicing(false), createAndDelete, fsmtest.Only(fsmtest.FailWrite, fsmtest.Crash),
 		countInvoices, fsmtest.Converge(20*time.Second))
 }
