@@ -48,6 +48,7 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 	// may take it back for a while.
 	e.polling.Store(true)
 	defer e.polling.Store(false)
+	busied := 0
 	for range 10 {
 		e.driver.await(what, func() (bool, string) {
 			ok, why := cond()
@@ -62,7 +63,7 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 		if e.snap == nil {
 			return
 		}
-		e.snap.quiet(e)
+		busy := e.snap.quiet(e)
 		if e.snap.clockJumped() {
 			// The jump may have fired a timeout that the clean run never
 			// reached: what the scenario awaits may never hold, and the
@@ -70,6 +71,13 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 			// to rest and by what it leaves.
 			e.snap.ops = append(e.snap.ops, "await "+what)
 			return
+		}
+		if busy != "" {
+			// Once more: a restarted operator, under load, may take a while.
+			if busied++; busied == 2 {
+				e.fatalf("%s held, but the operator was still busy %s later: %s", what, 2*e.snap.quietLimit(), busy)
+			}
+			continue
 		}
 		// The snapshot is of a moment when cond held: an operator that
 		// polls on its own clock may write between the two reads.

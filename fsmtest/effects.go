@@ -27,7 +27,7 @@ func (s *snapshots) countEffects(e *Env) {
 	if s.effects == nil {
 		return
 	}
-	s.quiet(e)
+	s.countedBusy = s.quiet(e)
 	s.counted = s.effects(e)
 }
 
@@ -39,6 +39,9 @@ func (s *snapshots) compareEffects(t testing.TB) {
 		return
 	}
 	if diff := effectsDiff(s.clean.counted, s.counted, "in the clean run", "in this one"); diff != "" {
+		if s.countedBusy != "" {
+			diff += " (counted when the operator was still busy: " + s.countedBusy + ")"
+		}
 		t.Errorf("%s: the effects outside the cluster differ from the clean run: %s. A fault may delay an effect, never "+
 			"repeat or lose it: is it made outside an action, or by an action that says it is Idempotent?", s.point, diff)
 	}

@@ -176,6 +176,7 @@ type snapshots struct {
 
 	ignore []string      // fields left out
 	lag    time.Duration // how late watch events reach the operator
+	limit  time.Duration // how long quiet waits at most; 10s if zero
 
 	// For a faulty run:
 	clean     *snapshots
@@ -185,8 +186,9 @@ type snapshots struct {
 	started   bool
 
 	// Effects outside the cluster, when the test counts them:
-	effects func(*Env) map[string]int
-	counted map[string]int
+	effects     func(*Env) map[string]int
+	counted     map[string]int
+	countedBusy string // what kept the operator busy when they were counted
 
 	// Where the run's faults strike, and what the scenario made:
 	jumps map[int]bool // the steps after which the fake clock jumps
@@ -257,15 +259,42 @@ func (s *snapshots) faulty() bool { return s != nil && s.point != "" }
 // last writes set off has happened.
 func (s *snapshots) moment() time.Duration { return 300*time.Millisecond + s.lag }
 
+// quietLimit is how long quiet waits at most: 10 seconds, unless a test
+// of this package sets s.limit.
+func (s *snapshots) quietLimit() time.Duration {
+	if s.limit == 0 {
+		return 10 * time.Second
+	}
+	return s.limit
+}
+
 // quiet waits until the operator has made no write for a moment, with
 // its processes caught up and, under Replicas, every object's slot held.
-func (s *snapshots) quiet(e *Env) {
+// It waits quietLimit at most, then says what was not quiet: an operator
+// still busy then is no rest to judge by.
+func (s *snapshots) quiet(e *Env) (why string) {
 	moment := s.moment()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if now := time.Now(); e.api.quietFor(now) > moment && s.trace.idleFor(now) > moment && e.held() && e.caughtUp() {
-			return
+	for deadline := time.Now().Add(s.quietLimit()); ; time.Sleep(50 * time.Millisecond) {
+		if why = s.busy(e, moment); why == "" || time.Now().After(deadline) {
+			return why
 		}
 	}
+}
+
+// busy says what keeps the operator from being quiet for a moment, or "".
+func (s *snapshots) busy(e *Env, moment time.Duration) string {
+	now := time.Now()
+	switch {
+	case e.api.quietFor(now) <= moment:
+		return "it still wrote (last: " + lastWrites(e.api.all(), 3) + ")"
+	case s.trace.idleFor(now) <= moment:
+		return "a fault still held back a message"
+	case !e.held():
+		return "a crashed replica's objects still waited for a live replica to hold their slot"
+	case !e.caughtUp():
+		return "a new process of it had not yet read every object"
+	}
+	return ""
 }
 
 // settled keeps the snapshot of objects once an Await succeeded and the

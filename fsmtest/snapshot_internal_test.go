@@ -2,6 +2,9 @@ package fsmtest
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,29 +36,8 @@ func TestASnapshotIsOfAMomentWhenTheAwaitHeld(t *testing.T) {
 	}
 	t.Parallel()
 	e := New(t)
-	e.snap, e.driver = &snapshots{holdUntil: -1}, polling{}
-	e.kindsMu.Lock()
-	e.parents = append(e.parents, v1alpha1.GroupVersion.WithKind("Gadget"))
-	e.kindsMu.Unlock()
-	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.Namespace}}
-	if err := e.Client.Create(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
-	// note writes g's status as the operator would: one write of its own.
+	g, note := notedGadget(t, e)
 	key := client.ObjectKeyFromObject(g)
-	note := func(text string) {
-		e.api.begin()
-		defer e.api.done(&Write{Verb: "update", apiKey: apiKey{Resource: "gadgets", Namespace: key.Namespace, Name: key.Name}, Subresource: "status"})
-		var cur v1alpha1.Gadget
-		if err := e.Client.Get(context.Background(), key, &cur); err != nil {
-			t.Error(err)
-			return
-		}
-		cur.Status.Note = text
-		if err := e.Client.Status().Update(context.Background(), &cur); err != nil {
-			t.Error(err)
-		}
-	}
 	var healing sync.WaitGroup
 	t.Cleanup(healing.Wait)
 	healthy := 0
@@ -80,5 +62,119 @@ func TestASnapshotIsOfAMomentWhenTheAwaitHeld(t *testing.T) {
 	got := e.snap.taken[0].objects["Gadget/g"].(map[string]any)["status"]
 	if note := got.(map[string]any)["note"]; note != nil {
 		t.Errorf("the snapshot holds status.note %q, which the gadget had when the condition did not hold", note)
+	}
+}
+
+// notedGadget makes a gadget g in e's namespace, for a faulty run's
+// snapshots under the polling driver, and returns it with note, which
+// writes its status.note as the operator would: a write of its own.
+func notedGadget(t *testing.T, e *Env) (*v1alpha1.Gadget, func(text string)) {
+	e.snap, e.driver = &snapshots{holdUntil: -1}, polling{}
+	e.kindsMu.Lock()
+	e.parents = append(e.parents, v1alpha1.GroupVersion.WithKind("Gadget"))
+	e.kindsMu.Unlock()
+	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: e.Namespace}}
+	if err := e.Client.Create(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(g)
+	return g, func(text string) {
+		e.api.begin()
+		defer e.api.done(&Write{Verb: "update", apiKey: apiKey{Resource: "gadgets", Namespace: key.Namespace, Name: key.Name}, Subresource: "status"})
+		var cur v1alpha1.Gadget
+		if err := e.Client.Get(context.Background(), key, &cur); err != nil {
+			t.Error(err)
+			return
+		}
+		cur.Status.Note = text
+		if err := e.Client.Status().Update(context.Background(), &cur); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// An operator that is still busy when quiet's limit runs out (under load,
+// a restarted one still reading its objects) is waited for again: the
+// snapshot of a faulty run is of the operator at rest, never of one in
+// the middle of its work, which would read as objects that differ.
+func TestASnapshotWaitsForAnOperatorStillBusyAfterTheLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an API server, which -short does not start")
+	}
+	t.Parallel()
+	e := New(t)
+	_, note := notedGadget(t, e)
+	e.snap.limit = time.Second
+	var busy sync.WaitGroup
+	t.Cleanup(busy.Wait)
+	busy.Go(func() {
+		// Work longer than one limit, and shorter than two with a moment
+		// of quiet.
+		for i, begun := 0, time.Now(); time.Since(begun) < 1200*time.Millisecond; i++ {
+			note(fmt.Sprintf("busy %d", i))
+			time.Sleep(50 * time.Millisecond)
+		}
+		note("done")
+	})
+	time.Sleep(100 * time.Millisecond) // the work has begun
+	e.await("the gadget", func() (bool, string) { return true, "" })
+	got := e.snap.taken[0].objects["Gadget/g"].(map[string]any)["status"]
+	if note := got.(map[string]any)["note"]; note != "done" {
+		t.Errorf("the snapshot holds status.note %q, which the gadget had while the operator still wrote; want %q", note, "done")
+	}
+}
+
+// fatalT records the message of Fatal and ends its goroutine, as
+// testing.T's does.
+type fatalT struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalT) Helper() {}
+func (f *fatalT) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+// An operator that never comes to rest fails the Await with what kept it
+// busy, not with a snapshot taken while it wrote.
+func TestAnAwaitOnAnOperatorNeverQuietSaysWhatItDid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an API server, which -short does not start")
+	}
+	t.Parallel()
+	e := New(t)
+	_, note := notedGadget(t, e)
+	e.snap.limit = 100 * time.Millisecond
+	note("busy")
+	stop := make(chan struct{})
+	var busy sync.WaitGroup
+	t.Cleanup(busy.Wait)
+	busy.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Millisecond):
+				note(fmt.Sprintf("busy %d", i))
+			}
+		}
+	})
+	f := &fatalT{TB: t}
+	e.T = f
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.await("the gadget", func() (bool, string) { return true, "" })
+	}()
+	<-done
+	close(stop)
+	e.T = t
+	if !strings.Contains(f.msg, "the gadget held, but the operator was still busy 200ms later: it still wrote (last: ") || !strings.Contains(f.msg, "update gadgets g status") {
+		t.Errorf("the Await failed with %q; want it to say the operator was still busy and name its last writes", f.msg)
+	}
+	if len(e.snap.taken) != 0 {
+		t.Errorf("the Await kept a snapshot of an operator that never came to rest: %v", e.snap.taken)
 	}
 }
