@@ -272,21 +272,31 @@ func (s *snapshots) quietLimit() time.Duration {
 // its processes caught up and, under Replicas, every object's slot held.
 // It waits quietLimit at most, then says what was not quiet: an operator
 // still busy then is no rest to judge by.
-func (s *snapshots) quiet(e *Env) (why string) {
+func (s *snapshots) quiet(e *Env) string {
 	moment := s.moment()
 	for deadline := time.Now().Add(s.quietLimit()); ; time.Sleep(50 * time.Millisecond) {
-		if why = s.busy(e, moment); why == "" || time.Now().After(deadline) {
-			return why
+		why := s.busy(e, moment)
+		switch {
+		case why == "":
+			return ""
+		case time.Now().Before(deadline):
+			continue
+		case why == stillWrote:
+			why += " (last: " + lastWrites(e.api.all(), 3) + ")"
 		}
+		return why
 	}
 }
+
+// stillWrote is busy's answer for an operator that wrote a moment ago.
+const stillWrote = "it still wrote"
 
 // busy says what keeps the operator from being quiet for a moment, or "".
 func (s *snapshots) busy(e *Env, moment time.Duration) string {
 	now := time.Now()
 	switch {
 	case e.api.quietFor(now) <= moment:
-		return "it still wrote (last: " + lastWrites(e.api.all(), 3) + ")"
+		return stillWrote
 	case s.trace.idleFor(now) <= moment:
 		return "a fault still held back a message"
 	case !e.held():
