@@ -236,6 +236,7 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 	w.committed = true
 	if w.out.removeFinalizer {
 		if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
+			w.out.soon = quiet(err) // it raced: the walk runs again at once
 			return r.writeFailed(ctx, err)
 		}
 		// The mark of this write stays until the object is seen gone: a
