@@ -125,7 +125,7 @@ func (r *reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	r.noteFatCache(ctx, w.before)
 	out := reconcileResult{committed: w.committed, err: err, began: run.began, ended: run.ended}
 	switch {
-	case !w.committed:
+	case !w.committed, w.out.removeFinalizer: // a write raced if it asks again
 		out.soon = res.RequeueAfter > 0
 	case w.out.failure != nil:
 		out.after = w.out.failure.RetryAfter
@@ -236,7 +236,6 @@ func (r *reconciler[T]) reconcile(ctx context.Context, req reconcile.Request, ru
 	w.committed = true
 	if w.out.removeFinalizer {
 		if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
-			w.out.soon = quiet(err) // it raced: the walk runs again at once
 			return r.writeFailed(ctx, err)
 		}
 		// The mark of this write stays until the object is seen gone: a
