@@ -79,8 +79,9 @@ type desiredChild struct {
 	t        ownedType
 	ref      OutputRef // the child's record, as the status will keep it
 	key      echo.Key
-	body     []byte        // the apply request
-	content  client.Object // what body encodes, typed; nil for unstructured content
+	content  client.Object // the child as kfsm applies it (see wire.Content)
+	typed    bool          // content is of a Go type, not unstructured
+	body     []byte        // the apply request, made by applyBody when first needed
 	digest   wire.Digest
 	existing client.Object // the object of the child's name, nil if none
 	recorded OutputRef     // the status's record of the child, if any
@@ -184,19 +185,22 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 		return nil, fmt.Errorf("applying %s: it cannot carry an owner reference to its parent in namespace %s, so garbage collection will not delete it; declare OnDelete so that the deletion path does", d.ref, parent.GetNamespace())
 	}
 	w.mark(content, &d.ref, adopted, ownable)
-	body, err := json.Marshal(content)
-	if err == nil {
-		body, err = wire.Trim(body)
-	}
-	if err != nil {
+	_, u := content.(runtime.Unstructured)
+	d.typed, d.content, d.key = !u && !t.unstructured, content, echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
+	if d.digest, d.body, err = wire.DigestOfContent(content, t.gvk); err != nil {
 		return nil, fmt.Errorf("encoding child %s: %w", d.ref, err)
 	}
-	d.body, d.digest = body, wire.DigestOf(body)
-	if _, u := content.(runtime.Unstructured); !u && !t.unstructured {
-		d.content = content
-	}
-	d.key = echo.Key{GroupKind: t.gvk.GroupKind(), NamespacedName: client.ObjectKeyFromObject(content)}
 	return d, nil
+}
+
+// applyBody is the body of d's apply request, encoded when first needed:
+// a child whose kind has a protobuf encoding is digested without it, and
+// one that is still what it would make of it is not applied.
+func (d *desiredChild) applyBody() (body []byte, err error) {
+	if d.body == nil {
+		d.body, err = wire.Body(d.content)
+	}
+	return d.body, err
 }
 
 // mark puts kfsm's labels on content, and the annotations that say what
@@ -245,6 +249,10 @@ func (w *walker[T]) mark(content client.Object, ref *OutputRef, adopted, ownable
 // nothing answers with the version of the last write, which may be
 // someone else's that the cache has yet to see.
 func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d *desiredChild, force bool) (answer client.Object, wrote bool, err error) {
+	body, err := d.applyBody()
+	if err != nil {
+		return nil, false, fmt.Errorf("encoding child %s: %w", d.ref, err)
+	}
 	patchOpts := []client.PatchOption{client.FieldOwner(r.m.FieldOwner())}
 	if force {
 		patchOpts = append(patchOpts, client.ForceOwnership)
@@ -254,12 +262,12 @@ func (r *reconciler[T]) send(ctx context.Context, parent types.NamespacedName, d
 	answer.SetName(d.ref.Name)
 	r.echoes.Begin(d.key, d.existing)
 	made := func(obj client.Object) { r.echoes.Made(d.key, obj) }
-	err = wire.Apply(ctx, r.client, answer, d.body, r.m.FieldOwner(), r.echoes.Created(d.key, d.existing), made, patchOpts...)
+	err = wire.Apply(ctx, r.client, answer, body, r.m.FieldOwner(), r.echoes.Created(d.key, d.existing), made, patchOpts...)
 	if err == nil {
 		if rv, ok := echo.ResourceVersion(answer); ok {
 			r.echoes.Applied(d.key, echo.Apply{Digest: d.digest, Version: rv}, false)
 		}
-		wrote = d.existing == nil || (d.existing.GetResourceVersion() != answer.GetResourceVersion() && !wire.OthersWrote(d.existing, answer, d.body))
+		wrote = d.existing == nil || (d.existing.GetResourceVersion() != answer.GetResourceVersion() && !wire.OthersWrote(d.existing, answer, body))
 	}
 	var result client.Object
 	if wrote {
@@ -300,18 +308,19 @@ func (r *reconciler[T]) create(ctx context.Context, parent types.NamespacedName,
 }
 
 // createObject is the object that a create of d sends: what its apply
-// body decodes to. Typed content is that already, once its status is
-// cleared (the body carries none, and nothing else that Trim removes
-// decodes to other than the zero value), and it is used as it is.
+// body decodes to. Typed content, its status cleared, is that already
+// (nothing that Body leaves out decodes to other than the zero value), and
+// it is used as it is.
 func (d *desiredChild) createObject(scheme *runtime.Scheme) (client.Object, error) {
-	if obj := d.content; obj != nil {
-		if f := wire.Field(obj); f.IsValid() && f.CanSet() {
-			f.SetZero()
-		}
-		return obj, nil
+	if d.typed {
+		return d.content, nil
 	}
+	body, err := d.applyBody()
 	obj := d.t.newObject(scheme)
-	return obj, json.Unmarshal(d.body, obj)
+	if err == nil {
+		err = json.Unmarshal(body, obj)
+	}
+	return obj, err
 }
 
 // recordApplied records ref as obj, the child that an apply of content

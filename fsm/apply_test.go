@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -679,5 +680,55 @@ func TestAnObjectTheCacheHasNotSeenIsNotTakenOver(t *testing.T) {
 	}
 	if got.ResourceVersion != theirs.ResourceVersion {
 		t.Errorf("the object kfsm did not create was written: labels %v, owners %v", got.Labels, got.OwnerReferences)
+	}
+}
+
+// A child declared unstructured, changed by a new spec, costs one apply
+// and is recorded as that apply left it: the status keeps the version
+// the apply answered with, so a restart over it makes no request.
+func TestUnderManagerAnUnstructuredChildsChangeIsRecordedAsApplied(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	configMap := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		return u
+	}
+	l := runFunc(e, func(*fsmtest.Env) *fsm.Machine[*gadget] {
+		return fsm.New[*gadget]("unstructured-child", fsm.Pipeline).
+			Initial("Config").
+			State("Config", func(ctx context.Context, r *request) fsm.Result {
+				cm := configMap()
+				cm.SetName(r.Object.Name + "-config")
+				cm.Object["data"] = map[string]any{"target": fmt.Sprint(r.Object.Spec.Target)}
+				return failOr(r.Apply(ctx, cm), fsm.Next("Done"))
+			}, fsm.To("Done")).
+			State("Done", done, fsm.Final()).
+			Owns(configMap())
+	}, withResync(time.Second))
+	g := e.gadget("g", v1alpha1.GadgetSpec{Target: 1})
+	e.fe.AwaitReady(g)
+	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 2 })
+	cm := configMap()
+	cm.SetNamespace(e.namespace)
+	cm.SetName("g-config")
+	e.fe.Await("the child to hold the new target", func() bool {
+		err := e.direct.Get(t.Context(), client.ObjectKeyFromObject(cm), cm)
+		return err == nil && cm.Object["data"].(map[string]any)["target"] == "2" && e.get("g").Status.ObservedGeneration == 2
+	})
+	e.fe.AwaitReady(g)
+	if w := e.fe.Writes(cm); w != (fsmtest.Writes{Create: 1, Patch: 1, Apply: 1}) {
+		t.Errorf("the child's writes: %+v, want its create, the move of its fields to the apply, and one apply", w)
+	}
+	if out := e.get("g").Status.Outputs; len(out) != 1 || out[0].ResourceVersion != cm.GetResourceVersion() {
+		t.Errorf("the status records %+v, want the child at resourceVersion %s", out, cm.GetResourceVersion())
+	}
+	n := len(e.fe.Walks(g))
+	e.fe.Await("two resyncs", func() bool { return len(e.fe.Walks(g)) >= n+2 })
+	l.op.Restart()
+	n = len(e.fe.Walks(g))
+	e.fe.Await("a walk after the restart", func() bool { return len(e.fe.Walks(g)) >= n+2 })
+	if w := e.fe.Writes(cm); w != (fsmtest.Writes{Create: 1, Patch: 1, Apply: 1}) {
+		t.Errorf("after resyncs and a restart, the child's writes: %+v, want its create, the move of its fields to the apply, and one apply", w)
 	}
 }

@@ -20,7 +20,10 @@ import (
 // them: equal values in equal bytes, or the patch merely sets a few
 // members to what they already are, and keys in one spelling.
 func MergePatch(from, to []byte) ([]byte, error) {
-	return appendDiff(make([]byte, 0, len(to)), from, to)
+	if len(from) == 0 || len(to) == 0 || from[0] != '{' || to[0] != '{' {
+		return nil, fmt.Errorf("a merge patch is made between two JSON objects, not %.20q and %.20q", from, to)
+	}
+	return appendDiff(make([]byte, 0, len(to)), from, to), nil
 }
 
 // member is a member of a JSON object, its key and its value as they are
@@ -29,14 +32,10 @@ type member struct{ key, value []byte }
 
 func (m member) sameKey(o member) bool { return bytes.Equal(m.key, o.key) }
 
-func appendDiff(dst, from, to []byte) ([]byte, error) {
+func appendDiff(dst, from, to []byte) []byte {
 	var f, t []member
-	if err := items(from, true, func(k, v []byte) error { f = append(f, member{k, v}); return nil }); err != nil {
-		return nil, fmt.Errorf("the original: %w", err)
-	}
-	if err := items(to, true, func(k, v []byte) error { t = append(t, member{k, v}); return nil }); err != nil {
-		return nil, fmt.Errorf("the changed document: %w", err)
-	}
+	items(from, true, func(k, v []byte) { f = append(f, member{k, v}) })
+	items(to, true, func(k, v []byte) { t = append(t, member{k, v}) })
 	dst = append(dst, '{')
 	n := 0
 	add := func(key []byte) {
@@ -45,16 +44,13 @@ func appendDiff(dst, from, to []byte) ([]byte, error) {
 		}
 		dst = append(append(dst, key...), ':')
 	}
-	var err error
 	for _, m := range t {
 		i := slices.IndexFunc(f, m.sameKey)
 		switch {
 		case i >= 0 && bytes.Equal(f[i].value, m.value):
 		case i >= 0 && f[i].value[0] == '{' && m.value[0] == '{':
 			add(m.key)
-			if dst, err = appendDiff(dst, f[i].value, m.value); err != nil {
-				return nil, err
-			}
+			dst = appendDiff(dst, f[i].value, m.value)
 		default:
 			add(m.key)
 			dst = append(dst, m.value...)
@@ -66,5 +62,5 @@ func appendDiff(dst, from, to []byte) ([]byte, error) {
 			dst = append(dst, "null"...)
 		}
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}')
 }

@@ -108,7 +108,7 @@ func TestMergePatchIsTheGeneralOnes(t *testing.T) {
 }
 
 func TestMergePatchRefusesWhatIsNotAnObject(t *testing.T) {
-	for _, c := range [][2]string{{`[]`, `{}`}, {`{}`, `3`}, {`{`, `{}`}} {
+	for _, c := range [][2]string{{`[]`, `{}`}, {`{}`, `3`}, {`null`, `{}`}, {``, `{}`}} {
 		if _, err := MergePatch([]byte(c[0]), []byte(c[1])); err == nil {
 			t.Errorf("MergePatch(%s, %s) gave no error", c[0], c[1])
 		}
