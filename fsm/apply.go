@@ -194,8 +194,8 @@ func (w *walker[T]) desired(ctx context.Context, child client.Object, adopt adop
 }
 
 // applyBody is the body of d's apply request, encoded when first needed:
-// a child whose kind has a protobuf encoding is digested without it, and
-// one that is still what it would make of it is not applied.
+// a child of a kind with a protobuf encoding is digested without it, and
+// a child that needs no write is never encoded.
 func (d *desiredChild) applyBody() (body []byte, err error) {
 	if d.body == nil {
 		d.body, err = wire.Body(d.content)

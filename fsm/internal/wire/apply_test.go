@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -185,11 +186,9 @@ func TestDigestOfContentIsTheSameForTheSameContent(t *testing.T) {
 	}
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	want := digest(configMap(keys...), gvk)
+	reversed := slices.Clone(keys)
+	slices.Reverse(reversed)
 	for range 20 { // Go fills and walks a map in an order of its own each time
-		reversed := make([]string, len(keys))
-		for i, k := range keys {
-			reversed[len(keys)-1-i] = k
-		}
 		if got := digest(configMap(reversed...), gvk); got != want {
 			t.Fatalf("digest %s of the same content filled the other way, want %s", got, want)
 		}
