@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"go/token"
 	"io"
@@ -14,66 +13,20 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/checker"
-	"golang.org/x/tools/go/analysis/unitchecker"
 	"golang.org/x/tools/go/packages"
 
 	"github.com/kfsm/kfsm/cmd/internal/terminal"
+	"github.com/kfsm/kfsm/cmd/internal/vettool"
 	"github.com/kfsm/kfsm/fsmvet"
 )
 
 // go vet -vettool=$(which kfsm) runs this program with the arguments of
 // its own protocol; the analyzer answers them, before any command runs.
+// kfsm-vet does the same and starts faster.
 func init() {
-	if isVetTool(os.Args[1:]) {
-		if factsOnly(os.Args[len(os.Args)-1], fsmvet.Analyzer) {
-			os.Exit(0)
-		}
-		unitchecker.Main(fsmvet.Analyzer) // exits
+	if vettool.Is(os.Args[1:]) {
+		vettool.Main(os.Args[1:])
 	}
-}
-
-// factsOnly reports whether cfgFile, go vet's configuration of one
-// package, asks only for the facts that the analysis of the packages
-// that import it reads, while a has none, and then writes that there are
-// none. go vet asks so of every dependency, and unitchecker parses and
-// type-checks each before it finds that a exports nothing: all of
-// client-go and the API types, minutes of CPU each time the tool changes.
-func factsOnly(cfgFile string, a *analysis.Analyzer) bool {
-	data, err := os.ReadFile(cfgFile)
-	if err != nil {
-		return false // unitchecker says what is wrong
-	}
-	var cfg struct {
-		VetxOnly   bool
-		VetxOutput string
-	}
-	if json.Unmarshal(data, &cfg) != nil || !cfg.VetxOnly || cfg.VetxOutput == "" || usesFacts(a) {
-		return false
-	}
-	return os.WriteFile(cfg.VetxOutput, nil, 0o666) == nil
-}
-
-// usesFacts reports whether a, or an analyzer it requires, has facts.
-func usesFacts(a *analysis.Analyzer) bool {
-	return len(a.FactTypes) > 0 || slices.ContainsFunc(a.Requires, usesFacts)
-}
-
-// isVetTool reports whether args are go vet's: -V=full or -flags to
-// learn about the tool, or flags and a single *.cfg file to analyse a
-// package.
-func isVetTool(args []string) bool {
-	if len(args) == 1 && (args[0] == "-V=full" || args[0] == "-flags") {
-		return true
-	}
-	if len(args) == 0 || !strings.HasSuffix(args[len(args)-1], ".cfg") {
-		return false
-	}
-	for _, a := range args[:len(args)-1] {
-		if !strings.HasPrefix(a, "-") {
-			return false
-		}
-	}
-	return true
 }
 
 func newVetCommand() *cobra.Command {
@@ -99,11 +52,12 @@ computed at run time, it skips.
 
 Vet exits with status 1 when it finds an error; warnings alone do not fail
 it. The packages default to ./..., test files included. The same checks run
-under go vet, with -vettool, and in golangci-lint as a module plugin: see
-https://pkg.go.dev/github.com/kfsm/kfsm/fsmvet.`,
+under go vet with the kfsm-vet command as its -vettool (go install
+github.com/kfsm/kfsm/cmd/kfsm-vet), and in golangci-lint as a module plugin:
+see https://pkg.go.dev/github.com/kfsm/kfsm/fsmvet.`,
 		Example: `  kfsm vet ./...
   kfsm vet --warnings=false ./internal/operator/...
-  go vet -vettool=$(which kfsm) ./...`,
+  go vet -vettool=$(which kfsm-vet) ./...`,
 		RunE: func(cmd *cobra.Command, patterns []string) error {
 			if len(patterns) == 0 {
 				patterns = []string{"./..."}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/tools/go/analysis"
-
-	"github.com/kfsm/kfsm/fsmvet"
 	"github.com/kfsm/kfsm/internal/proctest"
 )
 
@@ -38,11 +34,13 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test builds kfsm and vets a copy of the examples")
 	}
-	// The binary is the same until its code changes (go run's, without
-	// the repository's revision in it), and go vet, which keys what it
-	// found by the tool's contents, serves every dependency's facts from
-	// its cache: 2 minutes otherwise.
 	bin := proctest.Build(t, ".")
+	// kfsm-vet is the same program until the analyzer's code changes (go
+	// run's, without the repository's revision in it), and go vet, which
+	// keys what it found by the tool's contents, serves every dependency's
+	// facts from its cache; kfsm changes with the engine, and go vet asks
+	// it again about each of the thousand packages the examples import.
+	vetTool := proctest.Build(t, "../kfsm-vet")
 	dir, line := brokenAutoupdate(t)
 	want := fmt.Sprintf("autoupdate.go:%d:11: state Updating asks to move to Failed, which is not among its exits [Processed, Condemned]; "+
 		"kfsm refuses the transition at run time: to allow it, declare fsm.To(Processed, Condemned, Failed) at autoupdate.go:75", line)
@@ -70,7 +68,7 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 		}
 	})
 	t.Run("GoVet", func(t *testing.T) {
-		_, stderr, code := command("go", "vet", "-vettool="+bin, "./...")
+		_, stderr, code := command("go", "vet", "-vettool="+vetTool, "./...")
 		if code == 0 {
 			t.Errorf("go vet exited with 0; stderr:\n%s", stderr)
 		}
@@ -82,6 +80,16 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 		}
 		if len(reports) != 1 || !strings.HasSuffix(reports[0], want) {
 			t.Errorf("go vet reported\n%s\nwant one line ending in\n%s", stderr, want)
+		}
+	})
+	// kfsm answers go vet as kfsm-vet does: what go vet asks of a tool
+	// before it runs it.
+	t.Run("KfsmAsGoVetsTool", func(t *testing.T) {
+		if out, _, code := command(bin, "-V=full"); code != 0 || !strings.Contains(out, " version devel ") {
+			t.Errorf("kfsm -V=full printed %q and exited with %d, want its version for go vet", out, code)
+		}
+		if out, _, code := command(bin, "-flags"); code != 0 || !strings.Contains(out, `"kfsm.warnings"`) {
+			t.Errorf("kfsm -flags printed %q and exited with %d, want the analyzer's flags", out, code)
 		}
 	})
 }
@@ -258,61 +266,5 @@ func roam(context.Context, *fsm.Request[*Gadget]) fsm.Result { return fsm.Next("
 	assertPrintable(t, "kfsm vet", out.String())
 	if !strings.Contains(out.String(), "pwned") || !strings.Contains(out.String(), "Forged: line") {
 		t.Errorf("kfsm vet does not show the text it escaped:\n%s", &out)
-	}
-}
-
-func TestVetToolArgumentsAreGoVets(t *testing.T) {
-	for args, want := range map[string]bool{
-		"-V=full":                           true,
-		"-flags":                            true,
-		"/tmp/go-build1/b001/vet.cfg":       true,
-		"-kfsm.warnings=false /tmp/vet.cfg": true,
-		"":                                  false,
-		"vet ./...":                         false,
-		"cover a.cfg":                       false,
-		"-test.run=TestX":                   false,
-	} {
-		if got := isVetTool(strings.Fields(args)); got != want {
-			t.Errorf("isVetTool(%q) = %v, want %v", args, got, want)
-		}
-	}
-}
-
-// go vet asks the tool for the facts of every dependency; kfsm's analyzer
-// has none, so the tool writes that there are none without reading the
-// package, and still analyses a package that go vet asks it to check. An
-// analyzer that has facts, or requires one that has, gets them read.
-func TestVetToolWritesNoFactsWithoutReadingTheDependency(t *testing.T) {
-	dir := t.TempDir()
-	config := func(vetxOnly bool) (cfg, vetx string) {
-		cfg, vetx = filepath.Join(dir, fmt.Sprintf("vet-%v.cfg", vetxOnly)), filepath.Join(dir, fmt.Sprintf("vet-%v.out", vetxOnly))
-		data := fmt.Sprintf(`{"ID":"example.com/dep","GoFiles":["missing.go"],"VetxOnly":%v,"VetxOutput":%q}`, vetxOnly, vetx)
-		if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return cfg, vetx
-	}
-
-	cfg, vetx := config(true)
-	if !factsOnly(cfg, fsmvet.Analyzer) {
-		t.Fatal("the tool reads a dependency that go vet asks only for its facts")
-	}
-	if data, err := os.ReadFile(vetx); err != nil || len(data) != 0 {
-		t.Errorf("the facts written are %q (%v), want an empty file", data, err)
-	}
-
-	cfg, vetx = config(false)
-	if factsOnly(cfg, fsmvet.Analyzer) {
-		t.Error("the tool skips a package that go vet asks it to check")
-	}
-	if _, err := os.Stat(vetx); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the tool wrote facts for a package it did not read: %v", err)
-	}
-
-	type fact struct{ analysis.Fact }
-	withFacts := &analysis.Analyzer{Name: "facts", FactTypes: []analysis.Fact{new(fact)}}
-	cfg, _ = config(true)
-	if factsOnly(cfg, &analysis.Analyzer{Name: "requires", Requires: []*analysis.Analyzer{withFacts}}) {
-		t.Error("the tool skips the facts of an analyzer that requires one with facts")
 	}
 }
