@@ -147,11 +147,11 @@ func wantRequires(t *testing.T, dir, path, version string) {
 // it and each platform's archive; it refuses a broken manifest. A module
 // proxy on disk serves the tags, and, with a module cache that starts
 // empty, go install installs kfsm, kfsm init writes a project that
-// requires the release and passes its own make verify, make vet and make
-// test, and go get gets the CloudEvents sink. Outside the workspace, the
-// tagged tree's modules load as their go.mod and go.sum say. The build
-// cache and the Kubernetes binaries in the user cache directory are the
-// machine's.
+// requires the release and passes its own make verify, make vet (and go
+// vet with kfsm-vet, installed as kfsm is) and make test, and go get gets
+// the CloudEvents sink. Outside the workspace, the tagged tree's modules
+// load as their go.mod and go.sum say. The build cache and the Kubernetes
+// binaries in the user cache directory are the machine's.
 func TestAUserInstallsTheRelease(t *testing.T) {
 	isolateGit(t)
 	const version = "v0.1.0"
@@ -188,6 +188,8 @@ func TestAUserInstallsTheRelease(t *testing.T) {
 	wantRequires(t, project, "github.com/kfsm/kfsm", version)
 	u.run(t, project, "make", "verify")
 	u.run(t, project, "make", "vet")
+	u.run(t, t.TempDir(), "go", "install", "github.com/kfsm/kfsm/cmd/kfsm-vet@"+version)
+	u.run(t, project, "go", "vet", "-vettool="+filepath.Join(u.bin, "kfsm-vet"), "./...")
 	u.run(t, project, "make", "test")
 
 	sink := t.TempDir()
