@@ -187,9 +187,11 @@
 //
 // Explore takes the same machine and scenario and runs them under every
 // combination of up to Depth faults (-kfsm.depth overrides it): a crash
-// after write N, write N failed or answered 409 Conflict, watch event N
-// of a resource late (the other watches going on, so that parent and
-// children arrive out of order) or lost with the cache listing anew, a
+// after the operator's write N to an object, that write failed or
+// answered 409 Conflict (each object's writes counted on their own, for
+// the writes to several interleave otherwise from run to run), watch
+// event N of a resource late (the other watches going on, so that parent
+// and children arrive out of order) or lost with the cache listing anew, a
 // crash at the start or end of action N, call N to an outside system
 // failed, its answer lost or timed out, a drift of an outside system
 // before the scenario's change N, every event late, a burst of changes
@@ -225,5 +227,5 @@
 // fewest faults that still fail, printed with the transitions of the run
 // beside the clean run's, and ends with a command that runs it again:
 //
-//	replay: go test -run '^TestDatabaseSurvivesFaults$' . -kfsm.explore='burst,fail:4'
+//	replay: go test -run '^TestDatabaseSurvivesFaults$' . -kfsm.explore='burst,fail:databases/orders:4'
 package fsmtest

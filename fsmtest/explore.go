@@ -52,9 +52,11 @@ func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n
 // Explore runs scenario once as it is, then under every combination of up
 // to Depth faults, each at a point of the run where it can strike:
 //
-//   - crash:N, the operator process dies once write N reached the server;
-//   - fail:N, write N fails before it reaches the server;
-//   - conflict:N, write N (an update or a patch) is answered 409 Conflict;
+//   - crash:OBJECT:N, the operator process dies once its write N to
+//     OBJECT (RESOURCE/NAME, as moose/milo) reached the server;
+//   - fail:OBJECT:N, write N to OBJECT fails before it reaches the server;
+//   - conflict:OBJECT:N, write N to OBJECT (an update or a patch) is
+//     answered 409 Conflict;
 //   - delay:R:N, watch event N of resource R, and those after it on its
 //     watch, reach the operator a second late, while the other watches go
 //     on: events of parent and children out of order;

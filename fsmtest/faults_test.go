@@ -38,19 +38,19 @@ var sloppy = map[string]struct {
 }{
 	// A child created with generateName: after a crash between its
 	// creation and the status write, a second one.
-	"GenerateName": {class: fsmtest.Crash, machine: generated, scenario: createAndDelete, caught: `crash after write \d+ \(create configmaps\b`},
+	"GenerateName": {class: fsmtest.Crash, machine: generated, scenario: createAndDelete, caught: `crash:configmaps/g-ledger-:1: crash after the object's write 1 \(create configmaps\b`},
 	// A status list appended to on every run: a new process runs the
 	// handler again.
-	"NotIdempotent": {class: fsmtest.Crash, machine: appending, scenario: createAndDelete, caught: `crash after write \d+ \(patch gadgets.testing.kfsm.dev g status\)`},
+	"NotIdempotent": {class: fsmtest.Crash, machine: appending, scenario: createAndDelete, caught: `crash after the object's write \d+ \(patch gadgets.testing.kfsm.dev g status\)`},
 	// An error ignored: the child a failed write did not create is never
 	// created.
-	"IgnoredError": {class: fsmtest.FailWrite, machine: ignoring, scenario: createAndDelete, caught: `write \d+ \(create configmaps\b.*\) failed before reaching the server`},
+	"IgnoredError": {class: fsmtest.FailWrite, machine: ignoring, scenario: createAndDelete, caught: `the object's write 1 \(create configmaps\b.*\) failed before reaching the server`},
 	// Children counted in the cache and made up to a number: with a
 	// lagging cache, the handler does not see those it made and makes
 	// more.
 	"StaleCache": {class: fsmtest.StaleReads, machine: scaling, scenario: scale, caught: `lag: every watch event 1s late`},
 	// A conflict taken as final: the object stops instead of retrying.
-	"ConflictStops": {class: fsmtest.Conflicts, machine: stopping, scenario: threeTargets, caught: `conflict:\d+: write \d+ \(update configmaps g-ledger\) answered 409 Conflict`},
+	"ConflictStops": {class: fsmtest.Conflicts, machine: stopping, scenario: threeTargets, caught: `conflict:configmaps/g-ledger:\d+: the object's write \d+ \(update configmaps g-ledger\) answered 409 Conflict`},
 	// Counting spec changes one by one: a burst of changes is seen once.
 	"CountsChanges": {class: fsmtest.Bursts, machine: counting, scenario: threeTargets, caught: `burst: the operator stopped until the scenario's last change before deleting`},
 	// An action declared Idempotent whose effect is not: a crash inside

@@ -22,10 +22,9 @@ import (
 // A crash kills the replica that made the write. A new process of that
 // replica, with an identity of its own, takes its place, as a restarted
 // Pod would; the crashed process's objects move once its Lease expired.
-// Writes are numbered in the order the API server answers them, across
-// the replicas: where the replicas' writes interleave otherwise, the
-// replay of a schedule may strike another replica's write than the run
-// that failed.
+// Writes are numbered by object, across the replicas: the replay of a
+// schedule strikes the same write to the same object, whichever replica
+// holds it then.
 //
 // Besides the other oracles, every run is checked for an object that two
 // replicas reconciled at once: the spans of their walks (fsm.Walk's Began

@@ -28,16 +28,16 @@ import (
 type atom struct {
 	Kind atomKind
 	N    int
-	Res  string // the resource of a watch event, or the name of a drift
+	Res  string // the object of a write (RESOURCE/NAME), the resource of a watch event, or the name of a drift
 }
 
 type atomKind string
 
 // The faults that Explore combines.
 const (
-	atomCrash       atomKind = "crash"        // the process dies once write N is answered
-	atomFail        atomKind = "fail"         // write N fails before it reaches the server
-	atomConflict    atomKind = "conflict"     // write N is answered 409 Conflict
+	atomCrash       atomKind = "crash"        // the process dies once write N to the object Res is answered
+	atomFail        atomKind = "fail"         // write N to Res fails before it reaches the server
+	atomConflict    atomKind = "conflict"     // write N to Res is answered 409 Conflict
 	atomClock       atomKind = "clock"        // once the scenario's step N, an Await, held, the fake clock jumps past the operator's next timer
 	atomDelay       atomKind = "delay"        // watch event N of Res reaches the operator late, and those after it on its watch
 	atomRelist      atomKind = "relist"       // the watch of Res breaks at its event N, which is lost; the cache lists anew
@@ -68,9 +68,9 @@ type faultKind struct {
 // kind is added here once, and Explore strikes it at every point of a
 // run that lists it (Faults too, if it has a class).
 var faultKinds = map[atomKind]faultKind{
-	atomCrash:       {class: Crash, what: "crash after write %d (%s)"},
-	atomFail:        {class: FailWrite, what: "write %d (%s) failed before reaching the server"},
-	atomConflict:    {class: Conflicts, what: "write %d (%s) answered 409 Conflict"},
+	atomCrash:       {class: Crash, what: "crash after the object's write %d (%s)", named: true},
+	atomFail:        {class: FailWrite, what: "the object's write %d (%s) failed before reaching the server", named: true},
+	atomConflict:    {class: Conflicts, what: "the object's write %d (%s) answered 409 Conflict", named: true},
 	atomClock:       {what: "the fake clock jumped past the operator's next timer once step %d (%s) held"},
 	atomDelay:       {what: "watch event %d (%s) and those after it late", named: true},
 	atomRelist:      {what: "watch broken at event %d (%s), which was lost, and the cache listed anew", named: true},
@@ -149,7 +149,7 @@ func parseSchedule(text string) (schedule, error) {
 		case known && !k.named && len(fields) == 2:
 			a.N, err = strconv.Atoi(fields[1])
 		default:
-			return nil, fmt.Errorf("fsmtest: fault %q: want crash:N, fail:N, conflict:N, clock:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, call-fail:N, call-lost:N, call-timeout:N, drift:NAME:N, lag or burst", part)
+			return nil, fmt.Errorf("fsmtest: fault %q: want crash:RESOURCE/NAME:N, fail:RESOURCE/NAME:N, conflict:RESOURCE/NAME:N, clock:N, delay:RESOURCE:N, relist:RESOURCE:N, action-start:N, action-end:N, call-fail:N, call-lost:N, call-timeout:N, drift:NAME:N, lag or burst", part)
 		}
 		if err != nil || (len(fields) > 1 && a.N < 1) {
 			return nil, fmt.Errorf("fsmtest: fault %q: the number must be a count from 1", part)
@@ -257,8 +257,9 @@ func (tr *tracker) record(atoms []atom, what string, key uint64) int {
 	return seq
 }
 
-// write records write k, about to be sent, and returns its seq.
-func (tr *tracker) write(req *http.Request, k int, w Write) int {
+// write records write k to object, about to be sent, and returns its
+// seq.
+func (tr *tracker) write(req *http.Request, object string, k int, w Write) int {
 	if tr == nil {
 		return 0
 	}
@@ -275,9 +276,9 @@ func (tr *tracker) write(req *http.Request, k int, w Write) int {
 	if w.Subresource == "status" {
 		tr.statuses[w.Resource] = true
 	}
-	atoms := []atom{{Kind: atomCrash, N: k}, {Kind: atomFail, N: k}}
+	atoms := []atom{{Kind: atomCrash, N: k, Res: object}, {Kind: atomFail, N: k, Res: object}}
 	if conflictable(w.Verb) {
-		atoms = append(atoms, atom{Kind: atomConflict, N: k})
+		atoms = append(atoms, atom{Kind: atomConflict, N: k, Res: object})
 	}
 
 	return tr.add(atoms, w.String(), true, "write", w.Verb, w.Group, w.Resource, w.Name, w.Subresource, d)

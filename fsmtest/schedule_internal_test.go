@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +81,68 @@ func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
 	}
 }
 
+// A write's fault strikes the write to the object it was found at,
+// however the operator's writes to other objects interleave with it: on
+// a loaded machine two moose's walks take turns otherwise from one run
+// to the next, and a fault at milo's meal, found in the clean run, must
+// strike milo's meal in the run made of it, and in its replay. A create,
+// whose path has no name, counts among the writes of the object its body
+// names.
+func TestAWriteFaultStrikesItsObjectsWriteHoweverWritesInterleave(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"metadata":{"name":"x"}}`)
+	}))
+	defer api.Close()
+	// run makes the writes of order, by object name, a create of
+	// configmap c first, under schedule s; it returns the run's points
+	// and the indexes in order of the writes that failed.
+	run := func(s schedule, order ...string) ([]point, []int) {
+		f := scheduled(s, 0)
+		f.trace = newTracker(&Env{Namespace: "ns"}, false)
+		tr := &transport{next: api.Client().Transport, api: newAPILog(), life: &life{faults: f, onCrash: func() {}}}
+		write := func(method, path, body string) error {
+			req, err := http.NewRequest(method, api.URL+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/merge-patch+json")
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return err
+		}
+		if err := write(http.MethodPost, "/api/v1/namespaces/ns/configmaps", `{"metadata":{"name":"c"}}`); err != nil {
+			t.Fatalf("the create failed: %v", err)
+		}
+		var failed []int
+		for i, name := range order {
+			if write(http.MethodPatch, "/apis/example.dev/v1/namespaces/ns/moose/"+name+"/status", `{"status":{}}`) != nil {
+				failed = append(failed, i)
+			}
+		}
+		return f.trace.points, failed
+	}
+
+	clean, _ := run(nil, "mabel", "milo", "milo", "mabel")
+	if got := clean[0].atoms[0].String(); got != "crash:configmaps/c:1" {
+		t.Errorf("the create's crash is %s, want crash:configmaps/c:1: the object its body names, its first write", got)
+	}
+	var meal atom // the fault at milo's second write
+	for _, p := range clean[3].atoms {
+		if p.Kind == atomFail {
+			meal = p
+		}
+	}
+	if got := meal.String(); got != "fail:moose/milo:2" {
+		t.Errorf("the clean run's fourth write, milo's second, fails as %q, want fail:moose/milo:2", got)
+	}
+	// The replay: mabel's walks run ahead of milo's this time.
+	if _, failed := run(schedule{meal}, "mabel", "mabel", "milo", "milo"); !slices.Equal(failed, []int{3}) {
+		t.Errorf("%s failed the writes %v of mabel, mabel, milo, milo; want [3], milo's second", meal, failed)
+	}
+}
+
 // A run that Explore extends no further records the same points, with the
 // same faults and names, but gives them no key: nothing reads it, and a
 // key costs decoding every write and event. The operator's request is
@@ -91,7 +155,7 @@ func TestARunAtTheDepthRecordsPointsWithoutKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr.write(req, 1, Write{Verb: "patch", apiKey: apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}})
+		tr.write(req, "deployments/web", 1, Write{Verb: "patch", apiKey: apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}})
 		if got, _ := io.ReadAll(req.Body); string(got) != body {
 			t.Errorf("keyed %t: the API server would get %q, not %q", keyed, got, body)
 		}
@@ -163,7 +227,7 @@ func TestAWriteAnsweredWithMetadataAloneLeavesTheObjectItPatched(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/merge-patch+json")
-		tr.write(req, 2, Write{Verb: "patch", apiKey: key, Subresource: "status"})
+		tr.write(req, "gadgets/g", 2, Write{Verb: "patch", apiKey: key, Subresource: "status"})
 		resp := answer(answered)
 		tr.answered(key, req, resp)
 		got, _ := io.ReadAll(resp.Body)

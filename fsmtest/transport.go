@@ -2,6 +2,7 @@ package fsmtest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,19 +157,52 @@ func (l *life) action(obj types.NamespacedName, name string, a fsm.Action) {
 
 // faults is what fsmtest does to the operator's requests in a
 // fault-injection run: the atoms of its schedule. Writes are numbered
-// from 1 across the run's processes, and so are watch events (by
-// resource) and action starts and ends.
+// from 1 by object, across the run's processes: the writes to one object
+// follow its walks in one order from run to run, where those to several
+// interleave as the machine's load has them. Watch events are numbered
+// by resource, and action starts and ends across the run.
 type faults struct {
 	schedule map[atom]bool
 	watchLag time.Duration // watch events reach the operator this late
 	trace    *tracker      // records where faults may strike
 
-	n            atomic.Int64 // writes so far
 	starts, ends atomic.Int64 // action starts and ends so far
 
 	mu      sync.Mutex
+	writes  map[string]int  // writes so far, by object
 	gone    map[string]bool // resources whose next watch is answered 410 Gone
 	listing map[string]bool // resources whose cache lists anew after a 410 Gone
+}
+
+// write counts a write to object, RESOURCE/NAME (the namespace is each
+// run's own), and returns the write's number among its writes.
+func (f *faults) write(object string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.writes == nil {
+		f.writes = map[string]int{}
+	}
+	f.writes[object]++
+	return f.writes[object]
+}
+
+// createdName is the name of the object that a create's JSON body makes,
+// or the prefix of the name that the API server generates for it; empty
+// for a body of protobuf.
+func createdName(req *http.Request) string {
+	if req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = body.Close() }()
+	var obj struct {
+		Metadata struct{ Name, GenerateName string } `json:"metadata"`
+	}
+	_ = json.NewDecoder(body).Decode(&obj)
+	return cmp.Or(obj.Metadata.Name, obj.Metadata.GenerateName)
 }
 
 // scheduled makes the faults of a schedule, with every watch event lag
@@ -237,19 +271,24 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if f == nil {
 		return t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
 	}
-	k := int(f.n.Add(1))
-	seq := f.trace.write(req, k, Write{Verb: verb, apiKey: key, Subresource: sub})
+	name := key.Name
+	if name == "" && verb == "create" {
+		name = createdName(req)
+	}
+	object := key.Resource + "/" + name
+	k := f.write(object)
+	seq := f.trace.write(req, object, k, Write{Verb: verb, apiKey: key, Subresource: sub})
 	switch {
-	case f.strikes(atom{Kind: atomFail, N: k}, seq):
-		return nil, fmt.Errorf("fsmtest: write %d (%s %s) failed before reaching the API server (injected)", k, verb, key.Name)
-	case conflictable(verb) && f.strikes(atom{Kind: atomConflict, N: k}, seq):
+	case f.strikes(atom{Kind: atomFail, Res: object, N: k}, seq):
+		return nil, fmt.Errorf("fsmtest: write %d to %s (%s) failed before reaching the API server (injected)", k, object, verb)
+	case conflictable(verb) && f.strikes(atom{Kind: atomConflict, Res: object, N: k}, seq):
 		return conflict(req, key), nil
 	}
 	resp, err := t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
 	if err == nil {
 		f.trace.answered(key, req, resp)
 	}
-	if err == nil && f.strikes(atom{Kind: atomCrash, N: k}, seq) {
+	if err == nil && f.strikes(atom{Kind: atomCrash, Res: object, N: k}, seq) {
 		// The write reached the server; the process that made it never
 		// learns so, and does nothing after it.
 		_ = resp.Body.Close()

@@ -16,12 +16,13 @@ func TestSchedulesReadAsTheyPrint(t *testing.T) {
 		want    schedule
 		wantErr bool
 	}{
-		"WriteAndCall":   {text: "crash:3,call-lost:2", want: schedule{{Kind: atomCrash, N: 3}, {Kind: atomCallLost, N: 2}}},
+		"WriteAndCall":   {text: "crash:moose/milo:3,call-lost:2", want: schedule{{Kind: atomCrash, N: 3, Res: "moose/milo"}, {Kind: atomCallLost, N: 2}}},
 		"DriftAndBurst":  {text: "burst,drift:stopped:4", want: schedule{{Kind: atomBurst}, {Kind: atomDrift, N: 4, Res: "stopped"}}},
 		"WatchEvent":     {text: "relist:configmaps:7", want: schedule{{Kind: atomRelist, N: 7, Res: "configmaps"}}},
 		"DriftNoName":    {text: "drift:4", wantErr: true},
 		"DriftEmptyName": {text: "drift::4", wantErr: true},
-		"CrashNamed":     {text: "crash:x:4", wantErr: true},
+		"CrashUnnamed":   {text: "crash:4", wantErr: true},
+		"FailEmptyName":  {text: "fail::4", wantErr: true},
 		"Unknown":        {text: "flood:2", wantErr: true},
 		"FromZero":       {text: "drift:stopped:0", wantErr: true},
 	}

@@ -97,7 +97,7 @@ func TestExploreCatchesEverySeededBug(t *testing.T) {
 var (
 	// ofFaults matches one fault of a kind that a class of
 	// fsmtest.AllFaults strikes.
-	ofFaults  = regexp.MustCompile(`^((crash|fail|conflict|action-start|action-end|call-fail|call-lost|call-timeout):\d+|drift:.*|lag|burst)$`)
+	ofFaults  = regexp.MustCompile(`^((crash|fail|conflict):[^:,]+:\d+|(action-start|action-end|call-fail|call-lost|call-timeout):\d+|drift:.*|lag|burst)$`)
 	failedRun = regexp.MustCompile(`fsmtest: a run with (\d+) fault\(s\) failed:`)
 	replay    = regexp.MustCompile(`replay: go test .* -kfsm\.explore='([^']*)'`)
 )
