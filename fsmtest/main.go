@@ -22,6 +22,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kfsm/kfsm/cluster"
+	"github.com/kfsm/kfsm/internal/coverage"
 	"github.com/kfsm/kfsm/internal/manifests"
 )
 
@@ -81,7 +82,7 @@ var pkg struct {
 	mu       sync.Mutex
 	envs     map[string]*Env // by namespace
 	observed map[any]bool    // machines whose walks are recorded
-	profile  *Profile
+	profile  *coverage.Profile
 }
 
 // Main is the whole of a test package's TestMain: it starts a real API
@@ -145,7 +146,7 @@ func runMain(m *testing.M, opts Options) int {
 		pkg.operatorAs = cfg.Impersonate
 	}
 	pkg.cluster, pkg.scheme = c, scheme
-	pkg.envs, pkg.observed, pkg.profile = map[string]*Env{}, map[any]bool{}, NewProfile()
+	pkg.envs, pkg.observed, pkg.profile = map[string]*Env{}, map[any]bool{}, coverage.New()
 
 	code := m.Run()
 	if err := c.Stop(); err != nil {
@@ -211,7 +212,7 @@ func reportCoverage(w io.Writer, minimum float64) error {
 	return errors.Join(errs...)
 }
 
-func writeProfile(name string, p *Profile) error {
+func writeProfile(name string, p *coverage.Profile) error {
 	f, err := os.Create(name)
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/coverage"
 	"github.com/kfsm/kfsm/internal/doccheck"
 )
 
@@ -114,7 +114,7 @@ import (
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	p, err := fsmtest.ReadProfile(f)
+	p, err := coverage.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kfsm/kfsm/cmd/internal/terminal"
-	"github.com/kfsm/kfsm/fsmtest"
+	"github.com/kfsm/kfsm/internal/coverage"
 )
 
 // coverOutputs are the values of kfsm cover's -o flag.
@@ -78,14 +78,14 @@ graph version it counts and whether it is the current one.`,
 }
 
 // readProfiles reads and merges the profiles at paths.
-func readProfiles(paths []string) (*fsmtest.Profile, error) {
-	merged := fsmtest.NewProfile()
+func readProfiles(paths []string) (*coverage.Profile, error) {
+	merged := coverage.New()
 	for _, path := range paths {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err
 		}
-		p, err := fsmtest.ReadProfile(f)
+		p, err := coverage.Read(f)
 		_ = f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -97,7 +97,7 @@ func readProfiles(paths []string) (*fsmtest.Profile, error) {
 	return merged, nil
 }
 
-func printCoverage(w io.Writer, p *fsmtest.Profile, machines []string, output string) error {
+func printCoverage(w io.Writer, p *coverage.Profile, machines []string, output string) error {
 	var b strings.Builder
 	switch output {
 	case "summary":
@@ -135,7 +135,7 @@ func printCoverage(w io.Writer, p *fsmtest.Profile, machines []string, output st
 
 // checkMinimum fails when a machine's edge coverage is under minimum
 // percent. A machine without edges has nothing to cover and never fails.
-func checkMinimum(p *fsmtest.Profile, machines []string, minimum float64) error {
+func checkMinimum(p *coverage.Profile, machines []string, minimum float64) error {
 	var under []string
 	for _, m := range machines {
 		taken, total := p.Covered(m)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kfsm/kfsm/fsmtest"
 	"github.com/kfsm/kfsm/graph"
+	"github.com/kfsm/kfsm/internal/coverage"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files")
@@ -195,7 +195,7 @@ func TestCoverPrintsNoControlCharacter(t *testing.T) {
 	// Machine names are DNS labels, with no newline: cover finds a
 	// machine's summary line by its name.
 	machine := "evil" + strings.NewReplacer("\r", "", "\n", "").Replace(hostile)
-	p := fsmtest.NewProfile()
+	p := coverage.New()
 	if err := p.AddMachine(machine, g); err != nil {
 		t.Fatal(err)
 	}

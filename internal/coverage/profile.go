@@ -1,4 +1,7 @@
-package fsmtest
+// Package coverage counts the edges of kfsm machines that tests take, and
+// reads and writes the profiles that fsmtest's -kfsm.coverprofile writes and
+// kfsm cover merges and draws.
+package coverage
 
 import (
 	"bufio"
@@ -70,8 +73,8 @@ func newMachineCoverage(g *graph.Graph) *machineCoverage {
 	return m
 }
 
-// NewProfile returns an empty profile.
-func NewProfile() *Profile {
+// New returns an empty profile.
+func New() *Profile {
 	return &Profile{}
 }
 
@@ -161,11 +164,11 @@ func (p *Profile) nameFor(name string, edges []graph.EdgeKey) string {
 	}
 }
 
-// ReadProfile reads a profile that WriteTo wrote, or several of them
+// Read reads a profile that WriteTo wrote, or several of them
 // concatenated, whose counts it sums; machines of one name and different
 // graphs are kept apart, as Merge does. An error names the line at fault.
-func ReadProfile(r io.Reader) (*Profile, error) {
-	p := NewProfile()
+func Read(r io.Reader) (*Profile, error) {
+	p := New()
 	declared := map[string]string{} // machine to the name it is kept under
 	br := bufio.NewReader(r)
 	seenHeader := false
@@ -257,7 +260,7 @@ func profileEdgeKey(pe profileEdge) graph.EdgeKey {
 	return graph.EdgeKey{From: pe.From, To: pe.To, Kind: pe.Kind}
 }
 
-// WriteTo writes the profile in the format ReadProfile reads. The output
+// WriteTo writes the profile in the format Read reads. The output
 // is deterministic: machines sorted by name, each graph line followed by
 // its edges in CoverageEdges order, zero counts included.
 func (p *Profile) WriteTo(w io.Writer) (int64, error) {

@@ -1,4 +1,4 @@
-package fsmtest
+package coverage
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ var (
 // takenProfile declares the moose and door machines and takes the edges given.
 func takenProfile(t *testing.T, takes map[string][]graph.EdgeKey) *Profile {
 	t.Helper()
-	p := NewProfile()
+	p := New()
 	graphs := map[string]*graph.Graph{"moose": mooseGraph(), "door": doorGraph()}
 	for name, edges := range takes {
 		if err := p.AddMachine(name, graphs[name]); err != nil {
@@ -93,9 +93,9 @@ func TestProfileRoundTrip(t *testing.T) {
 		"door":  {exitKey("Closed", "Open")},
 	})
 	written := profileText(t, p)
-	got, err := ReadProfile(strings.NewReader(written))
+	got, err := Read(strings.NewReader(written))
 	if err != nil {
-		t.Fatalf("ReadProfile(WriteTo()) = %v\n%s", err, written)
+		t.Fatalf("Read(WriteTo()) = %v\n%s", err, written)
 	}
 	if diff := cmp.Diff([]string{"door", "moose"}, got.Machines()); diff != "" {
 		t.Errorf("Machines() (-want +got):\n%s", diff)
@@ -129,14 +129,14 @@ func TestProfilesMerge(t *testing.T) {
 
 	merged := map[string]func() (*Profile, error){
 		"Merge": func() (*Profile, error) {
-			p := NewProfile()
+			p := New()
 			if err := p.Merge(a); err != nil {
 				return nil, err
 			}
 			return p, p.Merge(b)
 		},
 		"ReadConcatenated": func() (*Profile, error) {
-			return ReadProfile(io.MultiReader(strings.NewReader(profileText(t, a)), strings.NewReader(profileText(t, b))))
+			return Read(io.MultiReader(strings.NewReader(profileText(t, a)), strings.NewReader(profileText(t, b))))
 		},
 	}
 	for name, merge := range merged {
@@ -159,7 +159,7 @@ func TestProfilesMerge(t *testing.T) {
 // covered apart, under the name and a number.
 func TestMergeKeepsAnotherGraphOfTheSameNameApart(t *testing.T) {
 	p := takenProfile(t, map[string][]graph.EdgeKey{"moose": {exitKey("Tagged", "Roaming")}})
-	other := NewProfile()
+	other := New()
 	if err := other.AddMachine("moose", doorGraph()); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestMergeKeepsAnotherGraphOfTheSameNameApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read, err := ReadProfile(&both)
+	read, err := Read(&both)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestMergeKeepsAnotherGraphOfTheSameNameApart(t *testing.T) {
 }
 
 func TestAddMachineTwice(t *testing.T) {
-	p := NewProfile()
+	p := New()
 	if err := p.AddMachine("moose", mooseGraph()); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestAddMachineTwice(t *testing.T) {
 // from, is superseded by a later one of the same name; another machine's
 // graph is not, nor is the latest version.
 func TestAnEarlierGraphVersionIsSuperseded(t *testing.T) {
-	p := NewProfile()
+	p := New()
 	two := mooseGraph()
 	two.Version = 2
 	for name, g := range map[string]*graph.Graph{"moose": two, "moose#2": mooseGraph(), "door": doorGraph()} {
@@ -286,7 +286,7 @@ func TestTheSummaryLabelsGraphVersions(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := NewProfile()
+			p := New()
 			for name, g := range tc.graphs {
 				if err := p.AddMachine(name, g); err != nil {
 					t.Fatal(err)
@@ -395,7 +395,7 @@ func TestSummary(t *testing.T) {
 	}
 }
 
-func TestReadProfileNamesTheLine(t *testing.T) {
+func TestReadNamesTheLine(t *testing.T) {
 	door := profileText(t, takenProfile(t, map[string][]graph.EdgeKey{"door": nil}))
 	header, graphLine, _ := strings.Cut(door, "\n")
 	graphLine, _, _ = strings.Cut(graphLine, "\n")
@@ -458,21 +458,21 @@ func TestReadProfileNamesTheLine(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := ReadProfile(strings.NewReader(tc.profile))
+			p, err := Read(strings.NewReader(tc.profile))
 			if err == nil {
-				t.Fatalf("%s\nReadProfile() = %v, want an error", tc.reason, p.Machines())
+				t.Fatalf("%s\nRead() = %v, want an error", tc.reason, p.Machines())
 			}
 			if !strings.HasPrefix(err.Error(), tc.line) || !strings.Contains(err.Error(), tc.names) {
-				t.Errorf("%s\nReadProfile() error %q, want it to start with %q and mention %q", tc.reason, err, tc.line, tc.names)
+				t.Errorf("%s\nRead() error %q, want it to start with %q and mention %q", tc.reason, err, tc.line, tc.names)
 			}
 		})
 	}
 }
 
-func TestReadProfileAcceptsEmptyInput(t *testing.T) {
-	p, err := ReadProfile(bytes.NewReader(nil))
+func TestReadAcceptsEmptyInput(t *testing.T) {
+	p, err := Read(bytes.NewReader(nil))
 	if err != nil {
-		t.Fatalf("ReadProfile(empty) = %v, want an empty profile", err)
+		t.Fatalf("Read(empty) = %v, want an empty profile", err)
 	}
 	if got := p.Machines(); len(got) != 0 {
 		t.Errorf("Machines() = %v, want none", got)
