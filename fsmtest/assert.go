@@ -55,7 +55,7 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 			if !ok && e.snap.clockJumped() {
 				// Enough that the operator took in the scenario's last
 				// change: every object was walked since.
-				return e.resynced(e.snap.trace.sinceChange()), why
+				return e.resynced(e.snap.trace.SinceChange()), why
 			}
 			return ok, why
 		})
@@ -85,7 +85,7 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 		if ok, _ := cond(); ok && still {
 			objects := e.snapshot()
 			if after, still := e.api.lastWrite(); still && after.Equal(at) {
-				e.snap.settled(what, objects)
+				e.snap.settled(e, what, objects)
 				return
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 var (
@@ -154,7 +155,7 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 		}
 		x.mapper = mapper
 	}
-	x.run = func(s schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
+	x.run = func(s explore.Schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
 	x.explore()
 }
 
@@ -162,7 +163,7 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 type explorer struct {
 	t     *testing.T
 	o     faultOptions
-	run   func(schedule) *outcome
+	run   func(explore.Schedule) *outcome
 	clean *outcome
 	start time.Time
 	// mapper is the RESTMapper of every run's client and managers.
@@ -182,10 +183,10 @@ type levelStats struct {
 
 // outcome is what one run did.
 type outcome struct {
-	schedule    schedule
+	schedule    explore.Schedule
 	failures    []string
-	points      []point
-	struck      map[atom]int
+	points      []explore.Point
+	struck      map[explore.Atom]int
 	transitions []string
 	snaps       *snapshots
 	took        time.Duration
@@ -202,7 +203,7 @@ func (x *explorer) explore() {
 	}
 	x.t.Logf("the clean run made %d points where faults may strike, in %v", len(x.clean.points), x.clean.took.Round(time.Millisecond))
 	if *exploreSchedule != "" {
-		s, err := parseSchedule(*exploreSchedule)
+		s, err := explore.Parse(*exploreSchedule)
 		if err != nil {
 			x.t.Fatal(err)
 		}
@@ -213,7 +214,7 @@ func (x *explorer) explore() {
 	var failed []*outcome
 	for depth := 1; depth <= x.o.depth && len(frontier) > 0; depth++ {
 		x.stats = append(x.stats, levelStats{})
-		var next []schedule
+		var next []explore.Schedule
 		for _, out := range frontier {
 			next = append(next, x.extend(out, depth)...)
 		}
@@ -234,14 +235,14 @@ func (x *explorer) explore() {
 // extend makes the schedules of depth that add a fault to out's, at a
 // point after the last of out's faults struck, leaving out those whose
 // point and fault were explored already.
-func (x *explorer) extend(out *outcome, depth int) []schedule {
+func (x *explorer) extend(out *outcome, depth int) []explore.Schedule {
 	after := 0
 	for _, a := range out.schedule {
 		seq, ok := out.struck[a]
 		if !ok {
 			return nil // a fault that never struck: the run was the clean one
 		}
-		if a.Kind == atomLag || a.Kind == atomBurst {
+		if a.Kind == explore.Lag || a.Kind == explore.Burst {
 			continue
 		}
 		after = max(after, seq)
@@ -249,28 +250,28 @@ func (x *explorer) extend(out *outcome, depth int) []schedule {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	st := &x.stats[depth-1]
-	var next []schedule
+	var next []explore.Schedule
 	if len(out.schedule) == 0 {
-		if x.injects(atomLag) {
+		if x.injects(explore.Lag) {
 			st.generated++
-			next = append(next, schedule{{Kind: atomLag}})
+			next = append(next, explore.Schedule{{Kind: explore.Lag}})
 		}
-		if x.injects(atomBurst) && out.snaps.lastChange() > 0 {
+		if x.injects(explore.Burst) && out.snaps.lastChange() > 0 {
 			st.generated++
-			next = append(next, schedule{{Kind: atomBurst}})
+			next = append(next, explore.Schedule{{Kind: explore.Burst}})
 		}
 	}
 	for _, p := range out.points {
-		if p.seq <= after {
+		if p.Seq <= after {
 			continue
 		}
-		for _, a := range p.atoms {
+		for _, a := range p.Atoms {
 			if !x.injects(a.Kind) {
 				continue
 			}
 			st.generated++
 			h := fnv.New64a()
-			fmt.Fprint(h, p.key, a.Kind, a.Res) // two drifts at one point are two faults
+			fmt.Fprint(h, p.Key, a.Kind, a.Res) // two drifts at one point are two faults
 			if x.visited[h.Sum64()] {
 				st.deduplicated++
 				continue
@@ -284,13 +285,13 @@ func (x *explorer) extend(out *outcome, depth int) []schedule {
 
 // injects reports whether faults of kind k are explored: every kind, or
 // those of the classes that Only names.
-func (x *explorer) injects(k atomKind) bool {
-	return x.o.classes == nil || slices.Contains(x.o.classes, k.class())
+func (x *explorer) injects(k explore.Kind) bool {
+	return x.o.classes == nil || slices.Contains(x.o.classes, Fault(k.Class()))
 }
 
 // runAll runs the schedules, Parallel at a time, until the budget is
 // spent.
-func (x *explorer) runAll(ss []schedule, depth int) []*outcome {
+func (x *explorer) runAll(ss []explore.Schedule, depth int) []*outcome {
 	outs := make([]*outcome, len(ss))
 	sem := make(chan struct{}, max(1, x.o.parallel))
 	var wg sync.WaitGroup
@@ -352,7 +353,7 @@ func (x *explorer) summary() string {
 }
 
 // once runs s, or returns its run if it ran already.
-func (x *explorer) once(s schedule) *outcome {
+func (x *explorer) once(s explore.Schedule) *outcome {
 	x.mu.Lock()
 	out, ok := x.runs[s.String()]
 	x.mu.Unlock()
@@ -372,24 +373,10 @@ func (x *explorer) once(s schedule) *outcome {
 func (x *explorer) shrink(out *outcome) *outcome {
 	n := len(out.schedule)
 	for size := 1; size < n; size++ {
-		for _, part := range subsets(out.schedule, size) {
+		for _, part := range explore.Subsets(out.schedule, size) {
 			if small := x.once(part); small.failed() {
 				return x.shrink(small)
 			}
-		}
-	}
-	return out
-}
-
-// subsets returns the parts of s with size faults, in order.
-func subsets(s schedule, size int) []schedule {
-	if size == 0 {
-		return []schedule{nil}
-	}
-	var out []schedule
-	for i := range s {
-		for _, rest := range subsets(s[i+1:], size-1) {
-			out = append(out, append(schedule{s[i]}, rest...))
 		}
 	}
 	return out
@@ -423,7 +410,7 @@ func (x *explorer) describe(out *outcome) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "fsmtest: a run with %d fault(s) failed:\n", len(out.schedule))
 	for _, a := range out.schedule {
-		fmt.Fprintf(&b, "  %s: %s\n", a, a.describe(out.at(a), x.o.lag))
+		fmt.Fprintf(&b, "  %s: %s\n", a, a.Describe(out.at(a), x.o.lag))
 	}
 	for _, f := range out.failures {
 		b.WriteString(indent(f))
@@ -436,12 +423,12 @@ func (x *explorer) describe(out *outcome) string {
 }
 
 // at describes the point where a struck.
-func (o *outcome) at(a atom) string {
+func (o *outcome) at(a explore.Atom) string {
 	seq, ok := o.struck[a]
 	if !ok || seq < 1 || seq > len(o.points) {
 		return ""
 	}
-	return o.points[seq-1].what
+	return o.points[seq-1].What
 }
 
 // besides lays two lists of lines side by side.

@@ -16,18 +16,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 // exploreOnce runs the scenario under the faults of s (none for the clean
 // run) and checks it against Explore's oracles.
-func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], scenario func(*Env), s schedule) *outcome {
+func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], scenario func(*Env), s explore.Schedule) *outcome {
 	started := time.Now()
 	rec := &runT{TB: x.t, name: x.t.Name() + "/" + s.String()}
 	out := &outcome{schedule: s}
 	rec.do(func() {
 		e := newEnv(rec, x.mapper)
 		f := scheduled(s, x.o.lag)
-		f.trace = newTracker(e, len(s) < x.o.depth) // a run at the depth is not extended
+		f.trace = explore.NewTracker(explore.World{Namespace: e.Namespace, Ignore: x.o.ignore}, len(s) < x.o.depth) // a run at the depth is not extended
 		snap := &snapshots{holdUntil: -1, ignore: x.o.ignore, effects: x.o.effects, trace: f.trace, lag: f.watchLag}
 		if s != nil {
 			snap.clean, snap.point = x.clean.snaps, s.String()
@@ -35,7 +36,7 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 		e.Timeout, e.snap = x.o.timeout, snap
 		op := newOperator(e, machine, f, x.o.runOptions(e)...)
 		defer func() {
-			out.points, out.struck = f.trace.result()
+			out.points, out.struck = f.trace.Result()
 			out.transitions, out.snaps = e.transitions(), snap
 		}()
 		start := func() {
@@ -45,16 +46,16 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 		}
 		for _, a := range s {
 			switch a.Kind {
-			case atomClock:
+			case explore.Clock:
 				if snap.jumps == nil {
 					snap.jumps = map[int]bool{}
 				}
 				snap.jumps[a.N] = true
-			case atomBurst:
+			case explore.Burst:
 				snap.holdUntil, snap.start = x.clean.snaps.lastChange(), start
 				fallthrough
-			case atomLag:
-				f.trace.struck(a, 0) // from the start
+			case explore.Lag:
+				f.trace.Struck(a, 0) // from the start
 			}
 		}
 		if snap.holdUntil < 0 {

@@ -3,9 +3,6 @@ package fsmtest
 import (
 	"context"
 	"fmt"
-	"maps"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm"
-	"github.com/kfsm/kfsm/fsm/sharding"
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 // Fault is a class of fault that Faults injects, after those that Sieve
@@ -192,7 +189,7 @@ type snapshots struct {
 
 	// Where the run's faults strike, and what the scenario made:
 	jumps map[int]bool // the steps after which the fake clock jumps
-	trace *tracker
+	trace *explore.Tracker
 	mine  []apiKey // the objects the scenario created
 }
 
@@ -208,7 +205,7 @@ func (s *snapshots) change(what string, walks int) {
 		return
 	}
 	s.ops = append(s.ops, what)
-	s.trace.change(walks)
+	s.trace.Change(walks)
 	if s.holdUntil >= 0 && !s.started && len(s.ops)-1 >= s.holdUntil {
 		s.started = true
 		s.start()
@@ -249,7 +246,7 @@ func (s *snapshots) lastChange() int {
 }
 
 // clockJumped reports whether the fake clock jumped in the run.
-func (s *snapshots) clockJumped() bool { return s != nil && s.trace.clockJumped() }
+func (s *snapshots) clockJumped() bool { return s != nil && s.trace.ClockJumped() }
 
 // faulty reports whether this is a run with a fault, not the clean run.
 func (s *snapshots) faulty() bool { return s != nil && s.point != "" }
@@ -297,7 +294,7 @@ func (s *snapshots) busy(e *Env, moment time.Duration) string {
 	switch {
 	case e.api.quietFor(now) <= moment:
 		return stillWrote
-	case s.trace.idleFor(now) <= moment:
+	case s.trace.IdleFor(now) <= moment:
 		return "a fault still held back a message"
 	case !e.held():
 		return "a crashed replica's objects still waited for a live replica to hold their slot"
@@ -309,16 +306,28 @@ func (s *snapshots) busy(e *Env, moment time.Duration) string {
 
 // settled keeps the snapshot of objects once an Await succeeded and the
 // operator has been quiet for a moment.
-func (s *snapshots) settled(what string, objects map[string]any) {
+func (s *snapshots) settled(e *Env, what string, objects map[string]any) {
 	if s.taken == nil {
 		s.taken = map[int]snapshot{}
 	}
 	s.taken[len(s.ops)] = snapshot{what: what, objects: objects}
 	s.ops = append(s.ops, "await "+what)
 	step := len(s.ops)
-	if seq := s.trace.awaited(step, "await "+what); seq > 0 && s.jumps[step] {
-		s.trace.struck(atom{Kind: atomClock, N: step}, seq)
-		s.trace.jump()
+	if s.trace == nil || !e.Clock.HasWaiters() {
+		return
+	}
+	// A point where the fake clock may jump past the operator's next
+	// timer, as when the process was paused for a while or its node's
+	// clock was set forward: the timeouts and waits due by then fire at
+	// once.
+	next := e.walks.nextTimer(e.Clock.Now(), false)
+	if next.IsZero() {
+		return
+	}
+	if seq := s.trace.Await(step, "await "+what); s.jumps[step] {
+		s.trace.Struck(explore.Atom{Kind: explore.Clock, N: step}, seq)
+		e.Clock.SetTime(next.Add(time.Second))
+		s.trace.Jumped()
 	}
 }
 
@@ -354,7 +363,7 @@ func (e *Env) snapshot() map[string]any {
 		for _, u := range list.Items {
 			out[gvk.Kind+"/"+u.GetName()] = map[string]any{
 				"finalizers": toAny(u.GetFinalizers()),
-				"status":     withoutPath(e.normalize(u.Object["status"])),
+				"status":     explore.WithoutPath(e.normalize(u.Object["status"])),
 			}
 		}
 	}
@@ -385,75 +394,10 @@ func (e *Env) snapshot() map[string]any {
 	return out
 }
 
-// Left out of snapshots: what differs between two correct runs.
-var (
-	variable = map[string]bool{
-		"lastTransitionTime": true, "time": true, "stateSince": true, "retryAt": true,
-		"uid": true, "resourceVersion": true, "creationTimestamp": true,
-		"clusterIP": true, "clusterIPs": true, "nodePort": true, "healthCheckNodePort": true,
-		fsm.LabelOwnerUID:  true,
-		sharding.LabelSlot: true, // a slot of the parent's UID, on a sharded machine's children
-		"appliedDigest":    true, // of content that holds the parent's UID
-	}
-	rfc3339 = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
-)
-
-// normalize leaves out of v what differs between two correct runs: times,
-// UIDs, versions, allocated addresses, and the test's namespace.
+// normalize leaves out of v what differs between two correct runs, as
+// the run's snapshots do.
 func (e *Env) normalize(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, x := range v {
-			if !variable[k] && !slices.Contains(e.snap.ignored(), k) {
-				out[k] = e.normalize(x)
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = e.normalize(x)
-		}
-		return out
-	case string:
-		if rfc3339.MatchString(v) {
-			return "<time>"
-		}
-		return strings.ReplaceAll(v, e.Namespace, "<namespace>")
-	}
-	return v
-}
-
-// withoutPath leaves out of a status how the object got where it is: the
-// history of transitions, the failure count, and of each action's record
-// what names its run rather than what it did: its key, made of the
-// object's UID, and its times, one of which, the heartbeat, one run may
-// have and another not.
-func withoutPath(status any) any {
-	m, ok := status.(map[string]any)
-	if !ok {
-		return status
-	}
-	out := maps.Clone(m)
-	delete(out, "history")
-	delete(out, "failures")
-	if actions, ok := out["actions"].([]any); ok {
-		records := make([]any, len(actions))
-		for i, a := range actions {
-			if a, ok := a.(map[string]any); ok {
-				rec := maps.Clone(a)
-				for _, k := range []string{"key", "started", "heartbeat", "ended"} {
-					delete(rec, k)
-				}
-				records[i] = rec
-				continue
-			}
-			records[i] = a
-		}
-		out["actions"] = records
-	}
-	return out
+	return explore.World{Namespace: e.Namespace, Ignore: e.snap.ignored()}.Normalize(v)
 }
 
 func toAny(ss []string) []any {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 // The errors that Outside.Call returns where a fault strikes a call. The
@@ -71,8 +73,8 @@ func (o *Outside) call(op string, effect func() error, read bool) error {
 	if f == nil {
 		return effect()
 	}
-	seq := f.trace.call(n, o.name, op, read)
-	if f.strikes(atom{Kind: atomCallFail, N: n}, seq) {
+	seq := f.trace.Call(n, o.name, op, read)
+	if f.strikes(explore.Atom{Kind: explore.CallFail, N: n}, seq) {
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrUnavailable)
 	}
 	err := effect()
@@ -83,9 +85,9 @@ func (o *Outside) call(op string, effect func() error, read bool) error {
 		// Call N may be a read in this run and a change in the run that
 		// made the schedule: calls interleave as their callers' timing
 		// goes. A read has no answer to lose after an effect.
-	case f.strikes(atom{Kind: atomCallLost, N: n}, seq):
+	case f.strikes(explore.Atom{Kind: explore.CallLost, N: n}, seq):
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrAnswerLost)
-	case f.strikes(atom{Kind: atomCallTimeout, N: n}, seq):
+	case f.strikes(explore.Atom{Kind: explore.CallTimeout, N: n}, seq):
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrTimedOut)
 	}
 	return nil
@@ -195,9 +197,9 @@ func (e *Env) drift(what string) {
 		return
 	}
 	names := slices.Sorted(maps.Keys(drifts))
-	seq := f.trace.drift(n, names, what)
+	seq := f.trace.Drift(n, names, what)
 	for _, name := range names {
-		if f.strikes(atom{Kind: atomDrift, N: n, Res: name}, seq) {
+		if f.strikes(explore.Atom{Kind: explore.Drift, N: n, Res: name}, seq) {
 			drifts[name]()
 		}
 	}

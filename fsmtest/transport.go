@@ -16,14 +16,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 type httpRoundTripper = http.RoundTripper
@@ -31,6 +28,12 @@ type httpRoundTripper = http.RoundTripper
 // apiKey names an object as the API's paths do.
 type apiKey struct {
 	Group, Resource, Namespace, Name string
+}
+
+// object is k as the tracker of a run names it: the namespace is the
+// run's own.
+func (k apiKey) object() explore.Object {
+	return explore.Object{Group: k.Group, Resource: k.Resource, Name: k.Name}
 }
 
 // Write is one write of the operator, as the API server answered it.
@@ -144,12 +147,12 @@ func (l *life) action(obj types.NamespacedName, name string, a fsm.Action) {
 		return
 	}
 	end := a.State != fsm.ActionPending
-	n, kind := &f.starts, atomActionStart
+	n, kind := &f.starts, explore.ActionStart
 	if end {
-		n, kind = &f.ends, atomActionEnd
+		n, kind = &f.ends, explore.ActionEnd
 	}
-	at := atom{Kind: kind, N: int(n.Add(1))}
-	seq := f.trace.action(at, obj, name)
+	at := explore.Atom{Kind: kind, N: int(n.Add(1))}
+	seq := f.trace.Action(at, obj, name)
 	if f.strikes(at, seq) {
 		l.crash()
 	}
@@ -162,9 +165,9 @@ func (l *life) action(obj types.NamespacedName, name string, a fsm.Action) {
 // interleave as the machine's load has them. Watch events are numbered
 // by resource, and action starts and ends across the run.
 type faults struct {
-	schedule map[atom]bool
-	watchLag time.Duration // watch events reach the operator this late
-	trace    *tracker      // records where faults may strike
+	schedule map[explore.Atom]bool
+	watchLag time.Duration    // watch events reach the operator this late
+	trace    *explore.Tracker // records where faults may strike
 
 	starts, ends atomic.Int64 // action starts and ends so far
 
@@ -207,10 +210,10 @@ func createdName(req *http.Request) string {
 
 // scheduled makes the faults of a schedule, with every watch event lag
 // late under a lag.
-func scheduled(s schedule, lag time.Duration) *faults {
-	f := &faults{schedule: map[atom]bool{}}
+func scheduled(s explore.Schedule, lag time.Duration) *faults {
+	f := &faults{schedule: map[explore.Atom]bool{}}
 	for _, a := range s {
-		if a.Kind == atomLag {
+		if a.Kind == explore.Lag {
 			f.watchLag = lag
 		}
 		f.schedule[a] = true
@@ -220,11 +223,11 @@ func scheduled(s schedule, lag time.Duration) *faults {
 
 // strikes reports whether the schedule holds atom a, and notes where it
 // struck.
-func (f *faults) strikes(a atom, seq int) bool {
+func (f *faults) strikes(a explore.Atom, seq int) bool {
 	if f == nil || !f.schedule[a] {
 		return false
 	}
-	f.trace.struck(a, seq)
+	f.trace.Struck(a, seq)
 	return true
 }
 
@@ -277,18 +280,19 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	object := key.Resource + "/" + name
 	k := f.write(object)
-	seq := f.trace.write(req, object, k, Write{Verb: verb, apiKey: key, Subresource: sub})
+	w := Write{Verb: verb, apiKey: key, Subresource: sub}
+	seq := f.trace.Write(req, explore.Write{To: key.object(), Res: object, N: k, Verb: verb, Subresource: sub, What: w.String()})
 	switch {
-	case f.strikes(atom{Kind: atomFail, Res: object, N: k}, seq):
+	case f.strikes(explore.Atom{Kind: explore.Fail, Res: object, N: k}, seq):
 		return nil, fmt.Errorf("fsmtest: write %d to %s (%s) failed before reaching the API server (injected)", k, object, verb)
-	case conflictable(verb) && f.strikes(atom{Kind: atomConflict, Res: object, N: k}, seq):
+	case explore.Conflictable(verb) && f.strikes(explore.Atom{Kind: explore.Conflict, Res: object, N: k}, seq):
 		return conflict(req, key), nil
 	}
-	resp, err := t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
+	resp, err := t.send(req, w)
 	if err == nil {
-		f.trace.answered(key, req, resp)
+		f.trace.Answered(key.object(), req, resp)
 	}
-	if err == nil && f.strikes(atom{Kind: atomCrash, Res: object, N: k}, seq) {
+	if err == nil && f.strikes(explore.Atom{Kind: explore.Crash, Res: object, N: k}, seq) {
 		// The write reached the server; the process that made it never
 		// learns so, and does nothing after it.
 		_ = resp.Body.Close()
@@ -311,10 +315,6 @@ func (t *transport) send(req *http.Request, w Write) (*http.Response, error) {
 	return resp, err
 }
 
-// conflictable reports whether a write of this verb can lose a race: it
-// changes an object that exists.
-func conflictable(verb string) bool { return verb == "update" || verb == "patch" || verb == "apply" }
-
 // read takes the name and resourceVersion of the object in a write's
 // answer, and puts the answer back for the client.
 func (t *transport) read(resp *http.Response, w Write) Write {
@@ -333,7 +333,7 @@ func (t *transport) read(resp *http.Response, w Write) Write {
 	}
 	if json.Unmarshal(body, &answer) != nil {
 		// Protobuf, which clients may ask for built-in kinds.
-		obj, ok := runtimeDecode(body).(metav1.Object)
+		obj, ok := explore.Decode(body).(metav1.Object)
 		if !ok {
 			return w
 		}
@@ -359,30 +359,11 @@ func refusal(resp *http.Response) string {
 		return resp.Status
 	}
 	// JSON or protobuf, as the request asked.
-	status, ok := runtimeDecode(body).(*metav1.Status)
+	status, ok := explore.Decode(body).(*metav1.Status)
 	if !ok || status.Message == "" {
 		return resp.Status
 	}
 	return status.Message
-}
-
-// answers decodes the API server's answers in protobuf: the built-in
-// kinds, and the metadata alone of any kind, which kfsm asks of its
-// status writes.
-var answers = func() runtime.Decoder {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(metav1.AddMetaToScheme(s))
-	return serializer.NewCodecFactory(s).UniversalDeserializer()
-}()
-
-// runtimeDecode decodes an answer of the API server, or returns nil.
-func runtimeDecode(body []byte) runtime.Object {
-	obj, _, err := answers.Decode(body, nil, nil)
-	if err != nil {
-		return nil
-	}
-	return obj
 }
 
 // forbid notes a request that the API server refused for want of a

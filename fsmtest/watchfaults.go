@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 // Explore's delays: of one watch event (and those after it on its watch)
@@ -72,17 +74,17 @@ func (f *faults) events(body io.ReadCloser, res string, initial bool) io.ReadClo
 			case ev.Type == "BOOKMARK":
 				initial = false
 			case ev.Type != "ERROR" && !initial:
-				n, seq := f.trace.event(res, ev.Type, ev.Object)
-				if f.strikes(atom{Kind: atomRelist, N: n, Res: res}, seq) {
-					f.trace.hold() // until the cache listed anew
+				n, seq := f.trace.Event(res, ev.Type, ev.Object)
+				if f.strikes(explore.Atom{Kind: explore.Relist, N: n, Res: res}, seq) {
+					f.trace.Hold() // until the cache listed anew
 					f.setGone(res)
 					_ = pw.Close()
 					return
 				}
-				if f.strikes(atom{Kind: atomDelay, N: n, Res: res}, seq) {
-					f.trace.hold()
+				if f.strikes(explore.Atom{Kind: explore.Delay, N: n, Res: res}, seq) {
+					f.trace.Hold()
 					time.Sleep(eventDelay)
-					f.trace.release()
+					f.trace.Release()
 				}
 			}
 			if _, err := pw.Write(append(raw, '\n')); err != nil {
@@ -126,7 +128,7 @@ func (f *faults) relisted(res string) {
 	delete(f.listing, res)
 	f.mu.Unlock()
 	if was {
-		f.trace.release()
+		f.trace.Release()
 	}
 }
 

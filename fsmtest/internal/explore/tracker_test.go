@@ -1,19 +1,15 @@
-package fsmtest
+package explore
 
 import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-
-	"github.com/kfsm/kfsm/fsm"
 )
 
 func answer(body string) *http.Response {
@@ -25,11 +21,11 @@ func answer(body string) *http.Response {
 // versions, times), wherever it hides, and the status that other
 // controllers write do not make a point new.
 func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
-	key := apiKey{Group: "apps", Resource: "deployments", Namespace: "ns"}
+	key := Object{Group: "apps", Resource: "deployments"}
 	world := func(body string) uint64 {
-		tr := newTracker(&Env{Namespace: "ns"}, true)
+		tr := NewTracker(World{Namespace: "ns"}, true)
 		resp := answer(body)
-		tr.answered(key, nil, resp)
+		tr.Answered(key, nil, resp)
 		if got, _ := io.ReadAll(resp.Body); string(got) != body {
 			t.Errorf("the operator got %q back, not the answer %q", got, body)
 		}
@@ -53,7 +49,7 @@ func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
 		t.Errorf("Deployments of 2 and 3 replicas make one world")
 	}
 
-	tr := newTracker(&Env{Namespace: "ns"}, true)
+	tr := NewTracker(World{Namespace: "ns"}, true)
 	patch := func(uid, rv string) uint64 {
 		return tr.digest([]byte(`[{"op":"replace","path":"/metadata/managedFields","value":[{"fieldsV1":{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"` + uid + `\"}":{}}}}}]},{"op":"replace","path":"/metadata/resourceVersion","value":"` + rv + `"}]`))
 	}
@@ -66,80 +62,18 @@ func TestTheWorldIsObjectsAsWrittenNotTheWritesHistory(t *testing.T) {
 
 	// A watch event's key leaves out the status of a resource whose status
 	// the operator never wrote, and keeps it once it did.
-	event := func(tr *tracker, n int) uint64 {
-		_, seq := tr.event("deployments", "MODIFIED", []byte(`{"metadata":{"name":"web"},"spec":{"replicas":2},"status":{"readyReplicas":`+strconv.Itoa(n)+`}}`))
-		return tr.points[seq-1].key
+	event := func(tr *Tracker, n int) uint64 {
+		_, seq := tr.Event("deployments", "MODIFIED", []byte(`{"metadata":{"name":"web"},"spec":{"replicas":2},"status":{"readyReplicas":`+strconv.Itoa(n)+`}}`))
+		return tr.points[seq-1].Key
 	}
-	others := newTracker(&Env{Namespace: "ns"}, true)
+	others := NewTracker(World{Namespace: "ns"}, true)
 	if event(others, 1) != event(others, 2) {
 		t.Errorf("events that differ only in a status others write have two keys")
 	}
-	mine := newTracker(&Env{Namespace: "ns"}, true)
+	mine := NewTracker(World{Namespace: "ns"}, true)
 	mine.statuses["deployments"] = true
 	if event(mine, 1) == event(mine, 2) {
 		t.Errorf("events that differ in a status the operator writes have one key")
-	}
-}
-
-// A write's fault strikes the write to the object it was found at,
-// however the operator's writes to other objects interleave with it: on
-// a loaded machine two moose's walks take turns otherwise from one run
-// to the next, and a fault at milo's meal, found in the clean run, must
-// strike milo's meal in the run made of it, and in its replay. A create,
-// whose path has no name, counts among the writes of the object its body
-// names.
-func TestAWriteFaultStrikesItsObjectsWriteHoweverWritesInterleave(t *testing.T) {
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, `{"metadata":{"name":"x"}}`)
-	}))
-	defer api.Close()
-	// run makes the writes of order, by object name, a create of
-	// configmap c first, under schedule s; it returns the run's points
-	// and the indexes in order of the writes that failed.
-	run := func(s schedule, order ...string) ([]point, []int) {
-		f := scheduled(s, 0)
-		f.trace = newTracker(&Env{Namespace: "ns"}, false)
-		tr := &transport{next: api.Client().Transport, api: newAPILog(), life: &life{faults: f, onCrash: func() {}}}
-		write := func(method, path, body string) error {
-			req, err := http.NewRequest(method, api.URL+path, strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/merge-patch+json")
-			resp, err := tr.RoundTrip(req)
-			if err == nil {
-				_ = resp.Body.Close()
-			}
-			return err
-		}
-		if err := write(http.MethodPost, "/api/v1/namespaces/ns/configmaps", `{"metadata":{"name":"c"}}`); err != nil {
-			t.Fatalf("the create failed: %v", err)
-		}
-		var failed []int
-		for i, name := range order {
-			if write(http.MethodPatch, "/apis/example.dev/v1/namespaces/ns/moose/"+name+"/status", `{"status":{}}`) != nil {
-				failed = append(failed, i)
-			}
-		}
-		return f.trace.points, failed
-	}
-
-	clean, _ := run(nil, "mabel", "milo", "milo", "mabel")
-	if got := clean[0].atoms[0].String(); got != "crash:configmaps/c:1" {
-		t.Errorf("the create's crash is %s, want crash:configmaps/c:1: the object its body names, its first write", got)
-	}
-	var meal atom // the fault at milo's second write
-	for _, p := range clean[3].atoms {
-		if p.Kind == atomFail {
-			meal = p
-		}
-	}
-	if got := meal.String(); got != "fail:moose/milo:2" {
-		t.Errorf("the clean run's fourth write, milo's second, fails as %q, want fail:moose/milo:2", got)
-	}
-	// The replay: mabel's walks run ahead of milo's this time.
-	if _, failed := run(schedule{meal}, "mabel", "mabel", "milo", "milo"); !slices.Equal(failed, []int{3}) {
-		t.Errorf("%s failed the writes %v of mabel, mabel, milo, milo; want [3], milo's second", meal, failed)
 	}
 }
 
@@ -148,21 +82,21 @@ func TestAWriteFaultStrikesItsObjectsWriteHoweverWritesInterleave(t *testing.T) 
 // key costs decoding every write and event. The operator's request is
 // sent whole either way.
 func TestARunAtTheDepthRecordsPointsWithoutKeys(t *testing.T) {
-	points := func(keyed bool) []point {
-		tr := newTracker(&Env{Namespace: "ns"}, keyed)
+	points := func(keyed bool) []Point {
+		tr := NewTracker(World{Namespace: "ns"}, keyed)
 		body := `{"metadata":{"name":"web"},"spec":{"replicas":2}}`
 		req, err := http.NewRequest(http.MethodPatch, "https://api/apis/apps/v1/namespaces/ns/deployments/web", bytes.NewBufferString(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr.write(req, "deployments/web", 1, Write{Verb: "patch", apiKey: apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}})
+		tr.Write(req, Write{To: Object{Group: "apps", Resource: "deployments", Name: "web"}, Res: "deployments/web", N: 1, Verb: "patch"})
 		if got, _ := io.ReadAll(req.Body); string(got) != body {
 			t.Errorf("keyed %t: the API server would get %q, not %q", keyed, got, body)
 		}
 		resp := answer(body)
-		tr.answered(apiKey{Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}, req, resp)
+		tr.Answered(Object{Group: "apps", Resource: "deployments", Name: "web"}, req, resp)
 		_ = resp.Body.Close()
-		tr.event("deployments", "MODIFIED", []byte(body))
+		tr.Event("deployments", "MODIFIED", []byte(body))
 		return tr.points
 	}
 	keyed, unkeyed := points(true), points(false)
@@ -171,27 +105,12 @@ func TestARunAtTheDepthRecordsPointsWithoutKeys(t *testing.T) {
 	}
 	for i := range keyed {
 		k, u := keyed[i], unkeyed[i]
-		if k.seq != u.seq || k.what != u.what || !slices.Equal(k.atoms, u.atoms) {
+		if k.Seq != u.Seq || k.What != u.What || !slices.Equal(k.Atoms, u.Atoms) {
 			t.Errorf("point %d: %+v keyed, %+v unkeyed; want the same seq, faults and name", i, k, u)
 		}
-		if k.key == 0 || u.key != 0 {
-			t.Errorf("point %d: key %d keyed, %d unkeyed; want a key only where the run is extended", i, k.key, u.key)
+		if k.Key == 0 || u.Key != 0 {
+			t.Errorf("point %d: key %d keyed, %d unkeyed; want a key only where the run is extended", i, k.Key, u.Key)
 		}
-	}
-}
-
-// A walk that the change's own watch event started may end before the
-// write returns to the scenario (on a loaded machine it did): it is a walk
-// after the change, which an Await after a jump of the clock waits for.
-func TestAWalkThatEndsBeforeTheWriteReturnsComesAfterTheChange(t *testing.T) {
-	e := &Env{Namespace: "ns", walks: &walkLog{}}
-	s := &snapshots{trace: newTracker(e, true), holdUntil: -1}
-	walks := e.walks.count()
-	// The write, during which the operator walks the object.
-	e.walks.walks = append(e.walks.walks, machineWalk{machine: "m", Walk: fsm.Walk{UID: "g"}})
-	s.change("update Gadget/g", walks)
-	if got := s.trace.sinceChange(); got != walks {
-		t.Errorf("the walks after the change start at %d, want %d: the walk that its own event started would come before it", got, walks)
 	}
 }
 
@@ -200,7 +119,7 @@ func TestAWalkThatEndsBeforeTheWriteReturnsComesAfterTheChange(t *testing.T) {
 // would: the object as the operator last left it, changed as the write's
 // merge patch says, with the answer's metadata.
 func TestAWriteAnsweredWithMetadataAloneLeavesTheObjectItPatched(t *testing.T) {
-	key := apiKey{Group: "testing.kfsm.dev", Resource: "gadgets", Namespace: "ns", Name: "g"}
+	key := Object{Group: "testing.kfsm.dev", Resource: "gadgets", Name: "g"}
 	created := `{"kind":"Gadget","apiVersion":"testing.kfsm.dev/v1alpha1","metadata":{"name":"g","namespace":"ns","resourceVersion":"10","finalizers":["kfsm.dev/g"]},"spec":{"target":2}}`
 	patched := func(status string) string {
 		return `{"kind":"Gadget","apiVersion":"testing.kfsm.dev/v1alpha1","metadata":{"name":"g","namespace":"ns","resourceVersion":"11"},"spec":{"target":2},"status":` + status + `}`
@@ -217,19 +136,19 @@ func TestAWriteAnsweredWithMetadataAloneLeavesTheObjectItPatched(t *testing.T) {
 		return b.String()
 	}()
 	world := func(patch, answered string) uint64 {
-		tr := newTracker(&Env{Namespace: "ns"}, true)
+		tr := NewTracker(World{Namespace: "ns"}, true)
 		tr.statuses["gadgets"] = true
 		first := answer(created)
-		tr.answered(key, nil, first)
+		tr.Answered(key, nil, first)
 		_ = first.Body.Close()
 		req, err := http.NewRequest(http.MethodPatch, "https://api/apis/testing.kfsm.dev/v1alpha1/namespaces/ns/gadgets/g/status", bytes.NewBufferString(patch))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/merge-patch+json")
-		tr.write(req, "gadgets/g", 2, Write{Verb: "patch", apiKey: key, Subresource: "status"})
+		tr.Write(req, Write{To: key, Res: "gadgets/g", N: 2, Verb: "patch", Subresource: "status"})
 		resp := answer(answered)
-		tr.answered(key, req, resp)
+		tr.Answered(key, req, resp)
 		got, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		if string(got) != answered {

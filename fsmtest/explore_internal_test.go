@@ -1,0 +1,113 @@
+package fsmtest
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
+)
+
+// A write's fault strikes the write to the object it was found at,
+// however the operator's writes to other objects interleave with it: on
+// a loaded machine two moose's walks take turns otherwise from one run
+// to the next, and a fault at milo's meal, found in the clean run, must
+// strike milo's meal in the run made of it, and in its replay. A create,
+// whose path has no name, counts among the writes of the object its body
+// names.
+func TestAWriteFaultStrikesItsObjectsWriteHoweverWritesInterleave(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"metadata":{"name":"x"}}`)
+	}))
+	defer api.Close()
+	// run makes the writes of order, by object name, a create of
+	// configmap c first, under schedule s; it returns the run's points
+	// and the indexes in order of the writes that failed.
+	run := func(s explore.Schedule, order ...string) ([]explore.Point, []int) {
+		f := scheduled(s, 0)
+		f.trace = explore.NewTracker(explore.World{Namespace: "ns"}, false)
+		tr := &transport{next: api.Client().Transport, api: newAPILog(), life: &life{faults: f, onCrash: func() {}}}
+		write := func(method, path, body string) error {
+			req, err := http.NewRequest(method, api.URL+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/merge-patch+json")
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return err
+		}
+		if err := write(http.MethodPost, "/api/v1/namespaces/ns/configmaps", `{"metadata":{"name":"c"}}`); err != nil {
+			t.Fatalf("the create failed: %v", err)
+		}
+		var failed []int
+		for i, name := range order {
+			if write(http.MethodPatch, "/apis/example.dev/v1/namespaces/ns/moose/"+name+"/status", `{"status":{}}`) != nil {
+				failed = append(failed, i)
+			}
+		}
+		points, _ := f.trace.Result()
+		return points, failed
+	}
+
+	clean, _ := run(nil, "mabel", "milo", "milo", "mabel")
+	if got := clean[0].Atoms[0].String(); got != "crash:configmaps/c:1" {
+		t.Errorf("the create's crash is %s, want crash:configmaps/c:1: the object its body names, its first write", got)
+	}
+	var meal explore.Atom // the fault at milo's second write
+	for _, p := range clean[3].Atoms {
+		if p.Kind == explore.Fail {
+			meal = p
+		}
+	}
+	if got := meal.String(); got != "fail:moose/milo:2" {
+		t.Errorf("the clean run's fourth write, milo's second, fails as %q, want fail:moose/milo:2", got)
+	}
+	// The replay: mabel's walks run ahead of milo's this time.
+	if _, failed := run(explore.Schedule{meal}, "mabel", "mabel", "milo", "milo"); !slices.Equal(failed, []int{3}) {
+		t.Errorf("%s failed the writes %v of mabel, mabel, milo, milo; want [3], milo's second", meal, failed)
+	}
+}
+
+// A walk that the change's own watch event started may end before the
+// write returns to the scenario (on a loaded machine it did): it is a walk
+// after the change, which an Await after a jump of the clock waits for.
+func TestAWalkThatEndsBeforeTheWriteReturnsComesAfterTheChange(t *testing.T) {
+	e := &Env{Namespace: "ns", walks: &walkLog{}}
+	s := &snapshots{trace: explore.NewTracker(explore.World{Namespace: "ns"}, true), holdUntil: -1}
+	walks := e.walks.count()
+	// The write, during which the operator walks the object.
+	e.walks.walks = append(e.walks.walks, machineWalk{machine: "m", Walk: fsm.Walk{UID: "g"}})
+	s.change("update Gadget/g", walks)
+	if got := s.trace.SinceChange(); got != walks {
+		t.Errorf("the walks after the change start at %d, want %d: the walk that its own event started would come before it", got, walks)
+	}
+}
+
+// Every kind of fault belongs to a class of AllFaults or to Explore
+// alone, and every class of AllFaults strikes some kind: Faults, Explore
+// restricted to AllFaults, strikes each class it names.
+func TestEveryFaultKindHasAClassOrIsExplores(t *testing.T) {
+	struck := map[Fault]bool{}
+	for _, kind := range explore.Kinds {
+		class := Fault(kind.Class())
+		if class == "" {
+			continue
+		}
+		if !slices.Contains(AllFaults, class) {
+			t.Errorf("%s's class %s is not in AllFaults", kind, class)
+		}
+		struck[class] = true
+	}
+	for _, class := range AllFaults {
+		if !struck[class] {
+			t.Errorf("no kind of fault is of class %s: Faults would strike nothing of it", class)
+		}
+	}
+}
