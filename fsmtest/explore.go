@@ -3,12 +3,10 @@ package fsmtest
 import (
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,7 +138,11 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	if f := flag.Lookup("test.failfast"); f != nil && f.Value.String() == "true" {
 		o.failFast = true
 	}
-	x := &explorer{t: t, o: o, visited: map[uint64]bool{}, runs: map[string]*outcome{}, start: time.Now()}
+	x := &explorer{t: t, o: o, search: explore.Search[*outcome]{
+		Depth: o.depth, Budget: o.budget, MaxRuns: o.maxRuns, Parallel: o.parallel, FailFast: o.failFast,
+		Injects: func(k explore.Kind) bool { return o.classes == nil || slices.Contains(o.classes, Fault(k.Class())) },
+		Start:   time.Now(),
+	}}
 	if pkg.cluster != nil {
 		// The runs share what discovery found: each run's client and
 		// managers would otherwise discover the API server's resources
@@ -155,231 +157,48 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 		}
 		x.mapper = mapper
 	}
-	x.run = func(s explore.Schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
+	x.search.Run = func(s explore.Schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
 	x.explore()
 }
 
-// explorer is one Explore: its runs, and the points it explored.
+// explorer is one Explore: its clean run and its search.
 type explorer struct {
-	t     *testing.T
-	o     faultOptions
-	run   func(explore.Schedule) *outcome
-	clean *outcome
-	start time.Time
+	t      *testing.T
+	o      faultOptions
+	search explore.Search[*outcome]
+	clean  *outcome
 	// mapper is the RESTMapper of every run's client and managers.
 	mapper meta.RESTMapper
-
-	mu      sync.Mutex
-	visited map[uint64]bool     // the points explored, with the fault
-	runs    map[string]*outcome // by schedule
-	stats   []levelStats        // by depth
-}
-
-// levelStats counts the schedules of one depth.
-type levelStats struct {
-	generated, deduplicated, run, cut, failed int
-	took                                      []time.Duration // of each run
 }
 
 // outcome is what one run did.
 type outcome struct {
-	schedule    explore.Schedule
-	failures    []string
-	points      []explore.Point
-	struck      map[explore.Atom]int
+	explore.Outcome
 	transitions []string
 	snaps       *snapshots
-	took        time.Duration
 }
 
-func (o *outcome) failed() bool { return len(o.failures) > 0 }
+func (o *outcome) Explored() *explore.Outcome { return &o.Outcome }
 
 // explore runs the clean run, then each depth in turn, and reports.
 func (x *explorer) explore() {
-	x.clean = x.run(nil)
-	if x.clean.failed() {
-		x.t.Errorf("fsmtest: the clean run failed, with no fault injected:\n%s", strings.Join(x.clean.failures, "\n"))
+	x.clean = x.search.Run(nil)
+	if x.clean.Failed() {
+		x.t.Errorf("fsmtest: the clean run failed, with no fault injected:\n%s", strings.Join(x.clean.Failures, "\n"))
 		return
 	}
-	x.t.Logf("the clean run made %d points where faults may strike, in %v", len(x.clean.points), x.clean.took.Round(time.Millisecond))
+	x.t.Logf("the clean run made %d points where faults may strike, in %v", len(x.clean.Points), x.clean.Took.Round(time.Millisecond))
 	if *exploreSchedule != "" {
 		s, err := explore.Parse(*exploreSchedule)
 		if err != nil {
 			x.t.Fatal(err)
 		}
-		x.report([]*outcome{x.run(s)}, false)
+		x.report([]*outcome{x.search.Run(s)}, false)
 		return
 	}
-	frontier := []*outcome{x.clean}
-	var failed []*outcome
-	for depth := 1; depth <= x.o.depth && len(frontier) > 0; depth++ {
-		x.stats = append(x.stats, levelStats{})
-		var next []explore.Schedule
-		for _, out := range frontier {
-			next = append(next, x.extend(out, depth)...)
-		}
-		outs := x.runAll(next, depth)
-		frontier = frontier[:0]
-		for _, out := range outs {
-			if out.failed() {
-				failed = append(failed, out)
-			} else {
-				frontier = append(frontier, out)
-			}
-		}
-	}
-	x.t.Log(x.summary())
+	failed := x.search.From(x.clean)
+	x.t.Log(x.search.Summary())
 	x.report(failed, true)
-}
-
-// extend makes the schedules of depth that add a fault to out's, at a
-// point after the last of out's faults struck, leaving out those whose
-// point and fault were explored already.
-func (x *explorer) extend(out *outcome, depth int) []explore.Schedule {
-	after := 0
-	for _, a := range out.schedule {
-		seq, ok := out.struck[a]
-		if !ok {
-			return nil // a fault that never struck: the run was the clean one
-		}
-		if a.Kind == explore.Lag || a.Kind == explore.Burst {
-			continue
-		}
-		after = max(after, seq)
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	st := &x.stats[depth-1]
-	var next []explore.Schedule
-	if len(out.schedule) == 0 {
-		if x.injects(explore.Lag) {
-			st.generated++
-			next = append(next, explore.Schedule{{Kind: explore.Lag}})
-		}
-		if x.injects(explore.Burst) && out.snaps.lastChange() > 0 {
-			st.generated++
-			next = append(next, explore.Schedule{{Kind: explore.Burst}})
-		}
-	}
-	for _, p := range out.points {
-		if p.Seq <= after {
-			continue
-		}
-		for _, a := range p.Atoms {
-			if !x.injects(a.Kind) {
-				continue
-			}
-			st.generated++
-			h := fnv.New64a()
-			fmt.Fprint(h, p.Key, a.Kind, a.Res) // two drifts at one point are two faults
-			if x.visited[h.Sum64()] {
-				st.deduplicated++
-				continue
-			}
-			x.visited[h.Sum64()] = true
-			next = append(next, append(slices.Clone(out.schedule), a))
-		}
-	}
-	return next
-}
-
-// injects reports whether faults of kind k are explored: every kind, or
-// those of the classes that Only names.
-func (x *explorer) injects(k explore.Kind) bool {
-	return x.o.classes == nil || slices.Contains(x.o.classes, Fault(k.Class()))
-}
-
-// runAll runs the schedules, Parallel at a time, until the budget is
-// spent.
-func (x *explorer) runAll(ss []explore.Schedule, depth int) []*outcome {
-	outs := make([]*outcome, len(ss))
-	sem := make(chan struct{}, max(1, x.o.parallel))
-	var wg sync.WaitGroup
-	for i, s := range ss {
-		if x.spent() || (x.o.failFast && x.anyFailed()) {
-			x.mu.Lock()
-			x.stats[depth-1].cut += len(ss) - i
-			x.mu.Unlock()
-			break
-		}
-		sem <- struct{}{}
-		x.mu.Lock()
-		x.stats[depth-1].run++
-		x.mu.Unlock()
-		wg.Go(func() {
-			defer func() { <-sem }()
-			outs[i] = x.run(s)
-			x.mu.Lock()
-			x.runs[s.String()] = outs[i]
-			st := &x.stats[depth-1]
-			st.took = append(st.took, outs[i].took)
-			if outs[i].failed() {
-				st.failed++
-			}
-			x.mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return slices.DeleteFunc(outs, func(o *outcome) bool { return o == nil })
-}
-
-// anyFailed reports whether a run failed so far.
-func (x *explorer) anyFailed() bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return slices.ContainsFunc(x.stats, func(st levelStats) bool { return st.failed > 0 })
-}
-
-// spent reports whether the budget of time or runs is spent.
-func (x *explorer) spent() bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	runs := 0
-	for _, st := range x.stats {
-		runs += st.run
-	}
-	return (x.o.budget > 0 && time.Since(x.start) > x.o.budget) || (x.o.maxRuns > 0 && runs >= x.o.maxRuns)
-}
-
-// summary says what was explored.
-func (x *explorer) summary() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "explored up to %d fault(s) in %v:", x.o.depth, time.Since(x.start).Round(time.Second))
-	for i, st := range x.stats {
-		fmt.Fprintf(&b, "\n  depth %d: %d schedules generated, %d deduplicated, %d run (%v each, median), %d cut, %d failed",
-			i+1, st.generated, st.deduplicated, st.run, median(st.took).Round(10*time.Millisecond), st.cut, st.failed)
-	}
-	return b.String()
-}
-
-// once runs s, or returns its run if it ran already.
-func (x *explorer) once(s explore.Schedule) *outcome {
-	x.mu.Lock()
-	out, ok := x.runs[s.String()]
-	x.mu.Unlock()
-	if ok {
-		return out
-	}
-	out = x.run(s)
-	x.mu.Lock()
-	x.runs[s.String()] = out
-	x.mu.Unlock()
-	return out
-}
-
-// shrink returns the smallest part of a failed run's faults that still
-// fails, trying the parts from the smallest up: delta debugging, which
-// for a handful of faults is every part.
-func (x *explorer) shrink(out *outcome) *outcome {
-	n := len(out.schedule)
-	for size := 1; size < n; size++ {
-		for _, part := range explore.Subsets(out.schedule, size) {
-			if small := x.once(part); small.failed() {
-				return x.shrink(small)
-			}
-		}
-	}
-	return out
 }
 
 // report fails the test with each failed run, shrunk if asked, once.
@@ -387,13 +206,13 @@ func (x *explorer) report(failed []*outcome, shrink bool) {
 	seen := map[string]bool{}
 	shown := 0
 	for _, out := range failed {
-		if shrink && out.failed() && len(out.schedule) > 1 {
-			out = x.shrink(out)
+		if shrink {
+			out = x.search.Shrink(out)
 		}
-		if !out.failed() || seen[out.schedule.String()] {
+		if !out.Failed() || seen[out.Schedule.String()] {
 			continue
 		}
-		seen[out.schedule.String()] = true
+		seen[out.Schedule.String()] = true
 		if shown++; shown > 5 {
 			continue
 		}
@@ -408,27 +227,18 @@ func (x *explorer) report(failed []*outcome, shrink bool) {
 // transitions beside the clean run's, and its replay command.
 func (x *explorer) describe(out *outcome) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "fsmtest: a run with %d fault(s) failed:\n", len(out.schedule))
-	for _, a := range out.schedule {
-		fmt.Fprintf(&b, "  %s: %s\n", a, a.Describe(out.at(a), x.o.lag))
+	fmt.Fprintf(&b, "fsmtest: a run with %d fault(s) failed:\n", len(out.Schedule))
+	for _, a := range out.Schedule {
+		fmt.Fprintf(&b, "  %s: %s\n", a, a.Describe(out.At(a), x.o.lag))
 	}
-	for _, f := range out.failures {
+	for _, f := range out.Failures {
 		b.WriteString(indent(f))
 		b.WriteString("\n")
 	}
 	b.WriteString("transitions, the clean run's | this run's:\n")
 	b.WriteString(besides(x.clean.transitions, out.transitions))
-	fmt.Fprintf(&b, "replay: go test -run '%s' . -kfsm.explore='%s'", runPattern(x.t.Name()), out.schedule)
+	fmt.Fprintf(&b, "replay: go test -run '%s' . -kfsm.explore='%s'", runPattern(x.t.Name()), out.Schedule)
 	return b.String()
-}
-
-// at describes the point where a struck.
-func (o *outcome) at(a explore.Atom) string {
-	seq, ok := o.struck[a]
-	if !ok || seq < 1 || seq > len(o.points) {
-		return ""
-	}
-	return o.points[seq-1].What
 }
 
 // besides lays two lists of lines side by side.
@@ -466,12 +276,4 @@ func runPattern(name string) string {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	return strings.Join(parts, "/")
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(ds))
-	return s[len(s)/2]
 }

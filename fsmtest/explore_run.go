@@ -24,7 +24,7 @@ import (
 func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], scenario func(*Env), s explore.Schedule) *outcome {
 	started := time.Now()
 	rec := &runT{TB: x.t, name: x.t.Name() + "/" + s.String()}
-	out := &outcome{schedule: s}
+	out := &outcome{Outcome: explore.Outcome{Schedule: s}}
 	rec.do(func() {
 		e := newEnv(rec, x.mapper)
 		f := scheduled(s, x.o.lag)
@@ -36,7 +36,8 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 		e.Timeout, e.snap = x.o.timeout, snap
 		op := newOperator(e, machine, f, x.o.runOptions(e)...)
 		defer func() {
-			out.points, out.struck = f.trace.Result()
+			out.Points, out.Struck = f.trace.Result()
+			out.Burstable = snap.lastChange() > 0
 			out.transitions, out.snaps = e.transitions(), snap
 		}()
 		start := func() {
@@ -70,8 +71,8 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 		e.rests(op)
 		e.leftovers()
 	})
-	out.failures = rec.failures()
-	out.took = time.Since(started)
+	out.Failures = rec.failures()
+	out.Took = time.Since(started)
 	return out
 }
 
