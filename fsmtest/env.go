@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kfsm/kfsm/fsm"
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 // Epoch is where every Env's fake clock starts.
@@ -64,7 +65,7 @@ type Env struct {
 	resources      map[string]apiKey // the group and resource of each machine's objects
 	driver         driver
 	snap           *snapshots      // set in fault-injection runs
-	faults         *faults         // set in fault-injection runs, for Outside's calls
+	faults         *explore.Faults // set in fault-injection runs, for Outside's calls
 	calls          atomic.Int64    // calls to outside systems so far
 	drifts         drifts          // the changes that outside systems make behind the operator
 	changes        atomic.Int64    // the scenario's changes so far, where drifts strike

@@ -122,7 +122,7 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	if testing.Short() {
 		t.Skip("fault exploration runs without -short")
 	}
-	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, lag: exploreLag, parallel: min(12, 6*runtime.GOMAXPROCS(0))}
+	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, lag: 300 * time.Millisecond, parallel: min(12, 6*runtime.GOMAXPROCS(0))}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -28,8 +28,7 @@ func TestAWriteFaultStrikesItsObjectsWriteHoweverWritesInterleave(t *testing.T) 
 	// configmap c first, under schedule s; it returns the run's points
 	// and the indexes in order of the writes that failed.
 	run := func(s explore.Schedule, order ...string) ([]explore.Point, []int) {
-		f := scheduled(s, 0)
-		f.trace = explore.NewTracker(explore.World{Namespace: "ns"}, false)
+		f := explore.Scheduled(s, 0, explore.NewTracker(explore.World{Namespace: "ns"}, false))
 		tr := &transport{next: api.Client().Transport, api: newAPILog(), life: &life{faults: f, onCrash: func() {}}}
 		write := func(method, path, body string) error {
 			req, err := http.NewRequest(method, api.URL+path, strings.NewReader(body))
@@ -52,7 +51,7 @@ func TestAWriteFaultStrikesItsObjectsWriteHoweverWritesInterleave(t *testing.T) 
 				failed = append(failed, i)
 			}
 		}
-		points, _ := f.trace.Result()
+		points, _ := f.Trace().Result()
 		return points, failed
 	}
 

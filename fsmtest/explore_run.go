@@ -27,16 +27,16 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 	out := &outcome{Outcome: explore.Outcome{Schedule: s}}
 	rec.do(func() {
 		e := newEnv(rec, x.mapper)
-		f := scheduled(s, x.o.lag)
-		f.trace = explore.NewTracker(explore.World{Namespace: e.Namespace, Ignore: x.o.ignore}, len(s) < x.o.depth) // a run at the depth is not extended
-		snap := &snapshots{holdUntil: -1, ignore: x.o.ignore, effects: x.o.effects, trace: f.trace, lag: f.watchLag}
+		trace := explore.NewTracker(explore.World{Namespace: e.Namespace, Ignore: x.o.ignore}, len(s) < x.o.depth) // a run at the depth is not extended
+		f := explore.Scheduled(s, x.o.lag, trace)
+		snap := &snapshots{holdUntil: -1, ignore: x.o.ignore, effects: x.o.effects, trace: trace, lag: f.Lag()}
 		if s != nil {
 			snap.clean, snap.point = x.clean.snaps, s.String()
 		}
 		e.Timeout, e.snap = x.o.timeout, snap
 		op := newOperator(e, machine, f, x.o.runOptions(e)...)
 		defer func() {
-			out.Points, out.Struck = f.trace.Result()
+			out.Points, out.Struck = trace.Result()
 			out.Burstable = snap.lastChange() > 0
 			out.transitions, out.snaps = e.transitions(), snap
 		}()
@@ -56,7 +56,7 @@ func exploreOnce[T fsm.Object](x *explorer, machine func(*Env) *fsm.Machine[T], 
 				snap.holdUntil, snap.start = x.clean.snaps.lastChange(), start
 				fallthrough
 			case explore.Lag:
-				f.trace.Struck(a, 0) // from the start
+				trace.Struck(a, 0) // from the start
 			}
 		}
 		if snap.holdUntil < 0 {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsm/sharding"
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 // Operator is a machine running under a real controller-runtime manager,
@@ -40,7 +41,7 @@ type Operator struct {
 	procs   []*process // by replica
 	started bool
 	closed  bool
-	faults  *faults
+	faults  *explore.Faults
 	// starting counts the processes starting now; renewed is the walk
 	// from which a process that replaced another must have walked every
 	// object to be caught up, or -1.
@@ -117,7 +118,7 @@ func RunFunc[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], opts ...R
 
 // newOperator prepares an operator of machine in e, to start; its first
 // start arranges for it to stop when the test ends.
-func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *faults, opts ...RunOption) *Operator {
+func newOperator[T fsm.Object](e *Env, machine func(*Env) *fsm.Machine[T], f *explore.Faults, opts ...RunOption) *Operator {
 	o := &Operator{e: e, faults: f, renewed: -1}
 	if f != nil {
 		e.faults = f

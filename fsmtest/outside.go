@@ -73,8 +73,8 @@ func (o *Outside) call(op string, effect func() error, read bool) error {
 	if f == nil {
 		return effect()
 	}
-	seq := f.trace.Call(n, o.name, op, read)
-	if f.strikes(explore.Atom{Kind: explore.CallFail, N: n}, seq) {
+	seq := f.Trace().Call(n, o.name, op, read)
+	if f.Strikes(explore.Atom{Kind: explore.CallFail, N: n}, seq) {
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrUnavailable)
 	}
 	err := effect()
@@ -85,9 +85,9 @@ func (o *Outside) call(op string, effect func() error, read bool) error {
 		// Call N may be a read in this run and a change in the run that
 		// made the schedule: calls interleave as their callers' timing
 		// goes. A read has no answer to lose after an effect.
-	case f.strikes(explore.Atom{Kind: explore.CallLost, N: n}, seq):
+	case f.Strikes(explore.Atom{Kind: explore.CallLost, N: n}, seq):
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrAnswerLost)
-	case f.strikes(explore.Atom{Kind: explore.CallTimeout, N: n}, seq):
+	case f.Strikes(explore.Atom{Kind: explore.CallTimeout, N: n}, seq):
 		return fmt.Errorf("%s %s: %w", o.name, op, ErrTimedOut)
 	}
 	return nil
@@ -197,9 +197,9 @@ func (e *Env) drift(what string) {
 		return
 	}
 	names := slices.Sorted(maps.Keys(drifts))
-	seq := f.trace.Drift(n, names, what)
+	seq := f.Trace().Drift(n, names, what)
 	for _, name := range names {
-		if f.strikes(explore.Atom{Kind: explore.Drift, N: n, Res: name}, seq) {
+		if f.Strikes(explore.Atom{Kind: explore.Drift, N: n, Res: name}, seq) {
 			drifts[name]()
 		}
 	}

@@ -125,7 +125,7 @@ func (l *apiLog) lastWrite() (time.Time, bool) {
 // life is one run of an operator process: its faults, and whether it has
 // crashed. A crashed process reaches the API server no more.
 type life struct {
-	faults  *faults
+	faults  *explore.Faults
 	crashed atomic.Bool
 	onCrash func()
 }
@@ -146,47 +146,9 @@ func (l *life) action(obj types.NamespacedName, name string, a fsm.Action) {
 	if f == nil {
 		return
 	}
-	end := a.State != fsm.ActionPending
-	n, kind := &f.starts, explore.ActionStart
-	if end {
-		n, kind = &f.ends, explore.ActionEnd
-	}
-	at := explore.Atom{Kind: kind, N: int(n.Add(1))}
-	seq := f.trace.Action(at, obj, name)
-	if f.strikes(at, seq) {
+	if f.Action(a.State != fsm.ActionPending, obj, name) {
 		l.crash()
 	}
-}
-
-// faults is what fsmtest does to the operator's requests in a
-// fault-injection run: the atoms of its schedule. Writes are numbered
-// from 1 by object, across the run's processes: the writes to one object
-// follow its walks in one order from run to run, where those to several
-// interleave as the machine's load has them. Watch events are numbered
-// by resource, and action starts and ends across the run.
-type faults struct {
-	schedule map[explore.Atom]bool
-	watchLag time.Duration    // watch events reach the operator this late
-	trace    *explore.Tracker // records where faults may strike
-
-	starts, ends atomic.Int64 // action starts and ends so far
-
-	mu      sync.Mutex
-	writes  map[string]int  // writes so far, by object
-	gone    map[string]bool // resources whose next watch is answered 410 Gone
-	listing map[string]bool // resources whose cache lists anew after a 410 Gone
-}
-
-// write counts a write to object, RESOURCE/NAME (the namespace is each
-// run's own), and returns the write's number among its writes.
-func (f *faults) write(object string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.writes == nil {
-		f.writes = map[string]int{}
-	}
-	f.writes[object]++
-	return f.writes[object]
 }
 
 // createdName is the name of the object that a create's JSON body makes,
@@ -206,29 +168,6 @@ func createdName(req *http.Request) string {
 	}
 	_ = json.NewDecoder(body).Decode(&obj)
 	return cmp.Or(obj.Metadata.Name, obj.Metadata.GenerateName)
-}
-
-// scheduled makes the faults of a schedule, with every watch event lag
-// late under a lag.
-func scheduled(s explore.Schedule, lag time.Duration) *faults {
-	f := &faults{schedule: map[explore.Atom]bool{}}
-	for _, a := range s {
-		if a.Kind == explore.Lag {
-			f.watchLag = lag
-		}
-		f.schedule[a] = true
-	}
-	return f
-}
-
-// strikes reports whether the schedule holds atom a, and notes where it
-// struck.
-func (f *faults) strikes(a explore.Atom, seq int) bool {
-	if f == nil || !f.schedule[a] {
-		return false
-	}
-	f.trace.Struck(a, seq)
-	return true
 }
 
 var errCrashed = errors.New("fsmtest: the operator process crashed here (injected)")
@@ -253,7 +192,7 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if t.life != nil && t.life.crashed.Load() {
 		return nil, errCrashed
 	}
-	var f *faults
+	var f *explore.Faults
 	if t.life != nil {
 		f = t.life.faults
 	}
@@ -269,7 +208,7 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 	// counted nor faulted.
 	if verb == "" || !ok || key.Resource == "events" || key.Resource == "customresourcedefinitions" || key.Resource == "selfsubjectreviews" ||
 		key.Resource == "leases" && key.Group == "coordination.k8s.io" {
-		return f.watch(t.next, req, key.Resource)
+		return f.Watch(t.next, req, key.Resource)
 	}
 	if f == nil {
 		return t.send(req, Write{Verb: verb, apiKey: key, Subresource: sub})
@@ -279,20 +218,20 @@ func (t *transport) roundTrip(req *http.Request) (*http.Response, error) {
 		name = createdName(req)
 	}
 	object := key.Resource + "/" + name
-	k := f.write(object)
+	k := f.Write(object)
 	w := Write{Verb: verb, apiKey: key, Subresource: sub}
-	seq := f.trace.Write(req, explore.Write{To: key.object(), Res: object, N: k, Verb: verb, Subresource: sub, What: w.String()})
+	seq := f.Trace().Write(req, explore.Write{To: key.object(), Res: object, N: k, Verb: verb, Subresource: sub, What: w.String()})
 	switch {
-	case f.strikes(explore.Atom{Kind: explore.Fail, Res: object, N: k}, seq):
+	case f.Strikes(explore.Atom{Kind: explore.Fail, Res: object, N: k}, seq):
 		return nil, fmt.Errorf("fsmtest: write %d to %s (%s) failed before reaching the API server (injected)", k, object, verb)
-	case explore.Conflictable(verb) && f.strikes(explore.Atom{Kind: explore.Conflict, Res: object, N: k}, seq):
+	case explore.Conflictable(verb) && f.Strikes(explore.Atom{Kind: explore.Conflict, Res: object, N: k}, seq):
 		return conflict(req, key), nil
 	}
 	resp, err := t.send(req, w)
 	if err == nil {
-		f.trace.Answered(key.object(), req, resp)
+		f.Trace().Answered(key.object(), req, resp)
 	}
-	if err == nil && f.strikes(explore.Atom{Kind: explore.Crash, Res: object, N: k}, seq) {
+	if err == nil && f.Strikes(explore.Atom{Kind: explore.Crash, Res: object, N: k}, seq) {
 		// The write reached the server; the process that made it never
 		// learns so, and does nothing after it.
 		_ = resp.Body.Close()
@@ -473,51 +412,4 @@ func conflict(req *http.Request, k apiKey) *http.Response {
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)), Request: req,
 	}
-}
-
-// lagging delays what body delivers by lag: a watch whose events reach
-// the operator's cache late, as a loaded API server or network does.
-func lagging(body io.ReadCloser, lag time.Duration) io.ReadCloser {
-	pr, pw := io.Pipe()
-	type chunk struct {
-		at   time.Time
-		data []byte
-	}
-	chunks := make(chan chunk, 1024)
-	go func() {
-		defer close(chunks)
-		buf := make([]byte, 32*1024)
-		for {
-			n, err := body.Read(buf)
-			if n > 0 {
-				chunks <- chunk{at: time.Now().Add(lag), data: bytes.Clone(buf[:n])}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		failed := false
-		for c := range chunks { // to the end, so that the reader never blocks
-			if failed {
-				continue
-			}
-			time.Sleep(time.Until(c.at))
-			_, err := pw.Write(c.data)
-			failed = err != nil
-		}
-		_ = pw.Close()
-	}()
-	return &lagBody{PipeReader: pr, body: body}
-}
-
-type lagBody struct {
-	*io.PipeReader
-	body io.ReadCloser
-}
-
-func (b *lagBody) Close() error {
-	_ = b.PipeReader.Close()
-	return b.body.Close()
 }
