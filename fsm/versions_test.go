@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfsm/kfsm/fsm"
@@ -155,6 +156,38 @@ func TestUnderManagerANewGraphVersionMigratesObjectsInFlight(t *testing.T) {
 			t.Errorf("%s: its ledger is %s (%v), want the one of version 1, %s: not re-created", g.Name, cm.UID, err, children[g.Name])
 		}
 	}
+}
+
+// A migration moves what an object recorded under a state with it: a
+// renamed state that no longer applies a child prunes it when it is done,
+// as it would had it applied the child under its new name. (The fleet's
+// migration does not show this: its states apply their child again.)
+func TestAMigratedStatePrunesTheChildItNoLongerApplies(t *testing.T) {
+	e := newEnv(t)
+	upgraded := false // read by the machine function, which each process calls
+	fsmtest.RunFunc(e.fe, func(*fsmtest.Env) *fsm.Machine[*gadget] {
+		m := fsm.New[*gadget]("renamed", fsm.Lifecycle)
+		if !upgraded {
+			return m.Initial("Old").State("Old", resting, fsm.Final()).Owns(&corev1.ConfigMap{})
+		}
+		done := func(context.Context, *request) fsm.Result { return fsm.Done() }
+		return m.Initial("New").State("New", done, fsm.Final()).Owns(&corev1.ConfigMap{}).Version(2, fsm.Rename("Old", "New"))
+	})
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the ledger recorded under Old", func() bool {
+		out := e.get("g").Status.Outputs
+		return len(out) == 1 && out[0].State == "Old"
+	})
+	upgraded = true
+	e.fe.RestartOperator()
+	e.fe.Await("the gadget migrated to New, and done", func() bool {
+		g := e.get("g")
+		return g.Status.GraphVersion == 2 && g.Status.State == "New" && g.Status.ObservedGeneration == g.Generation
+	})
+	e.fe.Await("the ledger pruned", func() bool {
+		var cm corev1.ConfigMap
+		return apierrors.IsNotFound(e.direct.Get(t.Context(), e.key("g-ledger"), &cm)) && len(e.get("g").Status.Outputs) == 0
+	})
 }
 
 // An operator of an older version leaves an object that a newer one
