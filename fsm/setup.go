@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -21,8 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -152,41 +149,6 @@ func (m *Machine[T]) informers(mgr manager.Manager, r *reconciler[T]) error {
 		guard(obj, informer)
 	}
 	return nil
-}
-
-// rateLimiter is the rate limiter that times the requeues other than
-// kfsm's backoff: the one that WithOptions gives, or controller-runtime's
-// own default, which depends on the queue.
-func rateLimiter(mgr manager.Manager, opts controller.Options) workqueue.TypedRateLimiter[reconcile.Request] {
-	if opts.RateLimiter != nil {
-		return opts.RateLimiter
-	}
-	if ptr.Deref(cmp.Or(opts.UsePriorityQueue, mgr.GetControllerOptions().UsePriorityQueue), true) {
-		return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 1000*time.Second)
-	}
-	return workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()
-}
-
-// countAdds has the controller's queue tell r of each add (see
-// countingQueue), if it is a priority queue: the one of opts.NewQueue, or
-// controller-runtime's default.
-func (r *reconciler[T]) countAdds(mgr manager.Manager, opts *controller.Options) {
-	newQueue := opts.NewQueue
-	if newQueue == nil {
-		if !ptr.Deref(cmp.Or(opts.UsePriorityQueue, mgr.GetControllerOptions().UsePriorityQueue), true) {
-			return
-		}
-		newQueue = func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-			return priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) { o.RateLimiter = limiter })
-		}
-	}
-	opts.NewQueue = func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-		q := newQueue(name, limiter)
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-			return &countingQueue{PriorityQueue: pq, added: r.added}
-		}
-		return q
-	}
 }
 
 // controller is the builder of the machine's controller, with its
