@@ -190,6 +190,72 @@ func TestAMigratedStatePrunesTheChildItNoLongerApplies(t *testing.T) {
 	})
 }
 
+// A migration moves the records of a state's actions with it: a renamed
+// state that leaves without asking for its action drops the record, as
+// it would had the action started under its new name.
+func TestAMigratedStateDropsTheRecordOfItsActionWhenItLeaves(t *testing.T) {
+	e := newEnv(t)
+	upgraded := false // read by the machine function, which each process calls
+	fsmtest.RunFunc(e.fe, func(*fsmtest.Env) *fsm.Machine[*gadget] {
+		m := fsm.New[*gadget]("renamed-action", fsm.Lifecycle)
+		if !upgraded {
+			return m.Initial("Old").State("Old", func(_ context.Context, r *request) fsm.Result {
+				r.Action("work", func(ctx context.Context, _ *fsm.ActionRun) error { <-ctx.Done(); return ctx.Err() })
+				return fsm.Wait(0, "Working")
+			}, fsm.Final())
+		}
+		leave := func(context.Context, *request) fsm.Result { return fsm.Next("Later") }
+		return m.Initial("New").State("New", leave, fsm.To("Later")).State("Later", done, fsm.Final()).
+			Version(2, fsm.Rename("Old", "New"))
+	})
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("the action recorded under Old", func() bool {
+		acts := e.get("g").Status.Actions
+		return len(acts) == 1 && acts[0].State == "Old"
+	})
+	upgraded = true
+	e.fe.RestartOperator()
+	e.fe.Await("the gadget migrated, and on to Later", func() bool {
+		g := e.get("g")
+		return g.Status.GraphVersion == 2 && g.Status.State == "Later"
+	})
+	if acts := e.get("g").Status.Actions; len(acts) != 0 {
+		t.Errorf("status.actions is %+v after New was left, want the record of its action dropped", acts)
+	}
+}
+
+// A pipeline's migration renames the condition of a renamed state: no
+// condition is left that names a state the graph no longer has.
+func TestAPipelinesMigrationRenamesTheConditionOfARenamedState(t *testing.T) {
+	e := newEnv(t)
+	upgraded := false // read by the machine function, which each process calls
+	fsmtest.RunFunc(e.fe, func(*fsmtest.Env) *fsm.Machine[*gadget] {
+		first := fsm.State("Old")
+		if upgraded {
+			first = "New"
+		}
+		m := fsm.New[*gadget]("renamed-pipeline", fsm.Pipeline).Initial(first).
+			State(first, func(context.Context, *request) fsm.Result { return fsm.Next("Serving") }, fsm.To("Serving")).
+			State("Serving", done, fsm.Final())
+		if upgraded {
+			m.Version(2, fsm.Rename("Old", "New"))
+		}
+		return m
+	})
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	e.fe.Await("Old passed", func() bool { return condition(e.get("g"), "Old") != nil && ready(e, "g") })
+	upgraded = true
+	e.fe.RestartOperator()
+	e.fe.Await("the gadget migrated", func() bool { return e.get("g").Status.GraphVersion == 2 })
+	g := e.get("g")
+	if c := condition(g, "Old"); c != nil {
+		t.Errorf("condition Old %+v is left after Old was renamed New; conditions %+v", c, g.Status.Conditions)
+	}
+	if c := condition(g, "New"); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("condition New is %+v, want Old's, passed; conditions %+v", c, g.Status.Conditions)
+	}
+}
+
 // An operator of an older version leaves an object that a newer one
 // wrote: no handler, no write, and it says so once for each generation.
 func TestUnderManagerAnOlderVersionLeavesANewerObjectAlone(t *testing.T) {
