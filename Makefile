@@ -105,9 +105,10 @@ scaffold-test: assets
 release:
 	GOWORK=off $(GO) -C tools/release run . -repo "$(CURDIR)" -version "$(VERSION)" -tested "$(TESTED)" $(if $(DOWNLOAD_URL),-download-url "$(DOWNLOAD_URL)")
 
-## release-test: make release in a clone of this commit, serve its tags from a module proxy
-## on disk, and install and use the release as a user does, with an empty module cache
-## (the build cache and the Kubernetes binaries are the machine's); check its krew manifest
+## release-test: make release in a clone of this commit, and install and use the release as a
+## user does, with an empty module cache, the go command fetching kfsm's modules at the
+## clone's tags by its own rule, as the public module proxy fetches them at GitHub's (the
+## build cache and the Kubernetes binaries are the machine's); check its krew manifest
 ## with krew's validator, and install kubectl-fsm from it and each platform's archive with
 ## krew (both built from the Go module proxy into the user cache on first use)
 release-test:

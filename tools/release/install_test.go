@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,17 +18,20 @@ import (
 	"sigs.k8s.io/krew/pkg/index"
 )
 
-// A user of kfsm, with a module proxy that serves kfsm's tags, the
-// public proxy for everything else, and a module cache of their own,
-// empty at first. The build cache is the machine's: it is keyed by the
-// content of what it builds, so it cannot change what the user gets, and
-// one of the user's own would take gigabytes of disk on every run.
+// A user of kfsm, whose go command finds kfsm's modules at the tags of
+// the released repository, as the public module proxy finds them at
+// GitHub's (a module in a subdirectory at the tag dir/version, by the go
+// command's own rule, not the release's), everything else at the public
+// proxy, and has a module cache of their own, empty at first. The build
+// cache is the machine's: it is keyed by the content of what it builds,
+// so it cannot change what the user gets, and one of the user's own would
+// take gigabytes of disk on every run.
 type user struct {
 	env []string
 	bin string
 }
 
-func newUser(t *testing.T, proxy string) user {
+func newUser(t *testing.T, repo string) user {
 	out, err := exec.CommandContext(t.Context(), "go", "env", "GOCACHE").Output()
 	if err != nil {
 		t.Fatalf("go env GOCACHE: %v", err)
@@ -36,11 +40,15 @@ func newUser(t *testing.T, proxy string) user {
 	u := user{bin: filepath.Join(home, "bin")}
 	u.env = append(os.Environ(),
 		"GOWORK=off",
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+",https://proxy.golang.org",
-		// The checksum database knows no release that is not published:
-		// the go command does not ask it about kfsm's modules. (The test
-		// checks the tagged go.sum files against the proxy at the end.)
-		"GONOSUMDB=github.com/kfsm/kfsm", "GOPRIVATE=", "GONOPROXY=",
+		"GOPROXY=https://proxy.golang.org",
+		// kfsm's modules directly from the repository (the checksum
+		// database knows no release that is not published: the go
+		// command does not ask it about them; the go.sum files of the
+		// tagged modules are checked against what it fetched, at the
+		// end), which git, run by the go command, reads from the clone.
+		"GOPRIVATE=github.com/kfsm/kfsm", "GONOPROXY=", "GONOSUMDB=",
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url.file://"+filepath.ToSlash(repo)+".insteadOf", "GIT_CONFIG_VALUE_0=https://github.com/kfsm/kfsm",
+		"GIT_ALLOW_PROTOCOL=file",
 		// -modcacherw lets the test remove the module cache. -trimpath
 		// keys what the user builds by module and version rather than by
 		// the directory of this run's module cache, so the machine's
@@ -75,7 +83,8 @@ func (u user) exec(t *testing.T, stream bool, dir, name string, args ...string) 
 	cmd := exec.CommandContext(t.Context(), name, args...)
 	cmd.Dir = dir
 	cmd.Env = u.env
-	var stdout, all bytes.Buffer
+	var stdout bytes.Buffer
+	var all lockedBuffer // both the command's outputs write to it, each from a goroutine of its own
 	progress := io.Discard
 	if testing.Verbose() {
 		progress = os.Stderr
@@ -93,6 +102,24 @@ func (u user) exec(t *testing.T, stream bool, dir, name string, args ...string) 
 		t.Fatalf("%s: %v\n%s", line, err, tail(all.String(), 60))
 	}
 	return stdout.String()
+}
+
+// lockedBuffer is a buffer that two goroutines may write to.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func tail(s string, n int) string {
@@ -144,12 +171,12 @@ func wantRequires(t *testing.T, dir, path, version string) {
 // The release as its users get it: make release tags a clone of this
 // commit and builds the kubectl plugin's archives and krew's manifest.
 // krew's validator passes the manifest, and krew installs the plugin from
-// it and each platform's archive; it refuses a broken manifest. A module
-// proxy on disk serves the tags, and, with a module cache that starts
-// empty, go install installs kfsm, kfsm init writes a project that
-// requires the release and passes its own make verify, make vet (and go
-// vet with kfsm-vet, installed as kfsm is) and make test, and go get gets
-// the CloudEvents sink. Outside the workspace, the tagged tree's modules
+// it and each platform's archive; it refuses a broken manifest. The go
+// command fetches kfsm's modules at the clone's tags, and, with a module
+// cache that starts empty, go install installs kfsm, kfsm init writes a
+// project that requires the release and passes its own make verify, make
+// vet (and go vet with kfsm-vet, installed as kfsm is) and make test, and
+// go get gets the CloudEvents sink. Outside the workspace, the tagged tree's modules
 // load as their go.mod and go.sum say. The build cache and the Kubernetes
 // binaries in the user cache directory are the machine's.
 func TestAUserInstallsTheRelease(t *testing.T) {
@@ -167,11 +194,7 @@ func TestAUserInstallsTheRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := t.TempDir()
-	if err := writeProxy(proxy, clone, mods, version); err != nil {
-		t.Fatal(err)
-	}
-	u := newUser(t, proxy)
+	u := newUser(t, clone)
 
 	u.run(t, t.TempDir(), "go", "install", "github.com/kfsm/kfsm/cmd/kfsm@"+version)
 	kfsm := filepath.Join(u.bin, "kfsm")

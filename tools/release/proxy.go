@@ -12,8 +12,9 @@ import (
 // writeProxy writes into dir a module proxy that serves each module at
 // version, made from its tag in the repository, in the layout that
 // GOPROXY=file://dir reads: for each module, @v/list, and the version's
-// .info, .mod and .zip. The plugin is built from it, and the tests
-// install the release from it.
+// .info, .mod and .zip. The plugin is built from it. (The test of a
+// user's install does not use it: the go command there finds the tags by
+// its own rule, which this one's naming cannot stand in for.)
 func writeProxy(dir, repo string, mods []module, version string) error {
 	for _, m := range mods {
 		tag := m.tag(version)
