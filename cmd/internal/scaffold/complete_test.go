@@ -32,6 +32,8 @@ var completed struct {
 	parent, dir string
 	err         error
 	log         string
+	// copy is held by the test that has the one copy of the project.
+	copy sync.Mutex
 }
 
 func TestMain(m *testing.M) {
@@ -45,7 +47,11 @@ func TestMain(m *testing.M) {
 // project is a copy of the completed Widget project, which Init wrote as
 // kfsm init does. The copy is as deep below the same parent as the
 // project, so that the path of the kfsm checkout, which the project
-// holds relative to itself, leads there from the copy too.
+// holds relative to itself, leads there from the copy too. Every test's
+// copy is in the same directory, one test at a time: the go command keys
+// a package it compiles by its directory too, so the project's packages
+// that a test leaves as they were come from the build cache, instead of
+// being compiled again for each test's make generate and make vet.
 func project(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -79,11 +85,12 @@ func project(t *testing.T) string {
 	if completed.err != nil {
 		t.Fatalf("%v\n%s", completed.err, completed.log)
 	}
-	copied, err := os.MkdirTemp(completed.parent, "copy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(copied) })
+	completed.copy.Lock()
+	copied := filepath.Join(completed.parent, "copy")
+	t.Cleanup(func() {
+		_ = os.RemoveAll(copied)
+		completed.copy.Unlock()
+	})
 	dir := filepath.Join(copied, "widget")
 	if err := os.CopyFS(dir, os.DirFS(completed.dir)); err != nil {
 		t.Fatal(err)
