@@ -129,7 +129,7 @@ bench:
 ## docs/dashboard-fleet.png and docs/dashboard-fleet-dark.png, a 50-state machine with
 ## 10,000 objects at 1,440 x 900, in light and dark mode
 screenshot:
-	$(GO) test -count=1 -run '^TestDemoDashboardInABrowser$$' ./cmd/kfsm -screenshot $(CURDIR)/docs/dashboard.png
+	$(GO) test -count=1 -run '^TestDemoServesItsDashboard$$/^InABrowser$$' ./cmd/kfsm -screenshot $(CURDIR)/docs/dashboard.png
 	$(GO) test -count=1 -run '^TestTheDashboardAtAFleetsSize$$' ./cmd/internal/dashboard -dashboard.objects=10000 -dashboard.screenshots=$(CURDIR)/docs
 
 ## assets: build the Kubernetes binaries once; later runs reuse the cache (the

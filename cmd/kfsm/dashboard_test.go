@@ -32,15 +32,27 @@ import (
 	"github.com/kfsm/kfsm/internal/proctest"
 )
 
+// The demo, started once for both: it serves its dashboard and kubectl
+// fsm, and the dashboard in a browser follows the herd; then it stops
+// cleanly when interrupted. The browser's part pauses the herd, so it
+// comes second.
+func TestDemoServesItsDashboard(t *testing.T) {
+	kubeconfig, url, stopDemo := startDemo(t)
+	t.Run("AndKubectlFsm", func(t *testing.T) { demoServesTheDashboardAndKubectlFsm(t, kubeconfig, url) })
+	t.Run("InABrowser", func(t *testing.T) { demoDashboardInABrowser(t, kubeconfig, url) })
+	if err := stopDemo(); err != nil {
+		t.Fatalf("interrupted, the demo returned %v, want nil", err)
+	}
+}
+
 // The demo serves the dashboard and prints its address, and the dashboard
 // shows the four machines once their operators publish their graphs; kfsm
 // dashboard, given the demo's kubeconfig, serves them too. Both refuse
-// writes, and stop cleanly. The real kubectl runs kubectl fsm on the
-// demo's cluster.
-func TestDemoServesTheDashboardAndKubectlFsm(t *testing.T) {
+// writes, and kfsm dashboard stops cleanly. The real kubectl runs kubectl
+// fsm on the demo's cluster.
+func demoServesTheDashboardAndKubectlFsm(t *testing.T, kubeconfig, demoURL string) {
 	ctx, interrupt := context.WithCancel(t.Context())
 	defer interrupt()
-	kubeconfig, demoURL, stopDemo := startDemo(t)
 	if !strings.HasPrefix(demoURL, "http://127.0.0.1:") {
 		t.Errorf("the demo's dashboard is at %s, want a loopback address", demoURL)
 	}
@@ -73,10 +85,6 @@ func TestDemoServesTheDashboardAndKubectlFsm(t *testing.T) {
 	stopDashboard()
 	if err := <-served; err != nil {
 		t.Errorf("interrupted, kfsm dashboard returned %v, want nil", err)
-	}
-
-	if err := stopDemo(); err != nil {
-		t.Fatalf("interrupted, the demo returned %v, want nil", err)
 	}
 }
 
@@ -128,15 +136,9 @@ var readmeScreenshot = flag.String("screenshot", "", "also save the demo's dashb
 // the printed address shows the herd, and within 5 s of a moose moving
 // the counts per state change to the cluster's. All moose but one are
 // paused with kfsm's annotation, so that only that one moves.
-func TestDemoDashboardInABrowser(t *testing.T) {
+func demoDashboardInABrowser(t *testing.T, kubeconfig, url string) {
 	p := browser.Open(t)
 	ctx := t.Context()
-	kubeconfig, url, stopDemo := startDemo(t)
-	defer func() {
-		if err := stopDemo(); err != nil {
-			t.Errorf("interrupted, the demo returned %v, want nil", err)
-		}
-	}()
 	c := demoClient(t, kubeconfig)
 
 	states := []fsm.State{moose.Tagged, moose.Roaming, moose.Eating, moose.Sleeping, moose.Released}
