@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +47,20 @@ func FailFast() FaultOption { return func(o *faultOptions) { o.failFast = true }
 // at once; the default is six times GOMAXPROCS, at most 12: each run
 // waits at every Await until its operator is quiet, and the others use
 // the CPU meanwhile. The -kfsm.parallel flag overrides it.
+//
+// The Explores of tests that run in parallel (t.Parallel) share that
+// default, or the flag's number if larger: together they run no more at
+// once than one Explore does, and each fills the slots that the others'
+// clean runs and last runs leave idle.
 func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n } }
+
+// defaultParallel is Parallel's default.
+func defaultParallel() int { return min(12, 6*runtime.GOMAXPROCS(0)) }
+
+// runSlots are the runs at once of every Explore of the test binary.
+var runSlots = sync.OnceValue(func() chan struct{} {
+	return make(chan struct{}, max(defaultParallel(), *exploreParallel))
+})
 
 // Explore runs scenario once as it is, then under every combination of up
 // to Depth faults, each at a point of the run where it can strike:
@@ -122,7 +136,7 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	if testing.Short() {
 		t.Skip("fault exploration runs without -short")
 	}
-	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, lag: 300 * time.Millisecond, parallel: min(12, 6*runtime.GOMAXPROCS(0))}
+	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, lag: 300 * time.Millisecond, parallel: defaultParallel()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -157,7 +171,12 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 		}
 		x.mapper = mapper
 	}
-	x.search.Run = func(s explore.Schedule) *outcome { return exploreOnce(x, machine, scenario, s) }
+	x.search.Run = func(s explore.Schedule) *outcome {
+		slots := runSlots()
+		slots <- struct{}{}
+		defer func() { <-slots }()
+		return exploreOnce(x, machine, scenario, s)
+	}
 	x.explore()
 }
 

@@ -6,10 +6,15 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfsm/kfsm/fsm"
 	"github.com/kfsm/kfsm/fsmtest/internal/explore"
+	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
 // A write's fault strikes the write to the object it was found at,
@@ -108,5 +113,56 @@ func TestEveryFaultKindHasAClassOrIsExplores(t *testing.T) {
 		if !struck[class] {
 			t.Errorf("no kind of fault is of class %s: Faults would strike nothing of it", class)
 		}
+	}
+}
+
+// The Explores of tests that run in parallel share the runs at once of
+// one Explore: two of them, each free to run more than half of
+// Parallel's default at once, run no more than the default together, and
+// fill it. (Not parallel itself: other tests' Explores would take slots.)
+func TestParallelExploresShareTheirRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault exploration runs without -short")
+	}
+	var (
+		mu            sync.Mutex
+		running, peak int
+	)
+	machine := func(*Env) *fsm.Machine[*v1alpha1.Gadget] {
+		return fsm.New[*v1alpha1.Gadget]("slots", fsm.Lifecycle).Initial("Idle").State("Idle", nil, fsm.Final())
+	}
+	scenario := func(e *Env) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			running--
+			mu.Unlock()
+		}()
+		g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Name: "g"}}
+		e.Create(g)
+		e.AwaitReady(g)
+		time.Sleep(time.Second) // so that the two Explores' runs overlap
+	}
+	each := defaultParallel()/2 + 1
+	t.Run("Explores", func(t *testing.T) {
+		for _, name := range []string{"One", "Two"} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				Explore(t, machine, scenario, MaxRuns(each), Parallel(defaultParallel()))
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	alone := each // the most that one Explore runs at once
+	if *exploreParallel > 0 {
+		alone = min(each, *exploreParallel)
+	}
+	if limit := max(defaultParallel(), *exploreParallel); peak > limit || peak <= alone {
+		t.Errorf("the two Explores ran %d runs at once at most, want more than one Explore's %d and at most %d", peak, alone, limit)
 	}
 }
