@@ -377,6 +377,7 @@ func TestAnIdempotentActionResumesUnderItsKey(t *testing.T) {
 // done effect ends it without running the work again; one not done runs
 // the work again.
 func TestAnObservedActionIsObservedBeforeItRunsAgain(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		done     bool
 		wantRuns int
@@ -523,6 +524,7 @@ func TestAnActionsDeadlineEndsItsContext(t *testing.T) {
 // moves the gadget on after the third failure. The attempts a handler
 // sees count the failures: 1, 2, 3.
 func TestAnActionThatAlwaysFailsExhaustsItsRetries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var calls runs
 	var attemptsMu sync.Mutex
@@ -625,6 +627,7 @@ func (c *cloud) billed() int {
 // Observe asks before it runs the work again. Each effect happens once
 // when the outside system honours the key, or with Observe.
 func TestARetryAfterALostAnswerKeepsTheKey(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		honoursKeys bool
 		opts        func(c *cloud) []fsm.ActionOption

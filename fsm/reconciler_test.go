@@ -331,6 +331,7 @@ func resourceVersionOf(rv string) int {
 // may run again on that old copy. fsmtest fails a test where a handler
 // ran on a copy older than one the operator wrote.
 func TestNoDeletionHandlerRunsOnACopyOlderThanTheFinalizerRemoval(t *testing.T) {
+	t.Parallel()
 	machine := func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 		return fsm.New[*v1alpha1.Gadget]("stale-deletion", fsm.Lifecycle).
 			Initial("Ready").

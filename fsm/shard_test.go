@@ -508,6 +508,7 @@ func TestUnderManagerAnEventOfAVersionAlreadyReadRunsNoHandler(t *testing.T) {
 // what the API server had. (A Pipeline runs its handlers on every
 // reconcile: the taker's run sees what the holder's wrote.)
 func TestUnderManagerAReplicaTakingASlotWaitsForTheWritesOfTheOneBefore(t *testing.T) {
+	t.Parallel()
 	fe := fsmtest.New(t)
 	type run struct {
 		replica, name string
@@ -647,6 +648,7 @@ func await(t *testing.T, what string, cond func() bool) {
 // earlier process still writes to: it deletes it, and claims nothing
 // until that process's writes would have stopped, LeaseDuration later.
 func TestUnderManagerAReplicaWaitsOutItsEarlierLease(t *testing.T) {
+	t.Parallel()
 	fe := fsmtest.New(t)
 	h := fnv.New32a()
 	_, _ = h.Write([]byte("a"))

@@ -138,6 +138,7 @@ func unservedLines(logs *logLines, resource string) (gone, back int) {
 // CRD is back, the informer lists it again and the machine reconciles its
 // objects as before, in the same process.
 func TestUnderManagerADeletedCRDStopsItsInformerUntilItIsBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	group := e.namespace + ".kfsm.dev"
 	gv := schema.GroupVersion{Group: group, Version: "v1alpha1"}

@@ -319,6 +319,7 @@ var upgraded sync.Map
 // of the migration included, or each write fails; every run ends where
 // the clean one does.
 func TestAMigrationSurvivesFaults(t *testing.T) {
+	t.Parallel()
 	machine := func(e *fsmtest.Env) *fsm.Machine[*gadget] {
 		if _, ok := upgraded.Load(e.Namespace); ok {
 			return versionTwo()

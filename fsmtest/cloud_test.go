@@ -354,6 +354,7 @@ var vmsBilled = fsmtest.Effects(func(e *fsmtest.Env) map[string]int { return clo
 // the actions, and calls that fail, lose their answer or time out. Every
 // VM is billed once, and none runs once its gadget is gone.
 func TestCloudVMsAreBilledOnce(t *testing.T) {
+	t.Parallel()
 	fsmtest.Explore(t, vmMachine, func(e *fsmtest.Env) {
 		vmLife(e)
 		if got := cloudOf(e).effects(e.Namespace + "/g"); got["billed"] != 1 || got["running"] != 0 {

@@ -20,12 +20,14 @@ import (
 // A correct machine passes every combination of two faults, and most of
 // the second faults fall on points explored already.
 func TestExplorePassesACorrectMachine(t *testing.T) {
+	t.Parallel()
 	fsmtest.Explore(t, generated(false), createAndDelete, fsmtest.Depth(2))
 }
 
 // Two replicas share a machine's gadgets; under every fault, no gadget
 // is reconciled by both at once, and every run passes.
 func TestExplorePassesAShardedMachine(t *testing.T) {
+	t.Parallel()
 	fsmtest.Explore(t, generated(false), twoGadgets, fsmtest.Replicas(2))
 }
 
@@ -115,6 +117,7 @@ func finishInTime(e *fsmtest.Env) {
 // A machine on the fake clock whose timeout path comes to rest passes
 // the runs where the clock jumps past its timeout.
 func TestExplorePassesAMachineWhoseTimeoutComesToRest(t *testing.T) {
+	t.Parallel()
 	fsmtest.Explore(t, expiring(false), finishInTime)
 }
 
@@ -185,5 +188,6 @@ func restless(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 // fail, lose their answer or time out after the effect, beside crashes,
 // failed writes and late events.
 func TestExplorePassesAMachineWhoseCallsLoseTheirAnswers(t *testing.T) {
+	t.Parallel()
 	fsmtest.Explore(t, provisioning(false), createAndDelete, fsmtest.Depth(2))
 }

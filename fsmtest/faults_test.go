@@ -75,8 +75,10 @@ func createAndDelete(e *fsmtest.Env) {
 
 // The same scenarios with correct handlers pass their fault class.
 func TestFaultsPassCorrectMachines(t *testing.T) {
+	t.Parallel()
 	for name, tc := range sloppy {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			fsmtest.Faults(t, tc.machine(false), tc.scenario, fsmtest.Only(tc.class), fsmtest.Lag(time.Second))
 		})
 	}
@@ -451,6 +453,7 @@ func charging(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 // Await that already held waits until the new process has walked every
 // object, as the clean run's process had.
 func TestFaultsWaitForARestartedOperatorToCatchUp(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	made := map[string]int{} // machines made, by namespace
 	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {

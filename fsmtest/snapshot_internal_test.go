@@ -96,12 +96,13 @@ func notedGadget(t *testing.T, e *Env) (*v1alpha1.Gadget, func(text string)) {
 // An operator that is still busy when quiet's limit runs out (under load,
 // a restarted one still reading its objects) is waited for again: the
 // snapshot of a faulty run is of the operator at rest, never of one in
-// the middle of its work, which would read as objects that differ.
+// the middle of its work, which would read as objects that differ. (Not
+// parallel: its work is timed against the limit, and the Explores of the
+// parallel tests load the machine.)
 func TestASnapshotWaitsForAnOperatorStillBusyAfterTheLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs an API server, which -short does not start")
 	}
-	t.Parallel()
 	e := New(t)
 	_, note := notedGadget(t, e)
 	e.snap.limit = time.Second
