@@ -48,10 +48,11 @@ func FailFast() FaultOption { return func(o *faultOptions) { o.failFast = true }
 // waits at every Await until its operator is quiet, and the others use
 // the CPU meanwhile. The -kfsm.parallel flag overrides it.
 //
-// The Explores of tests that run in parallel (t.Parallel) share that
-// default, or the flag's number if larger: together they run no more at
-// once than one Explore does, and each fills the slots that the others'
-// clean runs and last runs leave idle.
+// The Explores of a test binary share that default, or the flag's number
+// if larger, as the most runs at once: Explores of tests that run in
+// parallel (t.Parallel) together run no more at once than one Explore
+// does, and each fills the slots that the others' clean runs and last
+// runs leave idle. A larger Parallel needs the flag.
 func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n } }
 
 // defaultParallel is Parallel's default.
