@@ -524,7 +524,6 @@ func TestAnActionsDeadlineEndsItsContext(t *testing.T) {
 // moves the gadget on after the third failure. The attempts a handler
 // sees count the failures: 1, 2, 3.
 func TestAnActionThatAlwaysFailsExhaustsItsRetries(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	var calls runs
 	var attemptsMu sync.Mutex

@@ -54,7 +54,6 @@ func TestUnderManagerFailuresBackOffExponentially(t *testing.T) {
 // restarted during the 4 s wait makes the fourth attempt at 7 s, not at
 // once.
 func TestUnderManagerBackoffSurvivesARestart(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	var attempts runs
 	machine := func(*fsmtest.Env) *fsm.Machine[*gadget] {

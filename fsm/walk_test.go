@@ -378,7 +378,6 @@ func TestUnderManagerTheRetryAnnotationResumesAStalledObject(t *testing.T) {
 // Guarantee 6: deletion interrupts a backoff at once, and a failing
 // deletion path backs off like any state.
 func TestUnderManagerDeletionInterruptsABackoff(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	var attempts, cleanups runs
 	m := fsm.New[*gadget]("delete-backoff", fsm.Lifecycle).
