@@ -36,7 +36,7 @@ TESTFLAGS := -race -count=1 -ldflags=-w -o $(TESTBIN)/
 
 .PHONY: check test explore seeded-bugs fleet-test demo bench generate verify-generated lint assets screenshot scaffold-test release release-test
 
-## check: the tests that need no API server, browser or built project (go test -short:
+## check: the tests that need no API server, Kubernetes binaries, browser or built project (go test -short:
 ## the graph, the engine's mechanisms, the analyzers, the renderers, the dashboard's
 ## layout), with the race detector; cluster's example starts an API server
 check:

@@ -237,6 +237,9 @@ func TestWorkloadsRunDeploymentsAndCollectGarbage(t *testing.T) {
 }
 
 func TestKubebuilderAssetsIsHonouredWhenUsable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test needs the Kubernetes binaries, which a fresh machine builds for minutes")
+	}
 	built, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -370,6 +373,9 @@ func procStat(pid int) (ppid int, state string, ok bool) {
 }
 
 func TestAPIServerThatFailsIsNamedWithItsOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test needs the Kubernetes binaries, which a fresh machine builds for minutes")
+	}
 	built, err := cluster.EnsureAssets(t.Context(), cluster.Options{})
 	if err != nil {
 		t.Fatal(err)
