@@ -159,6 +159,13 @@ func (l *live) inject(f *fault) {
 	l.faults = append(l.faults, f)
 }
 
+// lift ends f: the calls that it would have failed succeed from now on.
+func (l *live) lift(f *fault) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f.times = 0
+}
+
 // fault returns the fault that the next call of op on obj meets, if any.
 func (l *live) fault(op string, obj client.Object) *fault {
 	l.mu.Lock()
