@@ -103,16 +103,19 @@ func TestUnderManagerASlowHandlerIsLoggedOncePerState(t *testing.T) {
 				time.Sleep(300 * time.Millisecond)
 				return fsm.Wait(100*time.Millisecond, "Dozing")
 			}
+			var slowRuns runs
 			m := fsm.New[*gadget]("slow-handler-"+strings.ToLower(name), fsm.Lifecycle).
 				Initial("Fast").
 				State("Fast", func(context.Context, *request) fsm.Result { return fsm.Next("Slow") }, fsm.To("Slow")).
-				State("Slow", counted(&runs{}, sleepy), fsm.To("Quick")).
+				State("Slow", counted(&slowRuns, sleepy), fsm.To("Quick")).
 				State("Quick", done, fsm.Final()).
 				Tune(fsm.Tuning{SlowHandlerAfter: tc.after}).WithClock(tc.clock)
 			fsmtest.Run(e.fe, m, fsmtest.WithManagerOptions(func(o *manager.Options) { o.Logger = log }))
 			e.gadget("a", v1alpha1.GadgetSpec{})
 			e.gadget("b", v1alpha1.GadgetSpec{})
-			time.Sleep(2 * time.Second) // several slow runs of each
+			// Several slow runs: of five, one gadget's third has begun,
+			// after its first two ended, each of them slow.
+			e.fe.Await("five slow runs", func() bool { return slowRuns.count() >= 5 })
 
 			logMu.Lock()
 			defer logMu.Unlock()
