@@ -299,7 +299,7 @@ func (s *snapshots) busy(e *Env, moment time.Duration) string {
 	case !e.held():
 		return "a crashed replica's objects still waited for a live replica to hold their slot"
 	case !e.caughtUp():
-		return "a new process of it had not yet read every object"
+		return "a process of it that crashed or restarted was not yet replaced by one that had read every object"
 	}
 	return ""
 }

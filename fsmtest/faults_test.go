@@ -451,10 +451,10 @@ func charging(broken bool) func(*fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {
 // A restarted operator that is slow to start (a large cache to fill)
 // writes nothing meanwhile, yet it is not at rest: the snapshot of an
 // Await that already held waits until the new process has walked every
-// object, as the clean run's process had. It runs alone: in parallel,
-// under the load of make test, one of its faulty runs once took its
-// snapshot while the new process's write of gadget b was still to come.
+// object, as the clean run's process had; and so does the snapshot
+// taken after a crash and before the new process starts.
 func TestFaultsWaitForARestartedOperatorToCatchUp(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	made := map[string]int{} // machines made, by namespace
 	machine := func(e *fsmtest.Env) *fsm.Machine[*v1alpha1.Gadget] {

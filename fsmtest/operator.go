@@ -405,13 +405,19 @@ func (e *Env) RestartOperator() {
 }
 
 // caughtUp reports whether the operator works as it will: no process of
-// it is starting, and one that replaced another after a crash or a
-// restart has walked every object since. Until then the new process is
-// filling its caches and writes nothing, and its quiet is no rest.
-// Replicas hold their objects' slots instead (see held).
+// it has crashed and waits for its replacement, none is starting, and one
+// that replaced another after a crash or a restart has walked every
+// object since. Until then the dead process writes nothing and the new
+// one is filling its caches, and their quiet is no rest. Replicas hold
+// their objects' slots instead (see held).
 func (o *Operator) caughtUp() bool {
 	o.mu.Lock()
 	starting, from, one := o.starting, o.renewed, len(o.procs) == 1
+	for _, p := range o.procs {
+		if p != nil && p.life.crashed.Load() {
+			starting++ // its replacement is on its way
+		}
+	}
 	o.mu.Unlock()
 	switch {
 	case starting > 0:

@@ -179,3 +179,24 @@ func TestAnAwaitOnAnOperatorNeverQuietSaysWhatItDid(t *testing.T) {
 		t.Errorf("the Await kept a snapshot of an operator that never came to rest: %v", e.snap.taken)
 	}
 }
+
+// A process that crashed is replaced by a goroutine of its own, which a
+// loaded machine may run late: until the new process is starting, the
+// dead one writes nothing, and that quiet is no rest to take a snapshot
+// at. The operator is caught up again only once the crashed process is
+// no longer the current one.
+func TestACrashedProcessNotYetReplacedIsNotCaughtUp(t *testing.T) {
+	dead := &process{life: &life{onCrash: func() {}}}
+	o := &Operator{procs: []*process{dead}, renewed: -1}
+	if !o.caughtUp() {
+		t.Fatal("an operator whose one process runs is not caught up")
+	}
+	dead.life.crash()
+	if o.caughtUp() {
+		t.Error("an operator whose one process crashed and is not yet replaced is caught up")
+	}
+	o.procs[0] = &process{n: 2, life: &life{}}
+	if !o.caughtUp() {
+		t.Error("an operator whose crashed process was replaced is not caught up")
+	}
+}
