@@ -182,7 +182,10 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 		State("Finished", done, fsm.Final())
 	l := run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	time.Sleep(10 * time.Second)
+	e.fe.Await("the refusal and its Event", func() bool {
+		return e.stalled("g") && occurrences(e.apiEvents(), fsm.ReasonIllegalTransition) > 0
+	})
+	time.Sleep(10 * time.Second) // and nothing after
 
 	g := e.get("g")
 	t.Logf("refused, 10 s: %d handler runs, %d status writes", calls.count(), l.status.Load())
@@ -198,7 +201,11 @@ func TestUnderManagerARefusedTransitionRunsOnceAndWritesOnlyTheRefusal(t *testin
 	}
 
 	e.update(func(s *v1alpha1.GadgetSpec) { s.Target = 1 })
-	time.Sleep(10 * time.Second)
+	e.fe.Await("the spec change observed", func() bool {
+		g := e.get("g")
+		return g.Status.ObservedGeneration == g.Generation
+	})
+	time.Sleep(10 * time.Second) // and nothing after
 	t.Logf("refused, after a spec change and 10 s more: %d handler runs, %d status writes in all", calls.count(), l.status.Load())
 	if calls.count() != 2 || l.status.Load() != 2 {
 		t.Errorf("after a spec change: %d handler runs and %d status writes in all, want 2 and 2", calls.count(), l.status.Load())
@@ -233,12 +240,13 @@ func TestUnderManagerAStallWithALongMessageIsLoggedOnce(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
+	e.fe.Await("every spec change observed", func() bool {
+		g := e.get("g")
+		return g.Status.ObservedGeneration == g.Generation && occurrences(e.apiEvents(), fsm.ReasonUnknownState) > 0
+	})
 
 	g = e.get("g")
 	wantCondition(t, g, fsm.ConditionStalled, metav1.ConditionTrue, fsm.ReasonUnknownState)
-	if g.Status.ObservedGeneration != g.Generation {
-		t.Errorf("observedGeneration %d of %d: the spec changes were not all reconciled", g.Status.ObservedGeneration, g.Generation)
-	}
 	logged := map[string]int{}
 	for _, line := range l.logs.all() {
 		logged[line.msg]++

@@ -102,8 +102,11 @@ func TestUnderManagerAConflictReportsATransitionOnce(t *testing.T) {
 	l := run(e, m)
 	l.inject(&fault{op: "status", times: 1, err: apierrors.NewConflict(schema.GroupResource{Resource: "gadgets"}, "g", errors.New("injected"))})
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
-	time.Sleep(2 * time.Second)
+	e.fe.Await("the gadget to be Ready, and the Events of its transitions", func() bool {
+		events := e.apiEvents()
+		return e.ready("g") && occurrences(events, fsm.ReasonNext) > 0 && occurrences(events, fsm.ReasonCreated) > 0
+	})
+	time.Sleep(2 * time.Second) // and nothing after
 
 	if n := l.status.Load(); n != 1 {
 		t.Fatalf("%d status writes went through, want 1 after the conflict", n)
@@ -157,8 +160,16 @@ func TestUnderManagerEveryTransitionIsADistinctEvent(t *testing.T) {
 		State("Done", done, fsm.Final())
 	run(e, m)
 	e.gadget("g", v1alpha1.GadgetSpec{})
-	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
-	time.Sleep(2 * time.Second)
+	e.fe.Await("the gadget to be Ready, and the Events of its nine transitions", func() bool {
+		moves := 0
+		for _, ev := range e.apiEvents() {
+			if strings.Contains(ev.Note, "moved from") || strings.Contains(ev.Note, "started in") {
+				moves++
+			}
+		}
+		return e.ready("g") && moves >= 9
+	})
+	time.Sleep(2 * time.Second) // and nothing after
 
 	out, err := e.fe.Kubectl("get", "events", "--field-selector", "involvedObject.name=g", "--no-headers",
 		"-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")

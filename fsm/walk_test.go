@@ -360,8 +360,10 @@ func TestUnderManagerTheRetryAnnotationResumesAStalledObject(t *testing.T) {
 	if err := e.direct.Update(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
-	e.fe.Await("the gadget to be Ready", func() bool { return e.ready("g") })
-	time.Sleep(time.Second)
+	e.fe.Await("the gadget to be Ready, and the Event of the retry", func() bool {
+		return e.ready("g") && occurrences(e.apiEvents(), fsm.ReasonRetryRequested) > 0
+	})
+	time.Sleep(time.Second) // and nothing after
 	if g := e.get("g"); calls.count() != 2 || g.Status.LastHandledRetry != "2026-11-21T10:00:00Z" || e.stalled("g") {
 		t.Errorf("after the retry: %d runs in all, lastHandledRetry %q, stalled %v; want 2, the annotation's value, false", calls.count(), g.Status.LastHandledRetry, e.stalled("g"))
 	}

@@ -126,7 +126,10 @@ func TestUnderManagerTheTutorialDoorIsQuiet(t *testing.T) {
 	if err := e.direct.Create(t.Context(), door); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Second)
+	e.fe.Await("the door to be open", func() bool {
+		return e.direct.Get(t.Context(), client.ObjectKeyFromObject(door), door) == nil && door.Status.State == "Open"
+	})
+	time.Sleep(10 * time.Second) // and nothing after
 	if err := e.direct.Get(t.Context(), client.ObjectKeyFromObject(door), door); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +164,8 @@ func TestUnderManagerAHandlerThatWritesOnEveryRunDoesNotLoop(t *testing.T) {
 	if err := e.direct.Create(t.Context(), door); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Second)
+	e.fe.Await("the first run's write", func() bool { return l.writes.Load() > 0 })
+	time.Sleep(10 * time.Second) // and nothing after
 	t.Logf("writing on every run, 10 s: %d handler runs, %d writes", calls.count(), l.writes.Load())
 	if calls.count() != 1 || l.writes.Load() != 1 {
 		t.Errorf("in 10 s with nothing changing outside: %d handler runs and %d writes, want 1 and 1", calls.count(), l.writes.Load())
@@ -173,7 +177,8 @@ func TestUnderManagerAHandlerThatWritesOnEveryRunDoesNotLoop(t *testing.T) {
 	if err := e.direct.Update(t.Context(), door); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	e.fe.Await("the run for the change", func() bool { return l.writes.Load() > 1 })
+	time.Sleep(2 * time.Second) // and nothing after
 	if calls.count() != 2 || l.writes.Load() != 2 {
 		t.Errorf("after a change from outside: %d handler runs and %d writes in all, want 2 and 2", calls.count(), l.writes.Load())
 	}
