@@ -414,8 +414,8 @@ func (o *Operator) caughtUp() bool {
 	o.mu.Lock()
 	starting, from, one := o.starting, o.renewed, len(o.procs) == 1
 	for _, p := range o.procs {
-		if p != nil && p.life.crashed.Load() {
-			starting++ // its replacement is on its way
+		if p != nil && p.life.crashed.Load() && !o.closed {
+			starting++ // its replacement is on its way; none once stopped
 		}
 	}
 	o.mu.Unlock()

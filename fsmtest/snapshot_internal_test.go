@@ -195,6 +195,11 @@ func TestACrashedProcessNotYetReplacedIsNotCaughtUp(t *testing.T) {
 	if o.caughtUp() {
 		t.Error("an operator whose one process crashed and is not yet replaced is caught up")
 	}
+	o.closed = true
+	if !o.caughtUp() {
+		t.Error("an operator stopped for good after a crash, which no process replaces, is not caught up")
+	}
+	o.closed = false
 	o.procs[0] = &process{n: 2, life: &life{}}
 	if !o.caughtUp() {
 		t.Error("an operator whose crashed process was replaced is not caught up")
