@@ -106,3 +106,20 @@ func TestAHandOverIsPrintedWithItsRequestsPerObjectMoved(t *testing.T) {
 		}
 	}
 }
+
+func TestOnlyThePlansLastSettingAndRoundIsFinal(t *testing.T) {
+	p := &plan{sizes: []int{1000, 3000}, workers: []int{1, 8}, rounds: 2}
+	var finals []string
+	for _, n := range p.sizes {
+		for _, w := range p.workers {
+			for round := 1; round <= p.rounds; round++ {
+				if p.final(n, w, round) {
+					finals = append(finals, fmt.Sprint(n, w, round))
+				}
+			}
+		}
+	}
+	if want := []string{"3000 8 2"}; !slices.Equal(finals, want) {
+		t.Errorf("final settings = %q, want %q", finals, want)
+	}
+}

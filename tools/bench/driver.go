@@ -44,6 +44,10 @@ type run struct {
 	// replicas is the number of sharded kfsm processes, in the sharded
 	// mode; 0 otherwise.
 	replicas int
+	// last is the plan's last run: its objects go with the cluster at the
+	// end instead of being deleted one by one, which at 100,000 gadgets
+	// takes about as long as the run.
+	last bool
 }
 
 // name names the run's namespace and profiles.
@@ -140,7 +144,7 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 	// The API server's first writes of its life are slower: they measure
 	// no run.
 	var warm time.Duration
-	if err := d.withGadgets(ctx, "warm-up", warmUp, warmUpWriters, &warm, func() error { return nil }); err != nil {
+	if err := d.withGadgets(ctx, "warm-up", warmUp, warmUpWriters, false, &warm, func() error { return nil }); err != nil {
 		return fmt.Errorf("warming up: %w", err)
 	}
 	if p.sharded() {
@@ -150,8 +154,9 @@ func (p *plan) run(ctx context.Context, out io.Writer) (err error) {
 	for _, n := range p.sizes {
 		for _, w := range p.workers {
 			for round := 1; round <= p.rounds; round++ {
-				for _, impl := range d.order(round) {
-					r := run{impl: impl, n: n, workers: w, round: round}
+				impls := d.order(round)
+				for i, impl := range impls {
+					r := run{impl: impl, n: n, workers: w, round: round, last: p.final(n, w, round) && i == len(impls)-1}
 					res, err := d.measure(ctx, r)
 					if measured(err) {
 						printResult(out, res)
@@ -190,6 +195,12 @@ func newDriver(p *plan, c *cluster.Cluster, out io.Writer) (*driver, error) {
 	return &driver{plan: p, cluster: c, client: cl, discovery: dc, out: out}, nil
 }
 
+// final reports whether the setting of n gadgets and w workers, in the
+// given round, is the plan's last.
+func (p *plan) final(n, w, round int) bool {
+	return n == p.sizes[len(p.sizes)-1] && w == p.workers[len(p.workers)-1] && round == p.rounds
+}
+
 // order alternates the implementations' order from round to round.
 func (d *driver) order(round int) []string {
 	impls := slices.Clone(d.plan.impls)
@@ -205,7 +216,7 @@ func (d *driver) order(round int) []string {
 func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 	res.run = r
 	ns := r.name()
-	err = d.withGadgets(ctx, ns, r.n, r.workers, &res.created, func() error {
+	err = d.withGadgets(ctx, ns, r.n, r.workers, r.last, &res.created, func() error {
 		p, err := d.converge(ctx, r, ns, &res)
 		if p != nil {
 			defer p.kill()
@@ -232,13 +243,13 @@ func (d *driver) measure(ctx context.Context, r run) (res result, err error) {
 
 // withGadgets creates the namespace ns with n new gadgets from that many
 // concurrent writers, records how long that took in created, calls
-// measure, and removes the namespace's objects afterwards.
-func (d *driver) withGadgets(ctx context.Context, ns string, n, writers int, created *time.Duration, measure func() error) (err error) {
+// measure, and removes the namespace's objects afterwards unless keep.
+func (d *driver) withGadgets(ctx context.Context, ns string, n, writers int, keep bool, created *time.Duration, measure func() error) (err error) {
 	if err := d.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return fmt.Errorf("creating the namespace: %w", err)
 	}
 	defer func() {
-		if ctx.Err() != nil {
+		if keep || ctx.Err() != nil {
 			return
 		}
 		switch cerr := d.cleanup(ctx, ns); {

@@ -70,8 +70,9 @@ func (d *driver) runSharded(ctx context.Context) error {
 	for _, n := range d.plan.sizes {
 		for _, w := range d.plan.workers {
 			for round := 1; round <= d.plan.rounds; round++ {
-				for _, replicas := range d.plan.replicas {
-					r := run{impl: "kfsm", n: n, workers: w, round: round, replicas: replicas}
+				for i, replicas := range d.plan.replicas {
+					last := d.plan.final(n, w, round) && i == len(d.plan.replicas)-1
+					r := run{impl: "kfsm", n: n, workers: w, round: round, replicas: replicas, last: last}
 					res, err := d.measureSharded(ctx, r)
 					if measured(err) {
 						printSharded(d.out, res)
@@ -95,7 +96,7 @@ func (d *driver) measureSharded(ctx context.Context, r run) (res shardedResult, 
 	res.run = r
 	ns := r.name()
 	var created time.Duration
-	err = d.withGadgets(ctx, ns, r.n, r.workers*r.replicas, &created, func() error {
+	err = d.withGadgets(ctx, ns, r.n, r.workers*r.replicas, r.last, &created, func() error {
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		ready, err := d.watchReady(watchCtx, ns, r.n)
