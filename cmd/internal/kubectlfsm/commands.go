@@ -314,13 +314,13 @@ func watchTransitions(ctx context.Context, c inspect.Cluster, m *inspect.Machine
 	if err != nil {
 		return err
 	}
-	seen := map[types.UID]time.Time{} // the newest transition printed, per object
+	seen := map[types.UID][]fsm.Transition{} // the history known, per object
 	for i := range list.Items {
 		o, err := inspect.FromUnstructured(&list.Items[i])
 		if err != nil {
 			return err
 		}
-		seen[types.UID(o.UID)] = newest(o.Status.History)
+		seen[types.UID(o.UID)] = o.Status.History
 	}
 	version := list.GetResourceVersion()
 	// unlessDone is err, or nil once ctx has ended: the watch was stopped,
@@ -348,20 +348,14 @@ func watchTransitions(ctx context.Context, c inspect.Cluster, m *inspect.Machine
 				continue
 			}
 			version = o.Unstructured.GetResourceVersion()
-			last := seen[types.UID(o.UID)]
-			for _, t := range o.Status.History {
-				if !t.Time.After(last) {
-					continue
-				}
+			for _, t := range appended(seen[types.UID(o.UID)], o.Status.History) {
 				from := string(t.From)
 				if from == "" {
 					from = "(new)"
 				}
 				printf(w, "%s  %s  %s → %s  %s\n", t.Time.Local().Format("15:04:05"), objectName(o), from, t.To, t.Reason)
 			}
-			if n := newest(o.Status.History); n.After(last) {
-				seen[types.UID(o.UID)] = n
-			}
+			seen[types.UID(o.UID)] = o.Status.History
 			if ev.Type == watch.Deleted {
 				printf(w, "%s  %s  deleted\n", time.Now().Format("15:04:05"), objectName(o))
 				delete(seen, types.UID(o.UID))
@@ -385,14 +379,23 @@ func asObject(obj runtime.Object) (inspect.Object, bool) {
 	return o, err == nil
 }
 
-func newest(history []fsm.Transition) time.Time {
-	var t time.Time
-	for _, h := range history {
-		if h.Time.After(t) {
-			t = h.Time.Time
+// appended returns the transitions of history that are not in known, an
+// earlier copy of it: kfsm appends to a history and drops its oldest
+// entries once it is full, so what survives of known starts history. The
+// times are of seconds, so a transition is told apart by the whole of it
+// and its place, not by its time alone.
+func appended(known, history []fsm.Transition) []fsm.Transition {
+	for dropped := range known {
+		rest := known[dropped:]
+		if len(rest) <= len(history) && slices.EqualFunc(rest, history[:len(rest)], sameTransition) {
+			return history[len(rest):]
 		}
 	}
-	return t
+	return history // nothing known survives
+}
+
+func sameTransition(a, b fsm.Transition) bool {
+	return a.From == b.From && a.To == b.To && a.Reason == b.Reason && a.Time.Equal(&b.Time) && a.TraceParent == b.TraceParent
 }
 
 func objectName(o inspect.Object) string {

@@ -322,15 +322,7 @@ func TestRetryPauseResume(t *testing.T) {
 // watch prints each new transition once, as it is recorded.
 func TestWatchPrintsEachNewTransition(t *testing.T) {
 	h := newHerd(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var out syncBuffer
-	root := kubectlfsm.NewPluginCommand(&kubectlfsm.Options{})
-	root.SetOut(&out)
-	root.SetArgs([]string{"--kubeconfig", h.kubeconfig, "-n", h.env.Namespace, "watch", "moose"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	time.Sleep(2 * time.Second) // the watch starts after its list
+	out, stop := h.watch(t, "moose", "moose-01")
 	m := &v1alpha1.Moose{}
 	if err := h.env.Client.Get(t.Context(), client.ObjectKey{Namespace: h.env.Namespace, Name: "moose-02"}, m); err != nil {
 		t.Fatal(err)
@@ -346,17 +338,74 @@ func TestWatchPrintsEachNewTransition(t *testing.T) {
 	if err := h.env.Client.Status().Update(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
-	want := moved.Local().Format("15:04:05") + "  " + h.env.Namespace + "/moose-02  Sleeping → Roaming  Next\n"
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "Roaming") && time.Now().Before(deadline); {
+	// A transition in the same second as the last, written apart from it
+	// (the history's times are of seconds), is printed too.
+	m.Status.History = append(m.Status.History, fsm.Transition{From: moose.Roaming, To: moose.Eating, Reason: "Next", Time: moved})
+	m.Status.State = moose.Eating
+	if err := h.env.Client.Status().Update(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	at := moved.Local().Format("15:04:05") + "  " + h.env.Namespace + "/moose-02  "
+	want := at + "Sleeping → Roaming  Next\n" + at + "Roaming → Eating  Next\n"
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "Eating") && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // for anything more that it would print
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("watch ended with %v", err)
-	}
-	if got := out.String(); got != want {
+	if got := stop(); got != want {
 		t.Errorf("watch printed\n%q\nwant\n%q", got, want)
+	}
+}
+
+// watch starts kubectl fsm watch RESOURCE in the herd's namespace and
+// returns once it watches: until it prints a transition that the test
+// records on probe, a transition from and to probe's state, made anew
+// each time it was not printed. stop stops the watch and returns what it
+// printed after the probe's line.
+//
+// A watch that lists after a change does not print it: the list has it.
+// Under load, the command can take seconds to get there.
+func (h *herd) watch(t *testing.T, resource, probe string) (out *syncBuffer, stop func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	out = &syncBuffer{}
+	root := kubectlfsm.NewPluginCommand(&kubectlfsm.Options{})
+	root.SetOut(out)
+	root.SetArgs([]string{"--kubeconfig", h.kubeconfig, "-n", h.env.Namespace, "watch", resource})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	end := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watch ended with %v", err)
+		}
+	}
+	// The watch prints, on an event, every transition newer than the last
+	// it knew: once it prints the latest probe, no earlier probe follows.
+	for i, deadline := 1, time.Now().Add(time.Minute); ; i++ {
+		m := &v1alpha1.Moose{}
+		if err := h.env.Client.Get(t.Context(), client.ObjectKey{Namespace: h.env.Namespace, Name: probe}, m); err != nil {
+			end()
+			t.Fatal(err)
+		}
+		reason := fmt.Sprintf("Probe%d", i)
+		m.Status.History = append(m.Status.History, fsm.Transition{From: m.Status.State, To: m.Status.State, Reason: reason, Time: metav1.NewTime(time.Now())})
+		if err := h.env.Client.Status().Update(t.Context(), m); err != nil {
+			end()
+			t.Fatal(err)
+		}
+		for wait := time.Now().Add(time.Second); time.Now().Before(wait) && !strings.Contains(out.String(), reason+"\n"); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if printed := out.String(); strings.HasSuffix(printed, reason+"\n") {
+			return out, func() string {
+				end()
+				return strings.TrimPrefix(out.String(), printed)
+			}
+		}
+		if time.Now().After(deadline) {
+			end()
+			t.Fatalf("kubectl fsm watch %s printed no probe of %s in a minute:\n%s", resource, probe, out.String())
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package kubectlfsm_test
 
 import (
-	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -165,15 +164,7 @@ func TestNothingFromTheClusterCommandsTheTerminal(t *testing.T) {
 	}
 
 	t.Run("watch", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		var out syncBuffer
-		root := kubectlfsm.NewPluginCommand(&kubectlfsm.Options{})
-		root.SetOut(&out)
-		root.SetArgs([]string{"--kubeconfig", h.kubeconfig, "-n", e.Namespace, "watch", "moose:evil"})
-		done := make(chan error, 1)
-		go func() { done <- root.ExecuteContext(ctx) }()
-		time.Sleep(2 * time.Second) // the watch starts after its list
+		out, stop := h.watch(t, "moose:evil", "moose-evil")
 		m := &v1alpha1.Moose{}
 		if err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: e.Namespace, Name: "moose-evil"}, m); err != nil {
 			t.Fatal(err)
@@ -185,11 +176,11 @@ func TestNothingFromTheClusterCommandsTheTerminal(t *testing.T) {
 		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "Timeout") && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watch ended with %v", err)
+		got := stop()
+		if !strings.Contains(got, "Timeout") {
+			t.Errorf("kubectl fsm watch printed no transition to Lost:\n%q", got)
 		}
-		assertPrintable(t, "kubectl fsm watch", out.String())
+		assertPrintable(t, "kubectl fsm watch", got)
 	})
 }
 
