@@ -304,25 +304,40 @@ func newWatchCommand(opts *Options) *cobra.Command {
 
 // watchTransitions prints the transitions that objects record from now
 // on, until ctx ends. A watch that the server closes is started again from
-// the last version seen.
+// the last version seen, which the server's bookmarks keep recent; one
+// whose version the server no longer holds lists again and prints what
+// the objects gained meanwhile, and which went.
 func watchTransitions(ctx context.Context, c inspect.Cluster, m *inspect.Machine, namespace string, w io.Writer) error {
 	if !m.Namespaced {
 		namespace = ""
 	}
 	ri := c.Dynamic.Resource(m.GVR).Namespace(namespace)
-	list, err := ri.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	seen := map[types.UID][]fsm.Transition{} // the history known, per object
-	for i := range list.Items {
-		o, err := inspect.FromUnstructured(&list.Items[i])
+	var seen map[types.UID]known // nil until the first list, whose transitions are no news
+	version := ""
+	list := func() error {
+		l, err := ri.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
-		seen[types.UID(o.UID)] = o.Status.History
+		listed := make(map[types.UID]known, len(l.Items))
+		for i := range l.Items {
+			o, err := inspect.FromUnstructured(&l.Items[i])
+			if err != nil {
+				return err
+			}
+			if seen != nil {
+				printGained(w, o, seen[types.UID(o.UID)].history)
+			}
+			listed[types.UID(o.UID)] = known{objectName(o), o.Status.History}
+		}
+		for uid, k := range seen {
+			if _, ok := listed[uid]; !ok {
+				printf(w, "%s  %s  deleted\n", time.Now().Format("15:04:05"), k.name)
+			}
+		}
+		seen, version = listed, l.GetResourceVersion()
+		return nil
 	}
-	version := list.GetResourceVersion()
 	// unlessDone is err, or nil once ctx has ended: the watch was stopped,
 	// not broken.
 	unlessDone := func(err error) error {
@@ -333,39 +348,72 @@ func watchTransitions(ctx context.Context, c inspect.Cluster, m *inspect.Machine
 			return err
 		}
 	}
+	if err := list(); err != nil {
+		return err
+	}
 	for {
-		wi, err := ri.Watch(ctx, metav1.ListOptions{ResourceVersion: version})
-		if err != nil {
+		wi, err := ri.Watch(ctx, metav1.ListOptions{ResourceVersion: version, AllowWatchBookmarks: true})
+		if err == nil {
+			err = watchEvents(wi, seen, &version, w)
+		}
+		switch {
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+			err = list()
+		case err != nil:
+			err = fmt.Errorf("watching %s: %w", m.GVR.GroupResource(), err)
+		}
+		if err != nil || ctx.Err() != nil {
 			return unlessDone(err)
 		}
-		for ev := range wi.ResultChan() {
-			if ev.Type == watch.Error {
-				wi.Stop()
-				return unlessDone(fmt.Errorf("watching %s: %w", m.GVR.GroupResource(), apierrors.FromObject(ev.Object)))
+		// The server ended the watch, or its version expired: watch again.
+	}
+}
+
+// known is what a watch knows of an object: its name, as printed, and its
+// history.
+type known struct {
+	name    string
+	history []fsm.Transition
+}
+
+// watchEvents prints what the events of wi bring until it ends, and keeps
+// seen and version up to date; the error is of an event that ended it.
+func watchEvents(wi watch.Interface, seen map[types.UID]known, version *string, w io.Writer) error {
+	defer wi.Stop()
+	for ev := range wi.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			return apierrors.FromObject(ev.Object)
+		case watch.Bookmark:
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				*version = u.GetResourceVersion()
 			}
-			o, ok := asObject(ev.Object)
-			if !ok {
-				continue
-			}
-			version = o.Unstructured.GetResourceVersion()
-			for _, t := range appended(seen[types.UID(o.UID)], o.Status.History) {
-				from := string(t.From)
-				if from == "" {
-					from = "(new)"
-				}
-				printf(w, "%s  %s  %s → %s  %s\n", t.Time.Local().Format("15:04:05"), objectName(o), from, t.To, t.Reason)
-			}
-			seen[types.UID(o.UID)] = o.Status.History
-			if ev.Type == watch.Deleted {
-				printf(w, "%s  %s  deleted\n", time.Now().Format("15:04:05"), objectName(o))
-				delete(seen, types.UID(o.UID))
-			}
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		default: // the server ended the watch: start another
+		o, ok := asObject(ev.Object)
+		if !ok {
+			continue
 		}
+		*version = o.Unstructured.GetResourceVersion()
+		printGained(w, o, seen[types.UID(o.UID)].history)
+		seen[types.UID(o.UID)] = known{objectName(o), o.Status.History}
+		if ev.Type == watch.Deleted {
+			printf(w, "%s  %s  deleted\n", time.Now().Format("15:04:05"), objectName(o))
+			delete(seen, types.UID(o.UID))
+		}
+	}
+	return nil
+}
+
+// printGained prints the transitions of o that were not in the history
+// known before, one line each.
+func printGained(w io.Writer, o inspect.Object, before []fsm.Transition) {
+	for _, t := range appended(before, o.Status.History) {
+		from := string(t.From)
+		if from == "" {
+			from = "(new)"
+		}
+		printf(w, "%s  %s  %s → %s  %s\n", t.Time.Local().Format("15:04:05"), objectName(o), from, t.To, t.Reason)
 	}
 }
 
