@@ -427,14 +427,14 @@ func asObject(obj runtime.Object) (inspect.Object, bool) {
 	return o, err == nil
 }
 
-// appended returns the transitions of history that are not in known, an
+// appended returns the transitions of history that are not in before, an
 // earlier copy of it: kfsm appends to a history and drops its oldest
-// entries once it is full, so what survives of known starts history. The
+// entries once it is full, so what survives of before starts history. The
 // times are of seconds, so a transition is told apart by the whole of it
 // and its place, not by its time alone.
-func appended(known, history []fsm.Transition) []fsm.Transition {
-	for dropped := range known {
-		rest := known[dropped:]
+func appended(before, history []fsm.Transition) []fsm.Transition {
+	for dropped := range before {
+		rest := before[dropped:]
 		if len(rest) <= len(history) && slices.EqualFunc(rest, history[:len(rest)], sameTransition) {
 			return history[len(rest):]
 		}
