@@ -6,9 +6,11 @@
 // # The environment
 //
 // Main is the whole of a test package's TestMain. It starts etcd and
-// kube-apiserver once for the package (optionally the workloads tier:
-// garbage collection, Deployments, a scheduler and fake nodes), installs
-// the CRDs, runs the tests, reports edge coverage and stops every process:
+// kube-apiserver once for the package, when the first test calls New
+// (optionally the workloads tier: garbage collection, Deployments, a
+// scheduler and fake nodes), installs the CRDs, runs the tests, reports
+// edge coverage and stops every process. Benchmarks and tests that need
+// no API server run without one:
 //
 //	func TestMain(m *testing.M) {
 //		fsmtest.Main(m, fsmtest.Options{

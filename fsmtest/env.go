@@ -84,13 +84,16 @@ func New(t testing.TB) *Env {
 // operator's managers share, or with one of their own each when nil.
 func newEnv(t testing.TB, mapper meta.RESTMapper) *Env {
 	t.Helper()
-	if pkg.cluster == nil && testing.Short() {
+	cl, err := started()
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case cl == nil && testing.Short():
 		t.Skip("fsmtest: this test needs an API server, which -short does not start")
-	}
-	if pkg.cluster == nil {
+	case cl == nil:
 		t.Fatal("fsmtest: no cluster: the package's TestMain must call fsmtest.Main")
 	}
-	cfg := rest.CopyConfig(pkg.cluster.Config)
+	cfg := rest.CopyConfig(cl.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // Await polls; client-side throttling would slow every read
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: pkg.scheme, Mapper: mapper})
 	if err != nil {

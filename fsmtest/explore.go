@@ -158,15 +158,16 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 		Injects: func(k explore.Kind) bool { return o.classes == nil || slices.Contains(o.classes, Fault(k.Class())) },
 		Start:   time.Now(),
 	}}
-	if pkg.cluster != nil {
+	if c, err := started(); err == nil && c != nil {
 		// The runs share what discovery found: each run's client and
 		// managers would otherwise discover the API server's resources
-		// anew, a tenth of a run's requests.
-		hc, err := rest.HTTPClientFor(pkg.cluster.Config)
+		// anew, a tenth of a run's requests. (New reports a cluster that
+		// did not start.)
+		hc, err := rest.HTTPClientFor(c.Config)
 		if err != nil {
 			t.Fatalf("fsmtest: %v", err)
 		}
-		mapper, err := apiutil.NewDynamicRESTMapper(pkg.cluster.Config, hc)
+		mapper, err := apiutil.NewDynamicRESTMapper(c.Config, hc)
 		if err != nil {
 			t.Fatalf("fsmtest: %v", err)
 		}

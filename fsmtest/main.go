@@ -75,6 +75,11 @@ type Options struct {
 
 // pkg is the test package's cluster and what all its tests share.
 var pkg struct {
+	// start starts the cluster, on the first call of started: nil under
+	// -short. cluster and operatorAs are set once it has run.
+	start      func() error
+	starting   sync.Once
+	startErr   error
 	cluster    *cluster.Cluster
 	scheme     *runtime.Scheme
 	operatorAs rest.ImpersonationConfig // whom operators act as; empty for the cluster's admin
@@ -85,10 +90,12 @@ var pkg struct {
 	profile  *coverage.Profile
 }
 
-// Main is the whole of a test package's TestMain: it starts a real API
-// server (etcd and kube-apiserver, and the workloads tier if asked) with
-// the CRDs installed, runs the tests, reports the edge coverage of the
-// machines they ran, stops the cluster and exits. With -short it starts
+// Main is the whole of a test package's TestMain: it runs the tests with a
+// real API server (etcd and kube-apiserver, and the workloads tier if
+// asked) and the CRDs installed, reports the edge coverage of the machines
+// they ran, stops the cluster and exits. The cluster starts when the first
+// test that needs it calls New, so that benchmarks, and tests that need
+// none, run on a machine that no API server shares. With -short it starts
 // no API server: the tests that need none run, and New skips the others.
 //
 //	func TestMain(m *testing.M) {
@@ -126,38 +133,54 @@ func runMain(m *testing.M, opts Options) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{CRDPaths: opts.CRDPaths, Workloads: opts.Workloads, FeatureGates: opts.FeatureGates})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fsmtest:", err)
-		return 1
-	}
-	if len(crds) > 0 {
-		if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
-			fmt.Fprintln(os.Stderr, "fsmtest: installing CRDs:", errors.Join(err, c.Stop()))
-			return 1
-		}
-	}
-	if len(opts.Roles) > 0 {
-		cfg, err := c.ServiceAccount(ctx, OperatorNamespace, OperatorServiceAccount, opts.Roles...)
+	pkg.start = func() error {
+		c, err := cluster.Start(ctx, cluster.Options{CRDPaths: opts.CRDPaths, Workloads: opts.Workloads, FeatureGates: opts.FeatureGates})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "fsmtest: the operator's role:", errors.Join(err, c.Stop()))
-			return 1
+			return err
 		}
-		pkg.operatorAs = cfg.Impersonate
+		if len(crds) > 0 {
+			if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
+				return fmt.Errorf("installing CRDs: %w", errors.Join(err, c.Stop()))
+			}
+		}
+		if len(opts.Roles) > 0 {
+			cfg, err := c.ServiceAccount(ctx, OperatorNamespace, OperatorServiceAccount, opts.Roles...)
+			if err != nil {
+				return fmt.Errorf("the operator's role: %w", errors.Join(err, c.Stop()))
+			}
+			pkg.operatorAs = cfg.Impersonate
+		}
+		pkg.cluster = c
+		return nil
 	}
-	pkg.cluster, pkg.scheme = c, scheme
+	pkg.scheme = scheme
 	pkg.envs, pkg.observed, pkg.profile = map[string]*Env{}, map[any]bool{}, coverage.New()
 
 	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "fsmtest: stopping the cluster:", err)
-		code = max(code, 1)
+	if pkg.cluster != nil {
+		if err := pkg.cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "fsmtest: stopping the cluster:", err)
+			code = max(code, 1)
+		}
 	}
 	if err := reportCoverage(os.Stdout, opts.MinCoverage); err != nil {
 		fmt.Fprintln(os.Stderr, "fsmtest:", err)
 		code = max(code, 1)
 	}
 	return code
+}
+
+// started starts the package's cluster on its first call and returns it:
+// nil under -short, or without fsmtest.Main. err is why it did not start.
+func started() (*cluster.Cluster, error) {
+	pkg.starting.Do(func() {
+		if pkg.start != nil {
+			if err := pkg.start(); err != nil {
+				pkg.startErr = fmt.Errorf("fsmtest: starting the cluster: %w", err)
+			}
+		}
+	})
+	return pkg.cluster, pkg.startErr
 }
 
 // reportCoverage prints the edge coverage of the machines that the tests
