@@ -156,7 +156,6 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	x := &explorer{t: t, o: o, search: explore.Search[*outcome]{
 		Depth: o.depth, Budget: o.budget, MaxRuns: o.maxRuns, Parallel: o.parallel, FailFast: o.failFast,
 		Injects: func(k explore.Kind) bool { return o.classes == nil || slices.Contains(o.classes, Fault(k.Class())) },
-		Start:   time.Now(),
 	}}
 	if c, err := started(); err == nil && c != nil {
 		// The runs share what discovery found: each run's client and
@@ -173,6 +172,7 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 		}
 		x.mapper = mapper
 	}
+	x.search.Start = time.Now() // after the cluster's start, if this started it
 	x.search.Run = func(s explore.Schedule) *outcome {
 		slots := runSlots()
 		slots <- struct{}{}
