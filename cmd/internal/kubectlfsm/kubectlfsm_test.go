@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -364,10 +363,10 @@ func TestWatchPrintsEachNewTransition(t *testing.T) {
 //
 // A watch that lists after a change does not print it: the list has it.
 // Under load, the command can take seconds to get there.
-func (h *herd) watch(t *testing.T, resource, probe string) (out *syncBuffer, stop func() string) {
+func (h *herd) watch(t *testing.T, resource, probe string) (out *kubectlfsm.SyncBuffer, stop func() string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	out = &syncBuffer{}
+	out = &kubectlfsm.SyncBuffer{}
 	root := kubectlfsm.NewPluginCommand(&kubectlfsm.Options{})
 	root.SetOut(out)
 	root.SetArgs([]string{"--kubeconfig", h.kubeconfig, "-n", h.env.Namespace, "watch", resource})
@@ -450,24 +449,6 @@ func writeKubeconfig(t *testing.T, e *fsmtest.Env, as ...string) string {
 func ptr[T any](v T) *T { return &v }
 
 func micro(t metav1.Time) metav1.MicroTime { return metav1.MicroTime(t) }
-
-// syncBuffer is a bytes.Buffer that a command writes while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // With only the permissions that the fsm package doc lists, the operator
 // runs and writes nothing on its CRD, which carries the machine's graph as

@@ -1,6 +1,7 @@
 package kubectlfsm
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -87,7 +88,7 @@ func TestWatchGoesOnAfterItsVersionExpired(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	var out syncWriter
+	var out SyncBuffer
 	done := make(chan error, 1)
 	gvr := v1alpha1.GroupVersion.WithResource("moose")
 	go func() {
@@ -146,20 +147,21 @@ func (r expiringNamespace) Watch(ctx context.Context, opts metav1.ListOptions) (
 	return w, nil
 }
 
-// syncWriter is a strings.Builder that a watch writes while a test reads.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
+// SyncBuffer is a bytes.Buffer that a command writes while a test reads;
+// the tests of package kubectlfsm_test use it too.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
 }
 
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
