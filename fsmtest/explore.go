@@ -1,6 +1,7 @@
 package fsmtest
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"regexp"
@@ -28,16 +29,37 @@ var (
 
 // Depth is how many faults Explore combines in one run, at most; the
 // default is 1. The -kfsm.depth flag overrides it.
-func Depth(k int) FaultOption { return func(o *faultOptions) { o.depth = k } }
+func Depth(k int) FaultOption {
+	return func(o *faultOptions) {
+		if k < 1 {
+			o.refuse("Depth(%d): Explore strikes at least one fault in a run", k)
+		}
+		o.depth = k
+	}
+}
 
 // Budget bounds the time that Explore spends on its faulty runs; the
 // schedules it had no time for are cut, and its report says how many.
 // The default is ten minutes; the -kfsm.budget flag overrides it.
-func Budget(d time.Duration) FaultOption { return func(o *faultOptions) { o.budget = d } }
+func Budget(d time.Duration) FaultOption {
+	return func(o *faultOptions) {
+		if d <= 0 {
+			o.refuse("Budget(%v): a budget leaves no time for a faulty run", d)
+		}
+		o.budget = d
+	}
+}
 
 // MaxRuns bounds the number of Explore's faulty runs, as Budget bounds
 // their time.
-func MaxRuns(n int) FaultOption { return func(o *faultOptions) { o.maxRuns = n } }
+func MaxRuns(n int) FaultOption {
+	return func(o *faultOptions) {
+		if n < 1 {
+			o.refuse("MaxRuns(%d): a bound leaves no faulty run", n)
+		}
+		o.maxRuns = n
+	}
+}
 
 // FailFast stops Explore at its first failed run: the schedules not yet
 // started are cut. go test's -failfast does the same.
@@ -53,7 +75,14 @@ func FailFast() FaultOption { return func(o *faultOptions) { o.failFast = true }
 // parallel (t.Parallel) together run no more at once than one Explore
 // does, and each fills the slots that the others' clean runs and last
 // runs leave idle. A larger Parallel needs the flag.
-func Parallel(n int) FaultOption { return func(o *faultOptions) { o.parallel = n } }
+func Parallel(n int) FaultOption {
+	return func(o *faultOptions) {
+		if n < 1 {
+			o.refuse("Parallel(%d): Explore runs at least one run at a time", n)
+		}
+		o.parallel = n
+	}
+}
 
 // defaultParallel is Parallel's default.
 func defaultParallel() int { return min(12, 6*runtime.GOMAXPROCS(0)) }
@@ -137,21 +166,9 @@ func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], sce
 	if testing.Short() {
 		t.Skip("fault exploration runs without -short")
 	}
-	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, lag: 300 * time.Millisecond, parallel: defaultParallel()}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if *exploreDepth > 0 {
-		o.depth = *exploreDepth
-	}
-	if *exploreBudget > 0 {
-		o.budget = *exploreBudget
-	}
-	if *exploreParallel > 0 {
-		o.parallel = *exploreParallel
-	}
-	if f := flag.Lookup("test.failfast"); f != nil && f.Value.String() == "true" {
-		o.failFast = true
+	o, err := exploreOptions(opts)
+	if err != nil {
+		t.Fatalf("fsmtest: %v", err)
 	}
 	x := &explorer{t: t, o: o, search: explore.Search[*outcome]{
 		Depth: o.depth, Budget: o.budget, MaxRuns: o.maxRuns, Parallel: o.parallel, FailFast: o.failFast,
@@ -200,6 +217,38 @@ type outcome struct {
 }
 
 func (o *outcome) Explored() *explore.Outcome { return &o.Outcome }
+
+// exploreOptions are Explore's options: its defaults, then opts, then
+// the flags. err names each bad value.
+func exploreOptions(opts []FaultOption) (faultOptions, error) {
+	o := faultOptions{depth: 1, budget: 10 * time.Minute, timeout: time.Minute, lag: 300 * time.Millisecond, parallel: defaultParallel()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	// A flag of 0, its default, leaves what the test says.
+	switch {
+	case *exploreDepth > 0:
+		o.depth = *exploreDepth
+	case *exploreDepth < 0:
+		o.refuse("-kfsm.depth=%d: Explore strikes at least one fault in a run", *exploreDepth)
+	}
+	switch {
+	case *exploreBudget > 0:
+		o.budget = *exploreBudget
+	case *exploreBudget < 0:
+		o.refuse("-kfsm.budget=%v: a budget leaves no time for a faulty run", *exploreBudget)
+	}
+	switch {
+	case *exploreParallel > 0:
+		o.parallel = *exploreParallel
+	case *exploreParallel < 0:
+		o.refuse("-kfsm.parallel=%d: Explore runs at least one run at a time", *exploreParallel)
+	}
+	if f := flag.Lookup("test.failfast"); f != nil && f.Value.String() == "true" {
+		o.failFast = true
+	}
+	return o, errors.Join(o.errs...)
+}
 
 // explore runs the clean run, then each depth in turn, and reports.
 func (x *explorer) explore() {

@@ -166,3 +166,42 @@ func TestParallelExploresShareTheirRuns(t *testing.T) {
 		t.Errorf("the two Explores ran %d runs at once at most, want more than one Explore's %d and at most %d", peak, alone, limit)
 	}
 }
+
+// A bad option or flag fails Explore before it runs anything, naming the
+// value: a misspelt class of Only or a depth of 0 would otherwise explore
+// nothing and pass.
+func TestExploreRefusesOptionsThatWouldExploreNothing(t *testing.T) {
+	for _, tc := range []struct {
+		opts  []FaultOption
+		flags func()
+		want  []string // parts of the error; none for good options
+	}{
+		{opts: []FaultOption{Only(Crash, Drift), Depth(2), Budget(time.Minute), MaxRuns(3), Parallel(2), Replicas(2), Lag(0), Converge(time.Second)}},
+		{opts: []FaultOption{Only("crsh")}, want: []string{`Only("crsh"): no class of fault is so named; the classes are crash, fail-write,`}},
+		{opts: []FaultOption{Only()}, want: []string{"Only() names no class of fault"}},
+		{opts: []FaultOption{Depth(0)}, want: []string{"Depth(0): Explore strikes at least one fault"}},
+		{opts: []FaultOption{Budget(0), MaxRuns(-1)}, want: []string{"Budget(0s)", "MaxRuns(-1)"}},
+		{opts: []FaultOption{Parallel(0), Replicas(0), Lag(-time.Second), Converge(0)}, want: []string{"Parallel(0)", "Replicas(0)", "Lag(-1s)", "Converge(0s)"}},
+		{flags: func() { *exploreDepth, *exploreBudget, *exploreParallel = -1, -time.Second, -2 },
+			want: []string{"-kfsm.depth=-1", "-kfsm.budget=-1s", "-kfsm.parallel=-2"}},
+		{opts: []FaultOption{Depth(0)}, flags: func() { *exploreDepth = 2 }, want: []string{"Depth(0)"}},
+	} {
+		depth, budget, parallel := *exploreDepth, *exploreBudget, *exploreParallel
+		if tc.flags != nil {
+			tc.flags()
+		}
+		_, err := exploreOptions(tc.opts)
+		*exploreDepth, *exploreBudget, *exploreParallel = depth, budget, parallel
+		switch {
+		case len(tc.want) == 0 && err != nil:
+			t.Errorf("good options: %v", err)
+		case len(tc.want) > 0 && err == nil:
+			t.Errorf("no error, want one naming %q", tc.want)
+		}
+		for _, w := range tc.want {
+			if err != nil && !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not name %q", err, w)
+			}
+		}
+	}
+}

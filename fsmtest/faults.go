@@ -3,6 +3,7 @@ package fsmtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,18 +91,51 @@ type faultOptions struct {
 	depth, maxRuns, parallel int
 	budget                   time.Duration
 	failFast                 bool
+
+	errs []error // the options' bad values, which Explore reports before it runs anything
+}
+
+// refuse records an option's bad value.
+func (o *faultOptions) refuse(format string, args ...any) {
+	o.errs = append(o.errs, fmt.Errorf(format, args...))
 }
 
 // Only injects these classes of fault alone. Without it, Faults injects
 // AllFaults, and Explore every kind of fault it knows, those of no class
 // (jumps of the fake clock, watch events delayed or lost) too.
 func Only(classes ...Fault) FaultOption {
-	return func(o *faultOptions) { o.classes = classes }
+	return func(o *faultOptions) {
+		if len(classes) == 0 {
+			o.refuse("Only() names no class of fault: leave it out for them all")
+		}
+		for _, c := range classes {
+			if !slices.Contains(AllFaults, c) {
+				o.refuse("Only(%q): no class of fault is so named; the classes are %s", c, faultNames(AllFaults))
+			}
+		}
+		o.classes = classes
+	}
+}
+
+// faultNames lists classes for a message.
+func faultNames(classes []Fault) string {
+	names := make([]string, len(classes))
+	for i, c := range classes {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Lag sets how late every watch event reaches the operator in a
 // StaleReads run (lag); the default is 300 ms.
-func Lag(d time.Duration) FaultOption { return func(o *faultOptions) { o.lag = d } }
+func Lag(d time.Duration) FaultOption {
+	return func(o *faultOptions) {
+		if d < 0 {
+			o.refuse("Lag(%v): a watch event cannot reach the operator before it happens", d)
+		}
+		o.lag = d
+	}
+}
 
 // Ignore leaves the named fields out of the snapshots, wherever they
 // appear, for values that differ between two correct runs, such as an
@@ -114,7 +148,14 @@ func Ignore(fields ...string) FaultOption {
 // in this time fails. The default is one minute. A run whose operator
 // comes to rest short of what the scenario awaits (no request, no walk,
 // no outside call, no action for 15 seconds) fails sooner.
-func Converge(d time.Duration) FaultOption { return func(o *faultOptions) { o.timeout = d } }
+func Converge(d time.Duration) FaultOption {
+	return func(o *faultOptions) {
+		if d <= 0 {
+			o.refuse("Converge(%v): a run needs some time to converge", d)
+		}
+		o.timeout = d
+	}
+}
 
 // AlsoRun registers more with each run's manager, made for the run's Env:
 // what the machine needs beside itself, such as a webhook or another

@@ -29,7 +29,14 @@ import (
 // Besides the other oracles, every run is checked for an object that two
 // replicas reconciled at once: the spans of their walks (fsm.Walk's Began
 // to Ended) must not overlap.
-func Replicas(n int) FaultOption { return func(o *faultOptions) { o.replicas = n } }
+func Replicas(n int) FaultOption {
+	return func(o *faultOptions) {
+		if n < 1 {
+			o.refuse("Replicas(%d): an operator runs at least one replica", n)
+		}
+		o.replicas = n
+	}
+}
 
 // runOptions are the options of the operator of one of Faults' or
 // Explore's runs, in e.
