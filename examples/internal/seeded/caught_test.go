@@ -58,32 +58,9 @@ func TestExploreCatchesEverySeededBug(t *testing.T) {
 				return runIn(t, b, bin, append([]string{"-test.timeout=20m"}, args...)...)
 			}
 
-			// A bug that shows under some timings only (the moose's herd
-			// kept in memory) may pass one replay: the replay gets three
-			// tries, and stops at the first that fails. A counterexample
-			// that needed the timing of a loaded machine may pass all
-			// three on a quieter one: Explore then searches once more,
-			// and its counterexample must replay.
-			var schedule string
-			for search := 1; ; search++ {
-				out, err := test("-test.run=Survives?Faults$", "-test.failfast", "-kfsm.depth=2")
-				if schedule = counterexample(t, out, err); schedule == "" {
-					return
-				}
-				t.Logf("Explore: %s", schedule)
-				if n := len(strings.Split(schedule, ",")); n > 2 {
-					t.Errorf("the counterexample %s has %d faults after shrinking, want at most 2", schedule, n)
-				}
-				out, err = test("-test.run=Survives?Faults$", "-kfsm.explore="+schedule, "-test.count=3", "-test.failfast")
-				again := counterexample(t, out, err)
-				if again == schedule {
-					break
-				}
-				if search == 2 {
-					t.Errorf("the replay of %s failed with %q", schedule, again)
-					break
-				}
-				t.Logf("the replay of %s failed with %q: searching again", schedule, again)
+			schedule := caught(t, test)
+			if schedule == "" {
+				return
 			}
 
 			faults := !strings.Contains(schedule, ",") && ofFaults.MatchString(schedule)
@@ -107,29 +84,8 @@ func TestExploreCatchesEverySeededBug(t *testing.T) {
 var (
 	// ofFaults matches one fault of a kind that a class of
 	// fsmtest.AllFaults strikes.
-	ofFaults  = regexp.MustCompile(`^((crash|fail|conflict):[^:,]+:\d+|(action-start|action-end|call-fail|call-lost|call-timeout):\d+|drift:.*|lag|burst)$`)
-	failedRun = regexp.MustCompile(`fsmtest: a run with (\d+) fault\(s\) failed:`)
-	replay    = regexp.MustCompile(`replay: go test .* -kfsm\.explore='([^']*)'`)
+	ofFaults = regexp.MustCompile(`^((crash|fail|conflict):[^:,]+:\d+|(action-start|action-end|call-fail|call-lost|call-timeout):\d+|drift:.*|lag|burst)$`)
 )
-
-// counterexample returns the schedule of the run that Explore reports
-// failed, and fails t unless go test failed with such a report for a run
-// with faults: a clean run that fails is no bug of faults.
-func counterexample(t *testing.T, out string, err error) string {
-	t.Helper()
-	m, r := failedRun.FindStringSubmatch(out), replay.FindStringSubmatch(out)
-	switch {
-	case err == nil:
-		t.Errorf("Explore passes with the bug:\n%s", tail(out))
-	case m == nil || r == nil:
-		t.Errorf("go test failed without a counterexample from Explore: %v\n%s", err, tail(out))
-	case m[1] == "0" || r[1] == "":
-		t.Errorf("the clean run fails with the bug: the scenario catches it without faults\n%s", tail(out))
-	default:
-		return r[1]
-	}
-	return ""
-}
 
 // faultsTest is a test file for b's example that runs its main scenario
 // under Faults, with underFaults from the example's own tests.
@@ -180,12 +136,4 @@ func runIn(t *testing.T, b seeded.Bug, bin string, args ...string) (string, erro
 	cmd.Dir = filepath.Join(root(t), b.Example)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// tail is the end of a long output.
-func tail(out string) string {
-	if len(out) > 6000 {
-		return "…" + out[len(out)-6000:]
-	}
-	return out
 }
