@@ -108,7 +108,7 @@ func TestVetRefusesAGraphThatStrandsAReleasedState(t *testing.T) {
 	}
 	t.Chdir(dir)
 	t.Setenv("GOWORK", "off")
-	t.Setenv("GOFLAGS", "-mod=mod")
+	t.Setenv("GOFLAGS", "-mod=mod -trimpath") // -trimpath: the build cache serves the copy in a new directory
 	edit(t, filepath.Join(moose, "moose.go"), `Sleeping fsm.State = "Sleeping"`, `Sleeping fsm.State = "Resting"`)
 
 	var out bytes.Buffer
@@ -257,7 +257,7 @@ func roam(context.Context, *fsm.Request[*Gadget]) fsm.Result { return fsm.Next("
 	}
 	t.Chdir(dir)
 	t.Setenv("GOWORK", "off")
-	t.Setenv("GOFLAGS", "-mod=mod")
+	t.Setenv("GOFLAGS", "-mod=mod -trimpath") // -trimpath: the build cache serves the copy in a new directory
 	var out bytes.Buffer
 	err := vet(&out, []string{"./..."}, true, false)
 	if err == nil || !strings.Contains(out.String(), "asks to move to Gone") {
