@@ -14,6 +14,12 @@ import (
 	"github.com/kfsm/kfsm/internal/proctest"
 )
 
+// copyFlags are the go command's flags for a copy of the examples in a
+// module of its own: -trimpath, as make test's, lets the build cache
+// serve its packages in their new directory instead of compiling them
+// again on every run.
+const copyFlags = "-mod=mod -trimpath"
+
 func TestVetFindsNothingInTheExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test type-checks every example")
@@ -47,7 +53,7 @@ func TestVetReportsTheNextThatAnExitRemovalMadeIllegal(t *testing.T) {
 	command := func(name string, args ...string) (stdout, stderr string, code int) {
 		cmd := exec.Command(name, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -trimpath") // -trimpath: the build cache serves the copy in a new directory
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+copyFlags)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		err := cmd.Run()
@@ -108,7 +114,7 @@ func TestVetRefusesAGraphThatStrandsAReleasedState(t *testing.T) {
 	}
 	t.Chdir(dir)
 	t.Setenv("GOWORK", "off")
-	t.Setenv("GOFLAGS", "-mod=mod -trimpath") // -trimpath: the build cache serves the copy in a new directory
+	t.Setenv("GOFLAGS", copyFlags)
 	edit(t, filepath.Join(moose, "moose.go"), `Sleeping fsm.State = "Sleeping"`, `Sleeping fsm.State = "Resting"`)
 
 	var out bytes.Buffer
@@ -257,7 +263,7 @@ func roam(context.Context, *fsm.Request[*Gadget]) fsm.Result { return fsm.Next("
 	}
 	t.Chdir(dir)
 	t.Setenv("GOWORK", "off")
-	t.Setenv("GOFLAGS", "-mod=mod -trimpath") // -trimpath: the build cache serves the copy in a new directory
+	t.Setenv("GOFLAGS", copyFlags)
 	var out bytes.Buffer
 	err := vet(&out, []string{"./..."}, true, false)
 	if err == nil || !strings.Contains(out.String(), "asks to move to Gone") {
