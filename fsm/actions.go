@@ -155,7 +155,7 @@ func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Ac
 			if a.State == ActionFailed {
 				keepForRetry(rec)
 			} else {
-				w.dropAction(i)
+				w.setActions(slices.Delete(w.st.Actions, i, i+1))
 			}
 			return a
 		case known:
@@ -177,7 +177,7 @@ func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Ac
 		}
 		// An indeterminate action that a person asked to run again: a new
 		// intent replaces the record.
-		w.dropAction(i)
+		w.setActions(slices.Delete(w.st.Actions, i, i+1))
 	}
 	switch {
 	case name == "" || len(name) > maxName:
@@ -227,26 +227,24 @@ func (w *walker[T]) reported(k action.Key, rec *ActionRecord) Action {
 // its intent is written. A resumed run observes first, if it may.
 func (w *walker[T]) prepare(k action.Key, rec *ActionRecord, work ActionFunc, o actionOptions, resumed bool) {
 	base := ActionRun{Key: rec.Key, Attempt: int(rec.Attempt), Progress: rec.Progress}
-	runOf := func(h *action.Handle) *ActionRun {
+	// with calls f with a run of its own, and hands its Result to h.
+	with := func(h *action.Handle, f func(*ActionRun)) {
 		run := base
 		run.handle = h
-		return &run
+		f(&run)
+		h.Result = run.Result
 	}
 	job := action.Job{
-		Work: func(ctx context.Context, h *action.Handle) error {
-			run := runOf(h)
-			err := work(ctx, run)
-			h.Result = run.Result
+		Work: func(ctx context.Context, h *action.Handle) (err error) {
+			with(h, func(run *ActionRun) { err = work(ctx, run) })
 			return err
 		},
 		Heartbeat: o.heartbeat,
 		Kind:      cmp.Or(o.kind, string(rec.State)),
 	}
 	if resumed && o.observe != nil {
-		job.Observe = func(ctx context.Context, h *action.Handle) (bool, error) {
-			run := runOf(h)
-			done, err := o.observe(ctx, run)
-			h.Result = run.Result
+		job.Observe = func(ctx context.Context, h *action.Handle) (done bool, err error) {
+			with(h, func(run *ActionRun) { done, err = o.observe(ctx, run) })
 			return done, err
 		}
 	}
@@ -298,33 +296,29 @@ func (w *walker[T]) takeActions() {
 // leaveActions drops the records of the actions of a state that the
 // object leaves; their runs are cancelled once the walk is written.
 func (w *walker[T]) leaveActions(state State) {
-	w.st.Actions = slices.DeleteFunc(w.st.Actions, func(rec ActionRecord) bool {
+	w.setActions(slices.DeleteFunc(w.st.Actions, func(rec ActionRecord) bool {
 		if rec.State != state {
 			return false
 		}
 		w.r.actions.Leave(action.Key{Object: client.ObjectKeyFromObject(w.obj), Name: rec.Name})
 		return true
-	})
-	if len(w.st.Actions) == 0 {
-		w.st.Actions = nil // as the API server returns it
-	}
+	}))
 }
 
 // dropEndedActions drops the records of the state's actions that ended,
 // or failed and wait for a retry, once its handler converged without
 // asking about them: nothing waits on them any more.
 func (w *walker[T]) dropEndedActions(state State) {
-	w.st.Actions = slices.DeleteFunc(w.st.Actions, func(rec ActionRecord) bool {
+	w.setActions(slices.DeleteFunc(w.st.Actions, func(rec ActionRecord) bool {
 		return rec.State == state && (rec.Outcome != "" || rec.Error != "")
-	})
-	if len(w.st.Actions) == 0 {
-		w.st.Actions = nil
-	}
+	}))
 }
 
-func (w *walker[T]) dropAction(i int) {
-	w.st.Actions = slices.Delete(w.st.Actions, i, i+1)
-	if len(w.st.Actions) == 0 {
+// setActions sets the records of the actions: nil when there are none, as
+// the API server returns them.
+func (w *walker[T]) setActions(recs []ActionRecord) {
+	w.st.Actions = recs
+	if len(recs) == 0 {
 		w.st.Actions = nil
 	}
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -126,7 +127,7 @@ func (m *Machine[T]) problems() []graph.Problem {
 	var problems []graph.Problem
 	for _, named := range [][]State{m.initials, m.onDeletes} {
 		for _, s := range named {
-			if !slices.ContainsFunc(m.states, func(d *stateDef[T]) bool { return d.name == s }) {
+			if !m.declares(s) {
 				problems = append(problems, graph.Problem{Code: graph.UnknownTarget, States: []graph.State{graph.State(s)},
 					Detail: fmt.Sprintf("state %s is named as initial or deletion state but not declared", s)})
 			}
@@ -146,10 +147,8 @@ func (m *Machine[T]) problems() []graph.Problem {
 		problems = append(problems, graph.Problem{Code: BadMachineName,
 			Detail: fmt.Sprintf("machine name %q is not a DNS label: %s", m.name, strings.Join(validation.IsDNS1123Label(m.name), "; "))})
 	}
-	problems = append(problems, m.badOptions()...)
-	if _, _, bad := m.plan(); len(bad) > 0 {
-		problems = append(problems, bad...)
-	}
+	_, _, migrations := m.plan()
+	problems = append(append(problems, m.badOptions()...), migrations...)
 	if m.goal != nil && m.mode == Pipeline {
 		problems = append(problems, graph.Problem{Code: GoalInPipeline, Detail: "a pipeline starts from its initial state on every reconcile; declare a goal on a lifecycle machine"})
 	}
@@ -214,11 +213,7 @@ func (m *Machine[T]) derive(g *graph.Graph) *built[T] {
 	if m.mode == Lifecycle {
 		b.declareMoves(g)
 	}
-	tp := m.tracer
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	b.tracer = tp.Tracer("github.com/kfsm/kfsm/fsm", trace.WithSchemaURL(semconv.SchemaURL))
+	b.tracer = cmp.Or(m.tracer, otel.GetTracerProvider()).Tracer("github.com/kfsm/kfsm/fsm", trace.WithSchemaURL(semconv.SchemaURL))
 	return b
 }
 

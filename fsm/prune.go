@@ -82,10 +82,7 @@ func (r *reconciler[T]) deleteChild(ctx context.Context, parent types.Namespaced
 	if r.echoes.Deleted(key, ref.UID, err == nil) {
 		r.requeue(parent)
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s: %w", ref, err)
 	}
 	return nil

@@ -194,11 +194,8 @@ const (
 // backoffAfter is how long an object waits after its failures-th failed attempt
 // in a row: 1 s, doubling up to 5 min.
 func backoffAfter(failures int32) time.Duration {
-	d := backoffBase
-	for i := int32(1); i < failures && d < backoffMost; i++ {
-		d *= 2
-	}
-	return min(d, backoffMost)
+	// 30 doublings are past the bound, and short of overflowing.
+	return min(backoffBase<<min(max(failures-1, 0), 30), backoffMost)
 }
 
 // rateLimiter is the rate limiter that times the requeues other than

@@ -148,10 +148,7 @@ func (r *reconciler[T]) event(regarding T, related runtime.Object, eventtype, re
 // them: one line each, within the events API's limits (the note is cut
 // as a whole), and the note as a format, whose % are its own.
 func eventText(reason, action, note string) (string, string, string) {
-	note = clip(oneLine(note), maxNote)
-	if strings.Contains(note, "%") {
-		note = strings.ReplaceAll(note, "%", "%%")
-	}
+	note = strings.ReplaceAll(clip(oneLine(note), maxNote), "%", "%%")
 	return clip(oneLine(reason), maxReason), clip(oneLine(action), maxAction), note
 }
 

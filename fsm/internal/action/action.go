@@ -369,7 +369,6 @@ func (p *Pool) run(k Key, r *run) {
 		err = fmt.Errorf("the action passed its deadline: %w", err)
 	}
 	r.phase, r.err, r.result = ended, err, h.Result
-	q := p.queue
 	p.mu.Unlock()
 	outcome := "succeeded"
 	if err != nil {
@@ -378,21 +377,14 @@ func (p *Pool) run(k Key, r *run) {
 	durations.WithLabelValues(p.machine, r.job.Kind, outcome).Observe(took.Seconds())
 	if err != nil {
 		failed.WithLabelValues(p.machine, r.job.Kind).Inc()
-		logged := err
-		if p.redact != nil {
-			logged = errors.New(p.redact(err.Error()))
-		}
-		p.log.Error(logged, "action failed", "machine", p.machine, "object", k.Object.String(), "action", k.Name, "key", r.record)
+		p.log.Error(p.redacted(err), "action failed", "machine", p.machine, "object", k.Object.String(), "action", k.Name, "key", r.record)
 	} else {
 		completed.WithLabelValues(p.machine, r.job.Kind).Inc()
 	}
 	if p.changed != nil {
 		p.changed(k, r.record, true, err)
 	}
-	if q != nil {
-		// At once, not after a requeue timer.
-		q.Add(reconcile.Request{NamespacedName: k.Object})
-	}
+	p.wake(k.Object) // at once, not after a requeue timer
 }
 
 // work observes, if the job asks, and then works, in a slot of the pool;
@@ -412,7 +404,7 @@ func (p *Pool) work(ctx context.Context, h *Handle) (held bool, err error) {
 				return true, ctx.Err()
 			}
 			p.log.Info("could not tell whether an interrupted action took effect; asking again", "machine", p.machine,
-				"object", h.key.Object.String(), "action", h.key.Name, "key", h.r.record, "after", delay, "error", p.text(err))
+				"object", h.key.Object.String(), "action", h.key.Name, "key", h.r.record, "after", delay, "error", p.redacted(err).Error())
 			<-p.slots // another action may run meanwhile
 			select {
 			case <-ctx.Done():
@@ -428,11 +420,12 @@ func (p *Pool) work(ctx context.Context, h *Handle) (held bool, err error) {
 	return true, err
 }
 
-func (p *Pool) text(err error) string {
+// redacted is err as the pool logs it.
+func (p *Pool) redacted(err error) error {
 	if p.redact == nil {
-		return err.Error()
+		return err
 	}
-	return p.redact(err.Error())
+	return errors.New(p.redact(err.Error()))
 }
 
 func (p *Pool) acquire(ctx context.Context) bool {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -38,13 +39,9 @@ func LeaderElection(cfg *rest.Config, opts *manager.Options, identity string) er
 	case opts.LeaderElectionResourceLock != "" && opts.LeaderElectionResourceLock != resourcelock.LeasesResourceLock:
 		return fmt.Errorf("fsm: fencing leader election: resource lock %q; only %q is fenced", opts.LeaderElectionResourceLock, resourcelock.LeasesResourceLock)
 	}
-	leaseDuration, renewDeadline := 15*time.Second, 10*time.Second // controller-runtime's defaults
-	if opts.LeaseDuration != nil {
-		leaseDuration = *opts.LeaseDuration
-	}
-	if opts.RenewDeadline != nil {
-		renewDeadline = *opts.RenewDeadline
-	}
+	// Unset, they are controller-runtime's defaults.
+	leaseDuration := ptr.Deref(opts.LeaseDuration, 15*time.Second)
+	renewDeadline := ptr.Deref(opts.RenewDeadline, 10*time.Second)
 	if renewDeadline >= leaseDuration {
 		return fmt.Errorf("fsm: fencing leader election: RenewDeadline %v must be shorter than LeaseDuration %v", renewDeadline, leaseDuration)
 	}

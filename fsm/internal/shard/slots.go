@@ -41,19 +41,18 @@ func (s Slots) Each() func(func(int) bool) {
 	}
 }
 
-// runs returns the runs of consecutive slots, as [first, last] pairs.
+// span is the set of the slots from first to last.
+func span(first, last int) Slots { return (Slots(1)<<(last-first+1) - 1) << first }
+
+// runs returns the runs of consecutive slots, as [first, last] pairs: a
+// run ends where the ones from its lowest slot up do.
 func (s Slots) runs() [][2]int {
 	var out [][2]int
-	for i := 0; i < NumSlots; i++ {
-		if !s.Has(i) {
-			continue
-		}
-		j := i
-		for j+1 < NumSlots && s.Has(j+1) {
-			j++
-		}
-		out = append(out, [2]int{i, j})
-		i = j
+	for rest := s; rest != 0; {
+		first := bits.TrailingZeros64(uint64(rest))
+		last := first + bits.TrailingZeros64(^uint64(rest>>first)) - 1
+		out = append(out, [2]int{first, last})
+		rest &^= span(first, last)
 	}
 	return out
 }
@@ -90,9 +89,7 @@ func parse(text string) (Slots, error) {
 		if errA != nil || errB != nil || a < 0 || b >= NumSlots || a > b {
 			return 0, fmt.Errorf("%q is not a list of slots", text)
 		}
-		for i := a; i <= b; i++ {
-			s |= 1 << i
-		}
+		s |= span(a, b)
 	}
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -70,16 +71,10 @@ func (d Digest) String() string { return hex.EncodeToString(d[:]) }
 // that body sets counts as the apply's, and so does what the server
 // defaults there.
 func OthersWrote(before, after client.Object, body []byte) bool {
-	was, err := decoded(before)
-	if err != nil {
-		return true
-	}
-	is, err := decoded(after)
-	if err != nil {
-		return true
-	}
+	was, errBefore := decoded(before)
+	is, errAfter := decoded(after)
 	var applied map[string]any
-	if err := json.Unmarshal(body, &applied); err != nil {
+	if err := errors.Join(errBefore, errAfter, json.Unmarshal(body, &applied)); err != nil {
 		return true
 	}
 	return differsOutside(was, is, applied)
