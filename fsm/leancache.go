@@ -36,6 +36,13 @@ import (
 // manager's client, which looks one up for each write of metadata alone,
 // such as kfsm's status writes.
 //
+// It also tells kfsm which namespaces the cache watches (its
+// DefaultNamespaces, or a kind's own in ByObject): the check of the cache
+// against the API server that a leader makes when it begins then lists
+// those alone, so that an operator confined to some namespaces by a Role
+// in each needs no right to list the others. ([sharding.New] tells it
+// too.)
+//
 // It runs after the transforms that opts's cache options give, wraps the
 // NewCache and NewClient that opts gives, and works with [sharding.New]
 // called before or after it. Call it before the manager is made:
@@ -58,7 +65,8 @@ func LeanCache(opts *manager.Options) {
 	opts.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
 		co.Mapper = leancache.Memo(co.Mapper)
 		in := interner{leancache.NewTable(), leancache.NewSiblings()}
-		return newCache(cfg, leancache.After(co, in.lean))
+		c, err := newCache(cfg, leancache.After(co, in.lean))
+		return leancache.Scoped(c, co), err
 	}
 	newClient := opts.NewClient
 	if newClient == nil {

@@ -208,7 +208,8 @@ func (r *reconciler[T]) added(key types.NamespacedName) {
 func (r *reconciler[T]) catchUp(ctx context.Context) error {
 	defer close(r.caughtUp)
 	if _, err := r.behind(ctx, nil); err != nil {
-		logf.FromContext(ctx).Error(err, "listing the objects from the API server on becoming leader failed; reconciling from the cache as it is", "machine", r.m.name)
+		logf.FromContext(ctx).Error(err, "listing the objects from the API server on becoming leader failed; reconciling from the cache as it is "+
+			"(of a manager whose cache watches some namespaces alone, kfsm lists those when the manager is made with fsm.LeanCache)", "machine", r.m.name)
 	}
 	return nil
 }
@@ -216,13 +217,16 @@ func (r *reconciler[T]) catchUp(ctx context.Context) error {
 // behind lists the objects that of selects (all if nil) from the API
 // server, by their metadata and with opts, and has the stale-cache guard
 // hold back those whose cached copy is older; it logs how many, and
-// returns the keys of those listed that the cache holds or lacks. The
-// others are of a namespace that the manager's cache does not watch (a
-// read of them fails): not this process's objects.
+// returns the keys of those listed that the cache holds or lacks. It
+// lists the namespaces that the manager's cache watches, when the cache
+// says which (see leancache.Scoped), so that an operator confined to them
+// needs no right to list the others; else every namespace, and the
+// objects of one that the cache does not watch (a read of them fails)
+// are not this process's.
 func (r *reconciler[T]) behind(ctx context.Context, of func(metav1.Object) bool, opts ...client.ListOption) ([]types.NamespacedName, error) {
 	list := r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List")
 	var keys []types.NamespacedName
-	n, err := r.echoes.CatchUp(ctx, r.reader, r.gk, list, of, func(key types.NamespacedName) (uint64, bool) {
+	n, err := r.echoes.CatchUp(ctx, r.reader, r.gk, list, r.watched, of, func(key types.NamespacedName) (uint64, bool) {
 		obj := newObject[T]()
 		switch err := r.client.Get(ctx, key, obj); {
 		case apierrors.IsNotFound(err):

@@ -36,10 +36,13 @@ const clockOnly = 24 * time.Hour
 
 // reconciler runs a built machine for controller-runtime.
 type reconciler[T Object] struct {
-	m        *Machine[T]
-	b        *built[T]
-	client   client.Client
-	reader   client.Reader // the API server itself, for what the cache may miss
+	m      *Machine[T]
+	b      *built[T]
+	client client.Client
+	reader client.Reader // the API server itself, for what the cache may miss
+	// watched are the namespaces whose objects of T the manager's cache
+	// watches, when it says (see leancache.Scoped); nil for all of them.
+	watched  []string
 	recorder events.EventRecorder
 	gvk      schema.GroupVersionKind // of T
 	gk       schema.GroupKind

@@ -28,6 +28,7 @@ import (
 
 	"github.com/kfsm/kfsm/fsm/internal/childindex"
 	"github.com/kfsm/kfsm/fsm/internal/eventwriter"
+	"github.com/kfsm/kfsm/fsm/internal/leancache"
 )
 
 // SetupWithManager builds the machine and registers it with the manager as
@@ -52,6 +53,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 		}
 	}
 	r.index = childindex.New(LabelOwnerUID, mgr.GetScheme(), typed)
+	r.watched = leancache.Namespaces(mgr.GetCache(), r.gvk)
 	if err := m.informers(mgr, r); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -142,11 +143,16 @@ func startReplica(t *testing.T, fe *fsmtest.Env, h *handlings, name string) *rep
 // it.
 func startReplicaOf(t *testing.T, fe *fsmtest.Env, name string, machine func(*sharding.Shards) *fsm.Machine[*gadget], hook ...func(any)) *replica {
 	t.Helper()
+	return startReplicaAs(t, fe, fe.Config(), name, machine, hook...)
+}
+
+// startReplicaAs is startReplicaOf with the manager acting as cfg says.
+func startReplicaAs(t *testing.T, fe *fsmtest.Env, cfg *rest.Config, name string, machine func(*sharding.Shards) *fsm.Machine[*gadget], hook ...func(any)) *replica {
+	t.Helper()
 	rep := &replica{name: name, stopped: make(chan struct{}), decoded: map[types.UID]bool{}, children: map[types.UID]bool{}}
 	if len(hook) > 0 {
 		rep.hook = hook[0]
 	}
-	cfg := fe.Config()
 	opts := manager.Options{
 		Scheme:  fe.Client.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},

@@ -35,9 +35,14 @@ func TestCatchUpGuardsTheObjectsTheCacheHasOlder(t *testing.T) {
 	}
 	cache := map[string]uint64{"current": served["current"], "behind": served["behind"] - 1, "elsewhere": served["elsewhere"] - 1}
 	m := NewMarks(gvk.GroupKind())
-	behind, err := m.CatchUp(context.Background(), server, gvk.GroupKind(), gvk.GroupVersion().WithKind("GadgetList"),
-		func(o metav1.Object) bool { return o.GetName() != "elsewhere" },
-		func(key types.NamespacedName) (uint64, bool) { rv, ok := cache[key.Name]; return rv, ok })
+	of := func(o metav1.Object) bool { return o.GetName() != "elsewhere" }
+	cached := func(key types.NamespacedName) (uint64, bool) { rv, ok := cache[key.Name]; return rv, ok }
+	// A cache of other namespaces than the objects' has none of them to
+	// check.
+	if behind, err := m.CatchUp(context.Background(), server, gvk.GroupKind(), gvk.GroupVersion().WithKind("GadgetList"), []string{"a", "b"}, of, cached); err != nil || behind != 0 {
+		t.Fatalf("CatchUp of namespaces a and b = %d, %v; want none behind, since the objects are in ns", behind, err)
+	}
+	behind, err := m.CatchUp(context.Background(), server, gvk.GroupKind(), gvk.GroupVersion().WithKind("GadgetList"), []string{"a", "ns"}, of, cached)
 	if err != nil || behind != 2 {
 		t.Fatalf("CatchUp = %d, %v; want the 2 objects asked about that the cache has older or not at all", behind, err)
 	}

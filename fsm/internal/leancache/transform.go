@@ -1,9 +1,15 @@
 package leancache
 
 import (
+	"maps"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // After returns co with f run after each transform that it gives, and
@@ -54,4 +60,34 @@ func then(t toolscache.TransformFunc, f func(any)) toolscache.TransformFunc {
 		f(obj)
 		return obj, nil
 	}
+}
+
+// scoped is a manager's cache that remembers the options it was made
+// with, so that fsm can list from the API server what it watches and
+// nothing more.
+type scoped struct {
+	cache.Cache
+	opts cache.Options
+}
+
+// Scoped returns c, made with co (by a manager, which sets its Scheme),
+// as a cache that Namespaces can ask which namespaces it watches.
+func Scoped(c cache.Cache, co cache.Options) cache.Cache { return scoped{c, co} }
+
+// Namespaces returns the namespaces whose objects of kind gvk c watches,
+// sorted, as the options that Scoped was given say: ByObject's for the
+// kind, else DefaultNamespaces. It returns nil when c watches every
+// namespace, or was not made by Scoped and cannot say.
+func Namespaces(c cache.Cache, gvk schema.GroupVersionKind) []string {
+	s, _ := c.(scoped)
+	watched := s.opts.DefaultNamespaces
+	for obj, by := range s.opts.ByObject {
+		if kind, err := apiutil.GVKForObject(obj, s.opts.Scheme); err == nil && kind == gvk && by.Namespaces != nil {
+			watched = by.Namespaces
+		}
+	}
+	if _, all := watched[metav1.NamespaceAll]; all {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(watched))
 }

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfsm/kfsm/fsm/internal/fence"
+	"github.com/kfsm/kfsm/fsm/internal/leancache"
 )
 
 // Options configures a replica: sharding.Options, whose fields it has.
@@ -238,7 +239,8 @@ func NewReplica(cfg *rest.Config, opts *manager.Options, o Options) (*Replica, e
 			}
 			return s.reselect(lw, obj, gvk, informer)
 		}
-		return newCache(cfg, co)
+		c, err := newCache(cfg, co)
+		return leancache.Scoped(c, co), err
 	}
 	return s, nil
 }
