@@ -21,7 +21,7 @@ const (
 	// packages, tests left out: set at the engine's size, it only goes
 	// down. Code that the engine sheds by moving it elsewhere in the
 	// repository is not the point; code made simpler is.
-	maxEngineLines   = 7736
+	maxEngineLines   = 7730
 	maxFileLines     = 600 // any file of the library, tests left out
 	maxFunctionLines = 80  // from func to its closing brace, comments included
 )

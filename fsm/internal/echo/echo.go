@@ -405,8 +405,7 @@ func (e *Marks) release(k markKey, m *echoMark) (missed bool) {
 	if f == nil {
 		return false
 	}
-	f.writing--
-	if f.writing > 0 {
+	if f.writing--; f.writing > 0 {
 		return false
 	}
 	delete(e.flights, k)
@@ -468,15 +467,12 @@ func (e *Marks) Stale(key Key, obj client.Object) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.key(key)
-	if rv < e.guards[k].write {
+	m := e.marks[k]
+	if rv < e.guards[k].write || (m != nil && rv < m.last) {
 		return true
 	}
-	m := e.marks[k]
 	if m == nil {
 		return false
-	}
-	if rv < m.last {
-		return true
 	}
 	m.seen = max(m.seen, rv)
 	e.settle(k, m)

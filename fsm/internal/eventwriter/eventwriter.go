@@ -146,12 +146,8 @@ func (w *Writer) Eventf(regarding, related runtime.Object, eventtype, reason, ac
 		}
 		return
 	}
-	namespace := ref.Namespace
-	if namespace == "" {
-		namespace = metav1.NamespaceDefault
-	}
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano())},
+		ObjectMeta:          metav1.ObjectMeta{Namespace: cmp.Or(ref.Namespace, metav1.NamespaceDefault), Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano())},
 		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: w.controller,
 		ReportingInstance:   w.instance,
@@ -165,7 +161,7 @@ func (w *Writer) Eventf(regarding, related runtime.Object, eventtype, reason, ac
 	if !w.enqueue(eventWrite{event: ev, key: key, name: ev.Name}) {
 		return
 	}
-	w.series[key] = &eventSeries{namespace: namespace, name: ev.Name, count: 1, written: 1, last: now}
+	w.series[key] = &eventSeries{namespace: ev.Namespace, name: ev.Name, count: 1, written: 1, last: now}
 }
 
 // keyOfEvent digests the fields that make two events isomorphic.

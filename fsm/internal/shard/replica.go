@@ -225,10 +225,7 @@ func NewReplica(cfg *rest.Config, opts *manager.Options, o Options) (*Replica, e
 		if newInformer == nil {
 			newInformer = toolscache.NewSharedIndexInformer
 		}
-		scheme := co.Scheme
-		if scheme == nil {
-			scheme = clientgoscheme.Scheme
-		}
+		scheme := cmp.Or(co.Scheme, clientgoscheme.Scheme)
 		co.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 			informer := func(lw toolscache.ListerWatcher) toolscache.SharedIndexInformer {
 				return newInformer(lw, obj, resync, indexers)
