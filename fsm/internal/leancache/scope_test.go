@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -17,13 +18,19 @@ import (
 
 // A scoped cache says which namespaces it watches of each kind: a kind's
 // own in ByObject, else the default ones; none when it watches them all,
-// or was not made scoped and cannot say.
+// for a cluster-scoped kind, or when it was not made scoped and cannot
+// say.
 func TestNamespacesAreThoseTheCacheWatches(t *testing.T) {
 	configMaps := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	secrets := corev1.SchemeGroupVersion.WithKind("Secret")
+	namespaces := corev1.SchemeGroupVersion.WithKind("Namespace")
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(configMaps, meta.RESTScopeNamespace)
+	mapper.Add(secrets, meta.RESTScopeNamespace)
+	mapper.Add(namespaces, meta.RESTScopeRoot)
 	some := map[string]cache.Config{"b": {}, "a": {}}
 	scoped := func(o cache.Options) cache.Cache {
-		o.Scheme = clientgoscheme.Scheme
+		o.Scheme, o.Mapper = clientgoscheme.Scheme, mapper
 		return leancache.Scoped(&informertest.FakeInformers{}, o)
 	}
 	for _, c := range []struct {
@@ -33,7 +40,8 @@ func TestNamespacesAreThoseTheCacheWatches(t *testing.T) {
 	}{
 		{"not scoped", &informertest.FakeInformers{}, map[schema.GroupVersionKind][]string{configMaps: nil}},
 		{"every namespace", scoped(cache.Options{}), map[schema.GroupVersionKind][]string{configMaps: nil}},
-		{"some", scoped(cache.Options{DefaultNamespaces: some}), map[schema.GroupVersionKind][]string{configMaps: {"a", "b"}, secrets: {"a", "b"}}},
+		{"some", scoped(cache.Options{DefaultNamespaces: some}),
+			map[schema.GroupVersionKind][]string{configMaps: {"a", "b"}, secrets: {"a", "b"}, namespaces: nil}},
 		{"every namespace among some", scoped(cache.Options{DefaultNamespaces: map[string]cache.Config{metav1.NamespaceAll: {}, "a": {}}}),
 			map[schema.GroupVersionKind][]string{configMaps: nil}},
 		{"a kind's own", scoped(cache.Options{DefaultNamespaces: some, ByObject: map[client.Object]cache.ByObject{

@@ -77,9 +77,15 @@ func Scoped(c cache.Cache, co cache.Options) cache.Cache { return scoped{c, co} 
 // Namespaces returns the namespaces whose objects of kind gvk c watches,
 // sorted, as the options that Scoped was given say: ByObject's for the
 // kind, else DefaultNamespaces. It returns nil when c watches every
-// namespace, or was not made by Scoped and cannot say.
+// namespace, or the kind has none (a cache watches a cluster-scoped kind
+// whole), or c was not made by Scoped and cannot say.
 func Namespaces(c cache.Cache, gvk schema.GroupVersionKind) []string {
 	s, _ := c.(scoped)
+	if s.opts.Mapper != nil {
+		if namespaced, err := apiutil.IsGVKNamespaced(gvk, s.opts.Mapper); err == nil && !namespaced {
+			return nil
+		}
+	}
 	watched := s.opts.DefaultNamespaces
 	for obj, by := range s.opts.ByObject {
 		if kind, err := apiutil.GVKForObject(obj, s.opts.Scheme); err == nil && kind == gvk && by.Namespaces != nil {
