@@ -95,6 +95,8 @@ func runFunc[T fsm.Object](e *env, machine func(*fsmtest.Env) *fsm.Machine[T], o
 		}
 		if l.lean {
 			fsm.LeanCache(o)
+		} else if o.NewCache == nil {
+			o.NewCache = cache.New // controller-runtime's own, not fsmtest's default of LeanCache's
 		}
 	}))
 	return l

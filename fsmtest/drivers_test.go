@@ -425,3 +425,28 @@ func TestWritesAndEvents(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// Run's manager makes its cache lean, as kfsm init's does: the handlers
+// see objects without the managed fields that the API server keeps on
+// each, and so does every test of an operator.
+func TestRunsCacheKeepsNoManagedFields(t *testing.T) {
+	e := fsmtest.New(t)
+	var fields atomic.Int64
+	fields.Store(-1)
+	fsmtest.Run(e, fsm.New[*v1alpha1.Gadget]("lean", fsm.Lifecycle).
+		Initial(Pending).
+		State(Pending, func(_ context.Context, r *request) fsm.Result {
+			fields.Store(int64(len(r.Object.GetManagedFields())))
+			return fsm.Next(Finished)
+		}, fsm.To(Finished)).
+		State(Finished, nil, fsm.Final()))
+	g := gadget()
+	e.Create(g)
+	e.AwaitState(g, Finished)
+	if e.Get(g); len(g.GetManagedFields()) == 0 {
+		t.Fatal("the API server keeps no managed fields of the gadget: the test would prove nothing")
+	}
+	if n := fields.Load(); n != 0 {
+		t.Errorf("the handler saw %d managed fields on the gadget read from the operator's cache, want 0 (fsm.LeanCache drops them)", n)
+	}
+}

@@ -91,7 +91,8 @@ func WithMachine[T fsm.Object](m *fsm.Machine[T]) RunOption {
 }
 
 // WithManagerOptions changes the manager's options before it is made, for
-// a resync period or a logger.
+// a resync period or a logger. The cache is fsm.LeanCache's unless change
+// sets NewCache (cache.New for controller-runtime's own).
 func WithManagerOptions(change func(*ctrl.Options)) RunOption {
 	return func(o *runOptions) { o.manager = append(o.manager, change) }
 }
@@ -218,6 +219,12 @@ func (o *Operator) startProcess(i int) error {
 	}
 	for _, change := range o.opts.manager {
 		change(&opts)
+	}
+	// The cache that kfsm init gives an operator (no managed fields, the
+	// namespaces it watches known to the machine's catch-up), unless the
+	// test makes its own.
+	if opts.NewCache == nil {
+		fsm.LeanCache(&opts)
 	}
 	cfg := o.e.operatorConfig(l)
 	shards, err := o.shards(p, cfg, &opts)
