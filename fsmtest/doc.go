@@ -27,8 +27,9 @@
 // Run starts a machine under a controller-runtime manager whose cache and
 // controllers see only the test's namespace, as it runs in production
 // (its cache made by fsm.LeanCache, as kfsm init makes it, unless
-// WithManagerOptions sets a NewCache of its own): the test changes objects and awaits outcomes. RunFunc makes the machine
-// anew for each operator process, so that Operator.Restart also loses
+// WithManagerOptions sets a NewCache of its own): the test changes
+// objects and awaits outcomes. RunFunc makes the machine anew for each
+// operator process, so that Operator.Restart also loses
 // what the handlers keep in memory; WithMachine runs a second machine in
 // the same manager. Steps runs it one
 // reconcile at a time instead, and Step returns what happened: the
