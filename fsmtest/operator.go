@@ -157,12 +157,14 @@ func (o *Operator) start() error {
 	o.started = true
 	o.mu.Unlock()
 	if first {
-		// After what the test and the machine function registered, so
-		// that the operator stops before what it talks to.
-		o.e.T.Cleanup(o.Stop)
+		// The overlaps are checked once the operator stopped, with
+		// every walk it made, the ones the test's end cut short
+		// included; it stops before what it talks to, which the test
+		// and the machine function registered.
 		if len(o.procs) > 1 {
 			o.e.T.Cleanup(o.e.overlaps)
 		}
+		o.e.T.Cleanup(o.Stop)
 	}
 	for i := range o.procs {
 		if err := o.startProcess(i); err != nil {

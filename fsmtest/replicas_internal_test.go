@@ -63,14 +63,18 @@ func TestReplicasThatDoNotShareAreCaughtReconcilingAtOnce(t *testing.T) {
 		return fsm.New[*v1alpha1.Gadget]("slow", fsm.Lifecycle).
 			Initial("Working").
 			State("Working", func(context.Context, *fsm.Request[*v1alpha1.Gadget]) fsm.Result {
-				if entered.Add(1) == 2 {
+				n := entered.Add(1)
+				if n == 2 {
 					close(both)
 				}
 				select {
 				case <-both:
 				case <-time.After(10 * time.Second):
 				}
-				time.Sleep(100 * time.Millisecond)
+				// The second to enter leaves a second after the first:
+				// the gadget is Ready, and the test's body over, while
+				// the second replica's walk still runs.
+				time.Sleep(time.Duration(n) * time.Second)
 				return fsm.Next("Ready")
 			}, fsm.To("Ready")).
 			State("Ready", nil, fsm.Final())
