@@ -83,10 +83,7 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 		// polls on its own clock may write between the two reads.
 		at, still := e.api.lastWrite()
 		if ok, _ := cond(); ok && still {
-			var objects map[string]any
-			if !e.snap.unstruck() {
-				objects = e.snapshot()
-			}
+			objects := e.snapshot()
 			if after, still := e.api.lastWrite(); still && after.Equal(at) {
 				e.snap.settled(e, what, objects)
 				return
