@@ -61,8 +61,9 @@ func MaxRuns(n int) FaultOption {
 	}
 }
 
-// FailFast stops Explore at its first failed run: the schedules not yet
-// started are cut. go test's -failfast does the same.
+// FailFast stops Explore at its first failed run that fails again alone
+// (see Explore): the schedules not yet started are cut. go test's
+// -failfast does the same.
 func FailFast() FaultOption { return func(o *faultOptions) { o.failFast = true } }
 
 // Parallel is how many of Explore's runs share the package's API server
@@ -159,6 +160,10 @@ var runSlots = sync.OnceValue(func() chan struct{} {
 // A failure is shrunk to the fewest of its faults that still fail, and
 // reported with the faults, what failed, the transitions of the run
 // beside the clean run's, and a command that runs that schedule again.
+// A failure among the parallel runs may need their timing and pass
+// alone, as its replay command runs it: the failures are run again
+// with no other run in flight, up to three times each, and the first
+// that fails again is reported first; one that passed alone says so.
 // The report of what was explored (schedules generated, deduplicated,
 // run, cut) is logged. Explore is skipped with -short.
 func Explore[T fsm.Object](t *testing.T, machine func(*Env) *fsm.Machine[T], scenario func(*Env), opts ...FaultOption) {
@@ -272,34 +277,47 @@ func (x *explorer) explore() {
 }
 
 // report fails the test with each failed run, shrunk if asked, once.
-func (x *explorer) report(failed []*outcome, shrink bool) {
+// A search's failures are tried alone (Search.Replays), up to five,
+// until one replays, which is reported first: its replay command is the
+// one a reader runs.
+func (x *explorer) report(failed []*outcome, search bool) {
 	seen := map[string]bool{}
-	shown := 0
+	var runs []*outcome
 	for _, out := range failed {
-		if shrink {
+		if search {
 			out = x.search.Shrink(out)
 		}
-		if !out.Failed() || seen[out.Schedule.String()] {
-			continue
+		if out.Failed() && !seen[out.Schedule.String()] {
+			seen[out.Schedule.String()] = true
+			runs = append(runs, out)
 		}
-		seen[out.Schedule.String()] = true
-		if shown++; shown > 5 {
-			continue
-		}
-		x.t.Error(x.describe(out))
 	}
-	if shown > 5 {
-		x.t.Errorf("fsmtest: and %d more failed schedules", shown-5)
+	for i := range min(len(runs), 5) {
+		if out := runs[i]; search && x.search.Replays(out) {
+			runs = slices.Insert(slices.Delete(runs, i, i+1), 0, out)
+			break
+		}
+	}
+	for _, out := range runs[:min(len(runs), 5)] {
+		replays, known := x.search.Replayed(out.Schedule)
+		x.t.Error(x.describe(out, known && !replays))
+	}
+	if len(runs) > 5 {
+		x.t.Errorf("fsmtest: and %d more failed schedules", len(runs)-5)
 	}
 }
 
 // describe is the report of a failed run: its faults, what failed, its
-// transitions beside the clean run's, and its replay command.
-func (x *explorer) describe(out *outcome) string {
+// transitions beside the clean run's, and its replay command, which may
+// pass if the run passed alone.
+func (x *explorer) describe(out *outcome, passedAlone bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "fsmtest: a run with %d fault(s) failed:\n", len(out.Schedule))
 	for _, a := range out.Schedule {
 		fmt.Fprintf(&b, "  %s: %s\n", a, a.Describe(out.At(a), x.o.lag))
+	}
+	if passedAlone {
+		fmt.Fprintf(&b, "  (it failed among %d runs at a time and passed the %d times it ran again alone: it needs their timing, and its replay may pass)\n", x.o.parallel, explore.Tries)
 	}
 	for _, f := range out.Failures {
 		b.WriteString(indent(f))

@@ -42,12 +42,17 @@ type Run interface{ Explored() *Outcome }
 // run: a run with k faults is made from one with k-1 that passed, with
 // the new fault at a point after the last one struck, and a fault at a
 // point whose key was explored before with that fault is not run again.
+//
+// A failure found among Parallel runs may need the timing of a loaded
+// machine, and pass when its schedule runs by itself, as its replay runs
+// it. Replays tells the two apart; a FailFast search stops at a failure
+// that replays, Shrink shrinks to parts that replay.
 type Search[R Run] struct {
 	Depth    int
 	Budget   time.Duration   // of time since Start; none if zero
 	MaxRuns  int             // none if zero
 	Parallel int             // runs at a time
-	FailFast bool            // no run starts once one failed
+	FailFast bool            // no run starts once one failed and replays
 	Injects  func(Kind) bool // which kinds are explored; every kind if nil
 	Run      func(Schedule) R
 	Start    time.Time // when the budget began
@@ -55,12 +60,22 @@ type Search[R Run] struct {
 	mu      sync.Mutex
 	visited map[uint64]bool // the points explored, with the fault
 	runs    map[string]R    // by schedule
+	replays map[string]bool // by schedule, of the failures tried alone
 	stats   []level         // by depth
+	// alone is held by each of runAll's runs for reading, and for
+	// writing by a run that must have no other in flight.
+	alone sync.RWMutex
 }
+
+// Tries is how many times Replays runs a failure's schedule alone before
+// it says the failure does not replay; a replay command's -test.count
+// should be as many.
+const Tries = 3
 
 // level counts the schedules of one depth.
 type level struct {
 	generated, deduplicated, run, cut, failed int
+	replayed                                  int             // of the failed, found to fail alone
 	took                                      []time.Duration // of each run
 }
 
@@ -164,18 +179,30 @@ func (s *Search[R]) runAll(ss []Schedule, depth int) []R {
 		s.mu.Lock()
 		s.stats[depth-1].run++
 		s.mu.Unlock()
-		ran[i] = true
 		wg.Go(func() {
 			defer func() { <-sem }()
+			s.alone.RLock()
+			if s.FailFast && s.anyFailed() { // while a failure replayed
+				s.alone.RUnlock()
+				s.mu.Lock()
+				s.stats[depth-1].run--
+				s.stats[depth-1].cut++
+				s.mu.Unlock()
+				return
+			}
 			r := s.Run(sched)
-			outs[i] = r
+			s.alone.RUnlock()
+			outs[i], ran[i] = r, true
 			s.mu.Lock()
-			defer s.mu.Unlock()
 			s.remember(sched, r)
 			st := &s.stats[depth-1]
 			st.took = append(st.took, r.Explored().Took)
 			if r.Explored().Failed() {
 				st.failed++
+			}
+			s.mu.Unlock()
+			if s.FailFast && r.Explored().Failed() {
+				s.Replays(r)
 			}
 		})
 	}
@@ -197,11 +224,58 @@ func (s *Search[R]) remember(sched Schedule, r R) {
 	s.runs[sched.String()] = r
 }
 
-// anyFailed reports whether a run failed so far.
+// anyFailed reports whether a run failed so far and replays.
 func (s *Search[R]) anyFailed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.ContainsFunc(s.stats, func(st level) bool { return st.failed > 0 })
+	return slices.ContainsFunc(s.stats, func(st level) bool { return st.replayed > 0 })
+}
+
+// Replays reports whether a failed run's schedule fails when it runs with
+// no other run of the search in flight: in one of Tries runs, which
+// wait for the runs in flight to finish and hold back those that would
+// start. A failure that passes them all needed the timing of the runs
+// beside it, and its replay command would pass. The answer is kept.
+func (s *Search[R]) Replays(r R) bool {
+	out := r.Explored()
+	if !out.Failed() {
+		return false
+	}
+	if replays, known := s.Replayed(out.Schedule); known {
+		return replays
+	}
+	s.alone.Lock()
+	defer s.alone.Unlock()
+	if replays, known := s.Replayed(out.Schedule); known { // decided while this waited
+		return replays
+	}
+	replays := false
+	for try := 0; try < Tries && !replays; try++ {
+		replays = s.Run(out.Schedule).Explored().Failed()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.decided(out.Schedule, replays)
+	return replays
+}
+
+// Replayed returns whether sched's failure replays, if Replays found out.
+func (s *Search[R]) Replayed(sched Schedule) (replays, known bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	replays, known = s.replays[sched.String()]
+	return replays, known
+}
+
+// decided keeps whether sched's failure replays; the caller holds s.mu.
+func (s *Search[R]) decided(sched Schedule, replays bool) {
+	if s.replays == nil {
+		s.replays = map[string]bool{}
+	}
+	s.replays[sched.String()] = replays
+	if replays && len(sched) > 0 && len(sched) <= len(s.stats) {
+		s.stats[len(sched)-1].replayed++
+	}
 }
 
 // spent reports whether the budget of time or runs is spent.
@@ -228,7 +302,8 @@ func (s *Search[R]) Summary() string {
 	return b.String()
 }
 
-// once runs sched, or returns its run if it ran already.
+// once runs sched alone, or returns its run if it ran already; a run
+// alone that failed replays.
 func (s *Search[R]) once(sched Schedule) R {
 	s.mu.Lock()
 	r, ok := s.runs[sched.String()]
@@ -236,21 +311,26 @@ func (s *Search[R]) once(sched Schedule) R {
 	if ok {
 		return r
 	}
+	s.alone.Lock()
 	r = s.Run(sched)
+	s.alone.Unlock()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.remember(sched, r)
-	s.mu.Unlock()
+	if r.Explored().Failed() {
+		s.decided(sched, true)
+	}
 	return r
 }
 
 // Shrink returns the run of the smallest part of a failed run's faults
-// that still fails, trying the parts from the smallest up: delta
-// debugging, which for a handful of faults is every part.
+// that still fails and replays, trying the parts from the smallest up:
+// delta debugging, which for a handful of faults is every part.
 func (s *Search[R]) Shrink(r R) R {
 	sched := r.Explored().Schedule
 	for size := 1; size < len(sched); size++ {
 		for _, part := range Subsets(sched, size) {
-			if small := s.once(part); small.Explored().Failed() {
+			if small := s.once(part); s.Replays(small) {
 				return s.Shrink(small)
 			}
 		}

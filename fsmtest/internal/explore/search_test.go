@@ -140,8 +140,56 @@ func TestTheBudgetAndFailFastCutSchedules(t *testing.T) {
 	w = newWorld([]uint64{0, 1, 2, 3}, func(s Schedule) bool { return len(s) > 0 })
 	s = w.search(1)
 	s.Parallel, s.FailFast = 1, true
-	if failed := s.From(w.run(nil)); len(failed) != 1 || len(w.ran) != 2 {
-		t.Errorf("FailFast: %d failed after %v, want the first fault alone", len(failed), w.ran)
+	if failed := s.From(w.run(nil)); len(failed) != 1 || !slices.Equal(w.ran, []string{"", "crash:x/a:1", "crash:x/a:1"}) {
+		t.Errorf("FailFast: %d failed after %q, want the first fault, and again alone", len(failed), w.ran)
+	}
+}
+
+// flaky is a world's fails in which the schedules of loaded fail in
+// their first run only, as a failure that needs the timing of the runs
+// beside it, and those of fails in every run.
+func flaky(w *world, loaded, fails []Atom) func(Schedule) bool {
+	return func(s Schedule) bool {
+		if slices.ContainsFunc(fails, func(a Atom) bool { return slices.Contains(s, a) }) {
+			return true
+		}
+		if len(s) != 1 || !slices.Contains(loaded, s[0]) {
+			return false
+		}
+		runs := 0
+		for _, r := range w.ran {
+			if r == s.String() {
+				runs++
+			}
+		}
+		return runs == 1 // w.run counts this run before it asks
+	}
+}
+
+// A failure that passes when its schedule runs again alone, Tries times,
+// does not replay: it does not stop a FailFast search, which goes on to
+// one that does, and Shrink does not shrink to it.
+func TestAFailureThatPassesAloneDoesNotReplay(t *testing.T) {
+	w := newWorld([]uint64{0, 1, 2, 3}, nil)
+	w.fails = flaky(w, []Atom{crash(2, 1)}, []Atom{crash(3, 2)})
+	s := w.search(1)
+	s.Parallel, s.FailFast = 1, true
+	failed := s.From(w.run(nil))
+	want := []string{"", "crash:x/a:1", "crash:x/b:2", "crash:x/b:2", "crash:x/b:2", "crash:x/b:2", "crash:x/c:3", "crash:x/c:3"}
+	if !slices.Equal(w.ran, want) {
+		t.Errorf("ran %q, want %q: b's failure tried alone %d times, then c's, which replays, stops the search", w.ran, want, Tries)
+	}
+	if len(failed) != 2 || s.Replays(failed[0]) || !s.Replays(failed[1]) || len(w.ran) != len(want) {
+		t.Errorf("Replays of %d failed runs: want b's false and c's true, known without running them again (ran %q)", len(failed), w.ran)
+	}
+
+	w = newWorld([]uint64{0, 1, 2, 3}, nil)
+	w.fails = flaky(w, []Atom{crash(2, 1)}, []Atom{crash(4, 3)})
+	s = w.search(2)
+	s.From(w.run(nil)) // b fails among the runs, and d in every run
+	got := s.Shrink(w.run(Schedule{crash(2, 1), crash(4, 3)}))
+	if got.Schedule.String() != "crash:x/d:4" || !s.Replays(got) {
+		t.Errorf("shrunk to %s, want crash:x/d:4: the part that replays, not b's, which fails only among the runs", got.Schedule)
 	}
 }
 
