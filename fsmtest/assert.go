@@ -83,7 +83,10 @@ func (e *Env) await(what string, cond func() (bool, string)) {
 		// polls on its own clock may write between the two reads.
 		at, still := e.api.lastWrite()
 		if ok, _ := cond(); ok && still {
-			objects := e.snapshot()
+			var objects map[string]any
+			if !e.snap.unstruck() {
+				objects = e.snapshot()
+			}
 			if after, still := e.api.lastWrite(); still && after.Equal(at) {
 				e.snap.settled(e, what, objects)
 				return

@@ -236,8 +236,13 @@ type snapshots struct {
 
 type snapshot struct {
 	what    string
-	objects map[string]any
+	objects map[string]any // nil in a faulty run before its first fault struck
 }
+
+// unstruck reports whether this is a faulty run in which no fault has
+// struck yet: up to there it is the clean run, and its snapshots need not
+// be read, for they cannot differ from the clean run's by a fault.
+func (s *snapshots) unstruck() bool { return s.faulty() && !s.trace.AnyStruck() }
 
 // change notes a change the scenario made; walks is the number of walks
 // before it was written.
@@ -383,6 +388,9 @@ func (s *snapshots) compare(t testing.TB) {
 			}
 			t.Errorf("%s: the run never reached await %q", s.point, want.what)
 			continue
+		}
+		if got.objects == nil {
+			continue // before the first fault struck
 		}
 		if diff := cmp.Diff(want.objects, got.objects); diff != "" {
 			t.Errorf("%s: at await %q the objects differ from the clean run (-clean +faulty):\n%s", s.point, want.what, diff)

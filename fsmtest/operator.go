@@ -470,23 +470,30 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 		seen           activity
 		since, checked time.Time // of the operator's last act, and of the last read of cond
 		why            string
+		acted          = true // since cond was last read
 	)
 	for {
 		now := time.Now()
 		a, busy := o.e.activity()
-		changed := checked.IsZero() || a != seen
+		changed := a != seen
+		if changed {
+			seen, acted = a, true
+		}
 		if changed || busy {
-			seen, since = a, now
+			since = now
 		}
 		// cond reads the API server: it is read again once the operator
 		// acted, and after a while for what others change (the garbage
-		// collector, a node).
-		if changed || now.Sub(checked) >= recheck {
+		// collector, a node). A run of Faults or Explore waits for the
+		// operator to be quiet once cond holds, so it reads cond once the
+		// operator paused rather than after each of its requests.
+		paused := o.e.snap == nil || now.Sub(since) >= pause
+		if acted && paused || now.Sub(checked) >= recheck {
 			var ok bool
 			if ok, why = cond(); ok {
 				return
 			}
-			checked = now
+			checked, acted = now, false
 		}
 		if now.After(deadline) {
 			o.e.fatalf("waited %v for %s: %s%s", o.e.Timeout, what, why, o.e.clockHint())
@@ -504,6 +511,10 @@ func (o *Operator) await(what string, cond func() (bool, string)) {
 // recheck is how often an Await reads what it waits for while the
 // operator does nothing: it reads it at once after each act.
 const recheck = 500 * time.Millisecond
+
+// pause is how long an operator in a run of Faults or Explore does
+// nothing before an Await reads what it waits for.
+const pause = 100 * time.Millisecond
 
 // restLimit is how long an operator in a run of Faults or Explore does
 // nothing before an Await gives up on it: far longer than a replica's

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 	"github.com/kfsm/kfsm/internal/testapi/v1alpha1"
 )
 
@@ -62,6 +63,38 @@ func TestASnapshotIsOfAMomentWhenTheAwaitHeld(t *testing.T) {
 	got := e.snap.taken[0].objects["Gadget/g"].(map[string]any)["status"]
 	if note := got.(map[string]any)["note"]; note != nil {
 		t.Errorf("the snapshot holds status.note %q, which the gadget had when the condition did not hold", note)
+	}
+}
+
+// A faulty run is the clean run until its first fault strikes: its
+// snapshots before then are not read, and not compared, and from then on
+// they are, and a difference from the clean run's fails the run.
+func TestAFaultyRunsSnapshotsAreReadOnceItsFaultStruck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an API server, which -short does not start")
+	}
+	t.Parallel()
+	e := New(t)
+	_, note := notedGadget(t, e)
+	fault := explore.Atom{Kind: explore.Crash, N: 1}
+	e.snap.trace, e.snap.point = explore.NewTracker(explore.World{Namespace: e.Namespace}, false), fault.String()
+	clean := map[string]any{"Gadget/g": map[string]any{"status": map[string]any{"note": "clean"}}}
+	e.snap.clean = &snapshots{taken: map[int]snapshot{0: {what: "before", objects: clean}, 1: {what: "after", objects: clean}}}
+	note("faulty")
+	e.Await("before", func() bool { return true })
+	if got := e.snap.taken[0]; got.what != "before" || got.objects != nil {
+		t.Errorf("before the fault struck, the run's snapshot is %+v, want none read", got)
+	}
+	e.snap.trace.Struck(fault, 1)
+	e.Await("after", func() bool { return true })
+	if e.snap.taken[1].objects == nil {
+		t.Fatal("once the fault struck, the run's snapshot was not read")
+	}
+	rec := &runT{TB: t, name: "compare"}
+	rec.do(func() { e.snap.compare(rec) })
+	failures := rec.failures()
+	if len(failures) != 1 || !strings.Contains(failures[0], `at await "after" the objects differ`) {
+		t.Errorf("compare reported %q, want one difference, at the await after the fault", failures)
 	}
 }
 

@@ -355,6 +355,16 @@ func (tr *Tracker) Struck(a Atom, seq int) {
 	}
 }
 
+// AnyStruck reports whether a fault of the run struck so far.
+func (tr *Tracker) AnyStruck() bool {
+	if tr == nil {
+		return false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.struckAt) > 0
+}
+
 // Await records, once the scenario's step n, an Await, held and the
 // operator was quiet with a timer of its waiting on the fake clock, a
 // point where the clock may jump; it returns the point's seq.
