@@ -156,6 +156,8 @@ func flaky(w *world, loaded, fails []Atom) func(Schedule) bool {
 		if len(s) != 1 || !slices.Contains(loaded, s[0]) {
 			return false
 		}
+		w.mu.Lock() // runs in parallel with other runs' appends
+		defer w.mu.Unlock()
 		runs := 0
 		for _, r := range w.ran {
 			if r == s.String() {
