@@ -75,7 +75,6 @@ const Tries = 3
 // level counts the schedules of one depth.
 type level struct {
 	generated, deduplicated, run, cut, failed int
-	replayed                                  int             // of the failed, found to fail alone
 	took                                      []time.Duration // of each run
 }
 
@@ -228,7 +227,12 @@ func (s *Search[R]) remember(sched Schedule, r R) {
 func (s *Search[R]) anyFailed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.ContainsFunc(s.stats, func(st level) bool { return st.replayed > 0 })
+	for _, replays := range s.replays {
+		if replays {
+			return true
+		}
+	}
+	return false
 }
 
 // Replays reports whether a failed run's schedule fails when it runs with
@@ -273,9 +277,6 @@ func (s *Search[R]) decided(sched Schedule, replays bool) {
 		s.replays = map[string]bool{}
 	}
 	s.replays[sched.String()] = replays
-	if replays && len(sched) > 0 && len(sched) <= len(s.stats) {
-		s.stats[len(sched)-1].replayed++
-	}
 }
 
 // spent reports whether the budget of time or runs is spent.
