@@ -2,15 +2,18 @@
 // kfsm's run-time refusals and kfsm vet to suggest in the same way.
 package typo
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Closest returns the name among names nearest to s when it is near
-// enough to be a typo of it: at most a third of s's length apart (in
-// edits of a character), case aside. Ties go to the name listed first;
-// "" means none is near.
+// enough to be a typo of it: at most a third of s's length in characters
+// apart (in edits of a character), case aside. Ties go to the name listed
+// first; "" means none is near.
 func Closest[S ~string](s S, names []S) S {
 	var best S
-	bestDist := (len(s)+2)/3 + 1
+	bestDist := (utf8.RuneCountInString(string(s))+2)/3 + 1
 	for _, n := range names {
 		if d := distance(strings.ToLower(string(s)), strings.ToLower(string(n))); d < bestDist {
 			best, bestDist = n, d
