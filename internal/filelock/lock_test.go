@@ -58,7 +58,11 @@ func TestASecondLockWaitsForTheFirst(t *testing.T) {
 		}
 		got <- err
 	}()
-	<-waiting
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second Lock of a held path did not say it was waiting within 10 s")
+	}
 	unlock()
 	select {
 	case err := <-got:
