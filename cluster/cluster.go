@@ -102,11 +102,19 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
+	apiServer, err := diesWithCaller(c.dir, filepath.Join(c.Assets.Dir, "kube-apiserver"))
+	if err != nil {
+		return err
+	}
+	etcd, err := diesWithCaller(c.dir, filepath.Join(c.Assets.Dir, "etcd"))
+	if err != nil {
+		return err
+	}
 	apiLog, etcdLog := &tail{}, &tail{}
 	c.env = &envtest.Environment{
 		ControlPlane: envtest.ControlPlane{
-			APIServer:   &envtest.APIServer{Path: filepath.Join(c.Assets.Dir, "kube-apiserver"), Err: apiLog, Out: apiLog},
-			Etcd:        &envtest.Etcd{Path: filepath.Join(c.Assets.Dir, "etcd"), Err: etcdLog, Out: etcdLog},
+			APIServer:   &envtest.APIServer{Path: apiServer, Err: apiLog, Out: apiLog},
+			Etcd:        &envtest.Etcd{Path: etcd, Err: etcdLog, Out: etcdLog},
 			KubectlPath: c.Assets.Kubectl(),
 		},
 		CRDDirectoryPaths:        opts.CRDPaths,

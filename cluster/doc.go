@@ -42,8 +42,10 @@
 //     that names the component that failed with the end of its output, and
 //     nothing left running.
 //   - Stop, or cancelling the context given to Start, stops every process
-//     the cluster started and waits for them to exit. Workload components
-//     are also killed by the kernel if the calling process dies (Linux).
+//     the cluster started and waits for them to exit. On Linux the kernel
+//     also kills every one of them if the calling process dies without
+//     stopping it (killed, or ended by go test's timeout): etcd and
+//     kube-apiserver through setpriv (util-linux), where it is installed.
 //   - A cached binary is used only if it matches what the build produced;
 //     an interrupted or damaged build is rebuilt.
 //
@@ -57,6 +59,8 @@
 //
 //   - Pods never run containers: kwok only reports them Running. Workloads
 //     that must really serve are run by the examples as local processes.
-//   - If the calling process is killed, envtest's etcd and kube-apiserver
-//     may outlive it; Stop is the clean way out.
+//   - If the calling process is killed outside Linux, or without setpriv,
+//     envtest's etcd and kube-apiserver outlive it; and in any case their
+//     data directories stay in the temporary directory. Stop is the clean
+//     way out.
 package cluster

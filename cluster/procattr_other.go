@@ -5,3 +5,6 @@ package cluster
 import "syscall"
 
 func componentProcAttr() *syscall.SysProcAttr { return nil }
+
+// diesWithCaller returns path: only Linux has a parent-death signal.
+func diesWithCaller(_, path string) (string, error) { return path, nil }
