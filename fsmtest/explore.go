@@ -325,7 +325,7 @@ func (x *explorer) describe(out *outcome, passedAlone bool) string {
 	}
 	b.WriteString("transitions, the clean run's | this run's:\n")
 	b.WriteString(besides(x.clean.transitions, out.transitions))
-	fmt.Fprintf(&b, "replay: go test -run '%s' . -kfsm.explore='%s'", runPattern(x.t.Name()), out.Schedule)
+	b.WriteString("replay: " + replayCommand(x.t.Name(), out.Schedule.String()))
 	return b.String()
 }
 
@@ -355,6 +355,17 @@ func besides(left, right []string) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// replayCommand is the go test command, quoted for a POSIX shell, that
+// runs the test named name alone under the schedule.
+func replayCommand(name, schedule string) string {
+	return "go test -run " + shellQuote(runPattern(name)) + " . -kfsm.explore=" + shellQuote(schedule)
+}
+
+// shellQuote quotes s as one word of a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // runPattern is the -run pattern of the test named name alone.
