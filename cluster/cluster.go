@@ -83,11 +83,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "kfsm-cluster-")
+	removeAbandoned()
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("creating the cluster's directory: %w", err)
 	}
 	c := &Cluster{Assets: a, dir: dir, stopped: make(chan struct{})}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner(os.Getpid())), 0o600); err != nil {
+		return nil, errors.Join(fmt.Errorf("creating the cluster's directory: %w", err), c.Stop())
+	}
 	if err := c.start(ctx, opts); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -101,6 +105,39 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// A cluster's directory, in the temporary directory, is named with
+// dirPrefix and holds ownerFile, which names the process that started it.
+const (
+	dirPrefix = "kfsm-cluster-"
+	ownerFile = "owner"
+)
+
+// owner names the process pid of this machine's process ID namespace, as
+// ownerFile holds it: a temporary directory may be shared with processes
+// of another namespace (a container's), whose IDs mean nothing here.
+func owner(pid int) string { return strconv.Itoa(pid) + " " + pidNamespace() }
+
+// removeAbandoned removes the directories of clusters whose process died
+// without stopping them (killed, or ended by go test's timeout), etcd's
+// data among them: a directory whose owner is not named, is of another
+// namespace or still runs is left alone.
+func removeAbandoned() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		data, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data))
+		if len(f) != 2 || pidNamespace() == "" {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[0]); err == nil && pid > 0 && owner(pid) == string(data) && processGone(pid) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
 func (c *Cluster) start(ctx context.Context, opts Options) error {
 	apiServer, err := diesWithCaller(c.dir, filepath.Join(c.Assets.Dir, "kube-apiserver"))
 	if err != nil {
@@ -110,11 +147,20 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// etcd's data and the API server's certificates are kept in the
+	// cluster's directory, which Stop removes: the directories envtest
+	// makes itself stay behind when a start fails or the caller dies.
+	dataDir, certDir := filepath.Join(c.dir, "etcd-data"), filepath.Join(c.dir, "certificates")
+	for _, d := range []string{dataDir, certDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("creating the cluster's directory: %w", err)
+		}
+	}
 	apiLog, etcdLog := &tail{}, &tail{}
 	c.env = &envtest.Environment{
 		ControlPlane: envtest.ControlPlane{
-			APIServer:   &envtest.APIServer{Path: apiServer, Err: apiLog, Out: apiLog},
-			Etcd:        &envtest.Etcd{Path: etcd, Err: etcdLog, Out: etcdLog},
+			APIServer:   &envtest.APIServer{Path: apiServer, CertDir: certDir, Err: apiLog, Out: apiLog},
+			Etcd:        &envtest.Etcd{Path: etcd, DataDir: dataDir, Err: etcdLog, Out: etcdLog},
 			KubectlPath: c.Assets.Kubectl(),
 		},
 		CRDDirectoryPaths:        opts.CRDPaths,

@@ -60,7 +60,8 @@
 //   - Pods never run containers: kwok only reports them Running. Workloads
 //     that must really serve are run by the examples as local processes.
 //   - If the calling process is killed outside Linux, or without setpriv,
-//     envtest's etcd and kube-apiserver outlive it; and in any case their
-//     data directories stay in the temporary directory. Stop is the clean
-//     way out.
+//     envtest's etcd and kube-apiserver outlive it. Its cluster's directory
+//     (etcd's data, the certificates) stays in the temporary directory
+//     until the next cluster started on the machine (Linux) removes it.
+//     Stop is the clean way out.
 package cluster

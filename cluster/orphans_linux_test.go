@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +28,8 @@ func TestTheClusterDiesWithTheProcessThatStartedIt(t *testing.T) {
 		t.Skip("-short: this test starts an API server")
 	}
 	holder := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestTheClusterDiesWithTheProcessThatStartedIt$")
-	holder.Env = append(os.Environ(), "KFSM_CLUSTER_HOLDER=1")
+	tmp := t.TempDir()
+	holder.Env = append(os.Environ(), "KFSM_CLUSTER_HOLDER=1", "TMPDIR="+tmp)
 	holder.Stderr = os.Stderr
 	out, err := holder.StdoutPipe()
 	if err != nil {
@@ -68,6 +70,31 @@ func TestTheClusterDiesWithTheProcessThatStartedIt(t *testing.T) {
 		}
 		t.Errorf("30s after the process that started the cluster was killed, its processes still ran: %v", left)
 	}
+	// etcd's data and the API server's certificates are in the cluster's
+	// directory, which the next cluster started removes, its owner gone.
+	abandoned := clusterDirs(t, tmp)
+	if others, _ := filepath.Glob(filepath.Join(tmp, "k8s_test_framework_*")); len(abandoned) != 1 || len(others) > 0 {
+		t.Fatalf("the killed process left the cluster directories %q and envtest's %q, want one of the cluster's own", abandoned, others)
+	}
+	t.Setenv("TMPDIR", tmp)
+	c, err := cluster.Start(t.Context(), cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	if dirs := clusterDirs(t, tmp); len(dirs) != 1 || dirs[0] == abandoned[0] {
+		t.Errorf("with the directory %s of a cluster whose process died, the next cluster started left %q", abandoned[0], dirs)
+	}
+}
+
+// clusterDirs returns the clusters' directories in dir.
+func clusterDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(dir, "kfsm-cluster-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
 }
 
 // holdACluster starts a cluster, prints the process IDs of its processes
