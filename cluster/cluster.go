@@ -128,11 +128,8 @@ func removeAbandoned() {
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(data))
-		if len(f) != 2 || pidNamespace() == "" {
-			continue
-		}
-		if pid, err := strconv.Atoi(f[0]); err == nil && pid > 0 && owner(pid) == string(data) && processGone(pid) {
+		id, _, _ := strings.Cut(string(data), " ")
+		if pid, err := strconv.Atoi(id); err == nil && pid > 0 && pidNamespace() != "" && owner(pid) == string(data) && processGone(pid) {
 			_ = os.RemoveAll(d)
 		}
 	}
