@@ -232,4 +232,8 @@
 // beside the clean run's, and ends with a command that runs it again:
 //
 //	replay: go test -run '^TestDatabaseSurvivesFaults$' . -kfsm.explore='burst,fail:databases/orders:4'
+//
+// A run that failed only beside the others, and passed when run again
+// alone, is reported with one more command, which runs the whole search
+// again under the same load (-kfsm.depth and -kfsm.parallel as it ran).
 package fsmtest

@@ -317,7 +317,7 @@ func (x *explorer) describe(out *outcome, passedAlone bool) string {
 		fmt.Fprintf(&b, "  %s: %s\n", a, a.Describe(out.At(a), x.o.lag))
 	}
 	if passedAlone {
-		fmt.Fprintf(&b, "  (it failed among %d runs at a time and passed the %d times it ran again alone: it needs their timing, and its replay may pass)\n", x.o.parallel, explore.Tries)
+		fmt.Fprintf(&b, "  (it failed among %d runs at a time and passed the %d times it ran again alone: it needs their timing, and its replay may pass; the last line runs the search again under that load)\n", x.o.parallel, explore.Tries)
 	}
 	for _, f := range out.Failures {
 		b.WriteString(indent(f))
@@ -326,6 +326,9 @@ func (x *explorer) describe(out *outcome, passedAlone bool) string {
 	b.WriteString("transitions, the clean run's | this run's:\n")
 	b.WriteString(besides(x.clean.transitions, out.transitions))
 	b.WriteString("replay: " + replayCommand(x.t.Name(), out.Schedule.String()))
+	if passedAlone {
+		fmt.Fprintf(&b, "\nunder the same load: go test -run %s . -kfsm.depth=%d -kfsm.parallel=%d", shellQuote(runPattern(x.t.Name())), x.o.depth, x.o.parallel)
+	}
 	return b.String()
 }
 

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kfsm/kfsm/fsmtest/internal/explore"
 )
 
 // The replay command of a failed run, pasted into a shell, runs that test
@@ -49,5 +51,25 @@ func TestTheReplayCommandRunsTheTestAloneWhateverItsName(t *testing.T) {
 				t.Errorf("%s: -run %q does not match %q alone", name, args[1], levels[i])
 			}
 		}
+	}
+}
+
+// A failed run that passed when run again alone needed the load of the
+// runs beside it: its report gives, besides the replay, the command that
+// runs the search again under that load.
+func TestAFailureThatPassedAloneNamesTheCommandThatLoadsItAgain(t *testing.T) {
+	x := &explorer{t: t, o: faultOptions{depth: 2, parallel: 24}, clean: &outcome{}}
+	out := &outcome{Outcome: explore.Outcome{Schedule: explore.Schedule{{Kind: explore.Lag}}}}
+	if report := x.describe(out, false); strings.Contains(report, "under the same load") {
+		t.Errorf("a failure that replays alone names a command to load it:\n%s", report)
+	}
+	report := x.describe(out, true)
+	_, command, ok := strings.Cut(report, "\nunder the same load: ")
+	if !ok {
+		t.Fatalf("the report names no command to run the search under the same load:\n%s", report)
+	}
+	want := "go test -run " + shellQuote(runPattern(t.Name())) + " . -kfsm.depth=2 -kfsm.parallel=24"
+	if command != want {
+		t.Errorf("the command to run the search under the same load is\n%s\nwant\n%s", command, want)
 	}
 }
