@@ -67,11 +67,12 @@ explore: assets
 ## Explore, two faults at a time, catches it with a counterexample of at most two faults
 ## that its replay command fails again, and Faults (Explore at depth 1) catches it or misses it
 ## as the patch says, which the counterexample's size tells (the example's tests are built once
-## per bug, with the race detector, and that binary runs them all). Four bugs are checked at
+## per bug, with the race detector, and that binary runs them all). Eight bugs are checked at
 ## once: a check spends much of its time in runs one after another (the clean run, the
-## replay, a failing run waiting for the operator to rest), and two at a time left a core idle
+## replay, a failing run waiting for the operator to rest), and four at a time left half
+## of two cores idle
 seeded-bugs: assets
-	$(GO) -C examples test -tags seeded -count=1 -parallel 4 -timeout 90m -v -run '^TestExploreCatchesEverySeededBug$$' ./internal/seeded
+	$(GO) -C examples test -tags seeded -count=1 -parallel 8 -timeout 90m -v -run '^TestExploreCatchesEverySeededBug$$' ./internal/seeded
 
 ## fleet-test: the tests at the size of a fleet, too slow for make test: 1,000 objects in
 ## every state of version 1 of a graph, migrated to version 2 under a manager; three

@@ -26,7 +26,7 @@ import (
 // that Faults runs, and one of two faults says that every run of depth 1
 // passed; Faults runs on its own only after a counterexample of one fault
 // that Explore alone strikes. The checks of several bugs share the
-// machine at once, as go test's -parallel says (make seeded-bugs: four).
+// machine at once, as go test's -parallel says (make seeded-bugs: eight).
 func TestExploreCatchesEverySeededBug(t *testing.T) {
 	bugs, err := seeded.Load()
 	if err != nil {
