@@ -43,11 +43,12 @@ check:
 	$(GO) test -short $(TESTFLAGS) -skip '^ExampleStart$$' $(TESTPKGS)
 
 ## test: run every test, with the race detector, against a real API server
-## (three packages at a time, and four parallel tests in each: they mostly
+## (four packages at a time, and four parallel tests in each: they mostly
 ## wait on their API servers, so on two cores more finish sooner than go
-## test's default of two), and the tests of make release's checks
+## test's default of two; at three, a quarter of the two cores stayed
+## idle), and the tests of make release's checks
 test: assets
-	$(GO) test $(TESTFLAGS) -timeout 30m -p 3 -parallel 4 $(TESTPKGS)
+	$(GO) test $(TESTFLAGS) -timeout 30m -p 4 -parallel 4 $(TESTPKGS)
 	GOWORK=off $(GO) -C tools/release test $(TESTFLAGS) -run '^TestRelease' .
 
 ## explore: the four examples' main scenarios under every combination of two faults
