@@ -238,6 +238,15 @@ func (s *Stepper[T]) await(what string, cond func() (bool, string)) {
 			if acting && closedWithin(woken, s.e.Timeout) {
 				continue
 			}
+			// cond read the API server's watch cache, which may not yet
+			// have the last write: a patch that takes the last finalizer
+			// off deletes the object but answers with the version before,
+			// which is all a read at the newest known version waits for.
+			ok, fresh := s.e.fresh(cond)
+			if ok {
+				return
+			}
+			why = fresh
 			if acting {
 				why += fmt.Sprintf("; an action runs, and asked for no reconcile in %v", s.e.Timeout)
 			}
