@@ -153,7 +153,12 @@ func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Ac
 			// record's change, in one write.
 			a := w.reported(k, rec)
 			if a.State == ActionFailed {
-				keepForRetry(rec)
+				// The record of a failed run becomes the intent of its
+				// retry: a failure may come after the effect (an answer
+				// lost, a timeout), so the next run keeps the key and,
+				// with Observe, asks first. The error stays until that
+				// run starts.
+				rec.Outcome, rec.Ended, rec.Result = "", nil, ""
 			} else {
 				w.setActions(slices.Delete(w.st.Actions, i, i+1))
 			}
@@ -199,15 +204,6 @@ func (w *walker[T]) action(name string, work ActionFunc, opts []ActionOption) Ac
 func recordKey(uid types.UID, state State, name string, attempt int32, version string) string {
 	sum := sha256.Sum256([]byte(string(uid) + "\x00" + string(state) + "\x00" + name + "\x00" + strconv.Itoa(int(attempt)) + "\x00" + version))
 	return hex.EncodeToString(sum[:16])
-}
-
-// keepForRetry turns the record of a failed run, once the handler was
-// told, into the intent of its retry: a failure may come after the effect
-// (an answer lost, a timeout), so the next run of the action keeps the
-// key and, with Observe, asks first. The error stays until that run
-// starts.
-func keepForRetry(rec *ActionRecord) {
-	rec.Outcome, rec.Ended, rec.Result = "", nil, ""
 }
 
 // reported is a record's outcome, with the run's own error while this

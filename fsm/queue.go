@@ -221,11 +221,6 @@ type requeueLimiter struct {
 	due map[reconcile.Request]time.Duration
 }
 
-// newRequeueLimiter wraps the controller's own rate limiter.
-func newRequeueLimiter(inner workqueue.TypedRateLimiter[reconcile.Request]) *requeueLimiter {
-	return &requeueLimiter{TypedRateLimiter: inner, due: map[reconcile.Request]time.Duration{}}
-}
-
 // RetryIn sets the delay of the next rate-limited requeue of req.
 func (l *requeueLimiter) RetryIn(req reconcile.Request, after time.Duration) {
 	l.mu.Lock()

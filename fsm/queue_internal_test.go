@@ -22,7 +22,7 @@ func TestAfterDoublesUpToFiveMinutes(t *testing.T) {
 
 func TestTheBackoffTimesOneRequeueAndTheInnerLimiterTheRest(t *testing.T) {
 	inner := workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, time.Second)
-	l := newRequeueLimiter(inner)
+	l := &requeueLimiter{TypedRateLimiter: inner, due: map[reconcile.Request]time.Duration{}}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "o"}}
 	l.RetryIn(req, 42*time.Second)
 	if got := l.When(req); got != 42*time.Second {

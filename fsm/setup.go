@@ -86,7 +86,7 @@ func (m *Machine[T]) SetupWithManager(mgr manager.Manager) error {
 	if m.workers > 0 {
 		opts.MaxConcurrentReconciles = m.workers
 	}
-	r.limiter = newRequeueLimiter(rateLimiter(mgr, opts))
+	r.limiter = &requeueLimiter{TypedRateLimiter: rateLimiter(mgr, opts), due: map[reconcile.Request]time.Duration{}}
 	opts.RateLimiter = r.limiter
 	if m.shards != nil {
 		r.countAdds(mgr, &opts)
