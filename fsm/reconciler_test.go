@@ -206,6 +206,63 @@ func TestStaleCopyAfterAFreshReadIsNotActedOn(t *testing.T) {
 	}
 }
 
+// The patch that takes the last finalizer off deletes the object, and
+// the API server answers with the object as it was before: a cache that
+// lags still holds it, deleted, with the finalizer and the status that
+// the deletion path wrote. The deletion path must not run again on that
+// copy.
+func TestTheDeletionPathRunsNotAgainOnTheCopyBeforeItsLastPatch(t *testing.T) {
+	e := newEnv(t)
+	reads, stale := e.staleReads()
+	var lastCopy atomic.Pointer[gadget]
+	reads = interceptor.NewClient(reads.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			var live gadget
+			if err := e.direct.Get(ctx, client.ObjectKeyFromObject(obj), &live); err == nil && live.DeletionTimestamp != nil {
+				lastCopy.Store(&live)
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	var cleanups atomic.Int32
+	m := fsm.New[*gadget]("deleted-once", fsm.Lifecycle).
+		Initial("Work").
+		State("Work", done, fsm.Final()).
+		OnDelete("Cleanup").
+		State("Cleanup", func(context.Context, *request) fsm.Result { cleanups.Add(1); return fsm.Done() }, fsm.Final())
+	r, err := m.Reconciler(reads, e.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := e.gadget("g", v1alpha1.GadgetSpec{})
+	e.reconcile(r, "g")
+	if err := e.direct.Delete(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(r, "g")
+	if err := e.direct.Get(t.Context(), client.ObjectKeyFromObject(g), &gadget{}); !apierrors.IsNotFound(err) || cleanups.Load() != 1 {
+		t.Fatalf("after the deletion path: Get() = %v and Cleanup ran %d times, want NotFound and 1", err, cleanups.Load())
+	}
+	last := lastCopy.Load()
+	if last == nil || last.Status.State != "Cleanup" || !slices.Contains(last.Finalizers, m.Finalizer()) {
+		t.Fatalf("the copy before the finalizer's patch is %+v, want one in Cleanup with the finalizer", last)
+	}
+
+	stale.Store(last)
+	e.writes.Store(0)
+	res := e.reconcile(r, "g")
+	if cleanups.Load() != 1 || e.writes.Load() != 0 {
+		t.Errorf("on the copy that a lagging cache holds, Cleanup ran %d times in all and %d writes were made, want 1 and 0", cleanups.Load(), e.writes.Load())
+	}
+	if res.RequeueAfter <= 0 {
+		t.Error("a stale read must be retried soon")
+	}
+	stale.Store(nil)
+	if res := e.reconcile(r, "g"); res.RequeueAfter != 0 || cleanups.Load() != 1 {
+		t.Errorf("once the cache has the deletion: RequeueAfter %v, Cleanup ran %d times; want none and 1", res.RequeueAfter, cleanups.Load())
+	}
+}
+
 // A paused object runs no handler, not even its deletion path, until the
 // annotation goes; the Paused condition says so meanwhile.
 func TestUnderManagerAPausedObjectRunsNoHandler(t *testing.T) {

@@ -317,8 +317,15 @@ func (e *Marks) Made(key Key, obj client.Object) {
 	rv, ok := ResourceVersion(obj)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m := e.marks[e.key(key)]; m != nil && ok {
+	k := e.key(key)
+	if m := e.marks[k]; m != nil && ok {
 		m.record(rv)
+	}
+	if ok && k.kind == e.guarded && !obj.GetDeletionTimestamp().IsZero() && len(obj.GetFinalizers()) == 0 {
+		// The write took the last finalizer off: the API server deleted
+		// the object and answered with the version before, which a cache
+		// that lags still holds. The guard waits for a later version.
+		e.guards[k] = e.guards[k].atLeast(rv+1, 0)
 	}
 }
 

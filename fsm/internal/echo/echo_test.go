@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -185,6 +186,23 @@ func TestStaleGuardLastsUntilForgotten(t *testing.T) {
 		e.echo(key, version("20", "u1"), false)
 		if !e.Stale(key, version("20", "u1")) || len(e.marks) != 1 {
 			t.Error("after the echo of the first of two writes, a copy of it passed the guard")
+		}
+	})
+	t.Run("TheCopyBeforeTheLastFinalizerWent", func(t *testing.T) {
+		// The write that takes the last finalizer off answers with the
+		// version before the deletion: the copy a lagging cache holds.
+		e := NewMarks(gk)
+		e.Begin(key, nil)
+		e.Wrote(key, version("20", "u1"))
+		gone := version("20", "u1")
+		gone.SetDeletionTimestamp(&metav1.Time{Time: time.Unix(1, 0)})
+		e.Begin(key, nil)
+		e.Wrote(key, gone)
+		if !e.Stale(key, version("20", "u1")) {
+			t.Error("the copy from before the deletion passed the guard")
+		}
+		if e.echo(key, version("21", "u1"), true) {
+			t.Error("the deletion's event, the next version, was taken for an echo: it is news")
 		}
 	})
 	t.Run("ASecondCopyOfTheEcho", func(t *testing.T) {
