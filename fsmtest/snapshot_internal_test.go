@@ -113,7 +113,7 @@ func notedGadget(t *testing.T, e *Env) (*v1alpha1.Gadget, func(text string)) {
 	key := client.ObjectKeyFromObject(g)
 	return g, func(text string) {
 		e.api.begin()
-		defer e.api.done(&Write{Verb: "update", apiKey: apiKey{Resource: "gadgets", Namespace: key.Namespace, Name: key.Name}, Subresource: "status"})
+		defer e.api.done(&Write{Verb: "update", apiKey: apiKey{Resource: "gadgets", Namespace: key.Namespace, Name: key.Name}, Subresource: "status"}, false)
 		var cur v1alpha1.Gadget
 		if err := e.Client.Get(context.Background(), key, &cur); err != nil {
 			t.Error(err)

@@ -246,46 +246,55 @@ func (t *transport) send(req *http.Request, w Write) (*http.Response, error) {
 	t.api.begin()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.StatusCode < 300 {
-		w = t.read(resp, w)
-		t.api.done(&w)
+		var deleted bool
+		w, deleted = t.read(resp, w)
+		t.api.done(&w, deleted)
 	} else {
-		t.api.done(nil)
+		t.api.done(nil, false)
 	}
 	return resp, err
 }
 
 // read takes the name and resourceVersion of the object in a write's
-// answer, and puts the answer back for the client.
-func (t *transport) read(resp *http.Response, w Write) Write {
+// answer, and puts the answer back for the client. It reports whether the
+// write took the last finalizer off a deleted object, which the API
+// server then deleted: it answers with the object at the version before,
+// and the deletion is a later one.
+func (t *transport) read(resp *http.Response, w Write) (Write, bool) {
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
-		return w
+		return w, false
 	}
 	var answer struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
-			Name            string `json:"name"`
-			ResourceVersion string `json:"resourceVersion"`
+			Name              string   `json:"name"`
+			ResourceVersion   string   `json:"resourceVersion"`
+			DeletionTimestamp string   `json:"deletionTimestamp"`
+			Finalizers        []string `json:"finalizers"`
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(body, &answer) != nil {
 		// Protobuf, which clients may ask for built-in kinds.
 		obj, ok := explore.Decode(body).(metav1.Object)
 		if !ok {
-			return w
+			return w, false
 		}
 		answer.Metadata.Name, answer.Metadata.ResourceVersion = obj.GetName(), obj.GetResourceVersion()
+		if !obj.GetDeletionTimestamp().IsZero() {
+			answer.Metadata.DeletionTimestamp, answer.Metadata.Finalizers = "deleted", obj.GetFinalizers()
+		}
 	}
 	if answer.Kind == "Status" {
-		return w
+		return w, false
 	}
 	if w.Name == "" {
 		w.Name = answer.Metadata.Name
 	}
 	w.ResourceVersion = answer.Metadata.ResourceVersion
-	return w
+	return w, answer.Metadata.DeletionTimestamp != "" && len(answer.Metadata.Finalizers) == 0 && w.Verb != "delete"
 }
 
 // refusal reads the API server's message out of a refused request's
@@ -334,7 +343,9 @@ func (l *apiLog) begin() {
 	l.flights++
 }
 
-func (l *apiLog) done(w *Write) {
+// done ends a request in flight, and logs w, the write it made, if one;
+// deleted says that the write deleted the object (see read).
+func (l *apiLog) done(w *Write, deleted bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.flights--
@@ -343,8 +354,11 @@ func (l *apiLog) done(w *Write) {
 		return
 	}
 	l.writes = append(l.writes, *w)
-	if rv, err := strconv.ParseInt(w.ResourceVersion, 10, 64); err == nil && rv > l.lastRV[w.apiKey] {
-		l.lastRV[w.apiKey] = rv
+	if rv, err := strconv.ParseInt(w.ResourceVersion, 10, 64); err == nil {
+		if deleted {
+			rv++ // no version of the object is as new
+		}
+		l.lastRV[w.apiKey] = max(l.lastRV[w.apiKey], rv)
 	}
 }
 
