@@ -227,8 +227,7 @@ func (s *Stepper[T]) acting() bool {
 func (s *Stepper[T]) await(what string, cond func() (bool, string)) {
 	s.e.T.Helper()
 	for range 1000 {
-		ok, why := cond()
-		if ok {
+		if ok, _ := cond(); ok {
 			return
 		}
 		woken := s.woken.next()
@@ -242,11 +241,10 @@ func (s *Stepper[T]) await(what string, cond func() (bool, string)) {
 			// have the last write: a patch that takes the last finalizer
 			// off deletes the object but answers with the version before,
 			// which is all a read at the newest known version waits for.
-			ok, fresh := s.e.fresh(cond)
+			ok, why := s.e.fresh(cond)
 			if ok {
 				return
 			}
-			why = fresh
 			if acting {
 				why += fmt.Sprintf("; an action runs, and asked for no reconcile in %v", s.e.Timeout)
 			}
