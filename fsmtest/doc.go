@@ -53,7 +53,9 @@
 // return plain values, for cmp.Diff. At its end, every test also fails
 // if a handler ran on a copy of an object older than one the operator had
 // itself written: a stale cache that kfsm's guard did not catch, or a
-// handler that wrote its own object behind kfsm's back.
+// handler that wrote its own object behind kfsm's back. A write that took
+// the last finalizer off, and so deleted the object, counts as newer than
+// the version the API server answered it with, the one before.
 //
 // # Permissions and webhooks
 //
