@@ -84,14 +84,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	removeAbandoned()
-	dir, err := os.MkdirTemp("", dirPrefix)
+	dir, err := ownedDir()
 	if err != nil {
 		return nil, fmt.Errorf("creating the cluster's directory: %w", err)
 	}
 	c := &Cluster{Assets: a, dir: dir, stopped: make(chan struct{})}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner(os.Getpid())), 0o600); err != nil {
-		return nil, errors.Join(fmt.Errorf("creating the cluster's directory: %w", err), c.Stop())
-	}
 	if err := c.start(ctx, opts); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -106,21 +103,36 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 // A cluster's directory, in the temporary directory, is named with
-// dirPrefix and holds ownerFile, which names the process that started it.
+// dirPrefix and holds ownerFile, which names the process that started it;
+// so is the directory of a webhook server's certificate.
 const (
 	dirPrefix = "kfsm-cluster-"
 	ownerFile = "owner"
 )
+
+// ownedDir makes a directory in the temporary directory that
+// removeAbandoned removes once this process is gone.
+func ownedDir() (string, error) {
+	dir, err := os.MkdirTemp("", dirPrefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner(os.Getpid())), 0o600); err != nil {
+		return "", errors.Join(err, os.RemoveAll(dir))
+	}
+	return dir, nil
+}
 
 // owner names the process pid of this machine's process ID namespace, as
 // ownerFile holds it: a temporary directory may be shared with processes
 // of another namespace (a container's), whose IDs mean nothing here.
 func owner(pid int) string { return strconv.Itoa(pid) + " " + pidNamespace() }
 
-// removeAbandoned removes the directories of clusters whose process died
-// without stopping them (killed, or ended by go test's timeout), etcd's
-// data among them: a directory whose owner is not named, is of another
-// namespace or still runs is left alone.
+// removeAbandoned removes the directories of clusters and webhook
+// certificates whose process died without stopping or closing them
+// (killed, or ended by go test's timeout), etcd's data among them: a
+// directory whose owner is not named, is of another namespace or still
+// runs is left alone.
 func removeAbandoned() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
 	for _, d := range dirs {
@@ -187,6 +199,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			logs = etcdLog.section("etcd")
 		}
 		return fmt.Errorf("starting etcd and kube-apiserver: %w%s", err, logs)
+	}
+	if err := adopt(&c.env.WebhookInstallOptions, c.dir); err != nil {
+		return fmt.Errorf("moving envtest's webhook certificate into the cluster's directory: %w", err)
 	}
 	c.Config = &rest.Config{
 		Host:            c.env.Config.Host,

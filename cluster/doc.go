@@ -60,8 +60,9 @@
 //   - Pods never run containers: kwok only reports them Running. Workloads
 //     that must really serve are run by the examples as local processes.
 //   - If the calling process is killed outside Linux, or without setpriv,
-//     envtest's etcd and kube-apiserver outlive it. Its cluster's directory
-//     (etcd's data, the certificates) stays in the temporary directory
-//     until the next cluster started on the machine (Linux) removes it.
-//     Stop is the clean way out.
+//     envtest's etcd and kube-apiserver outlive it. On any system, a
+//     killed process's directories (the cluster's: etcd's data, the
+//     certificates; a WebhookServing's certificate) stay in the temporary
+//     directory until the next cluster started on the machine (Linux)
+//     removes them. Stop and Close are the clean way out.
 package cluster

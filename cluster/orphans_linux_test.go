@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +19,9 @@ import (
 
 // A process that starts a cluster and dies without stopping it, killed or
 // ended by go test's timeout, takes etcd and kube-apiserver with it: they
-// are not left running, each holding memory and ports, for ever.
+// are not left running, each holding memory and ports, for ever. Its
+// directories, the cluster's and a webhook server's certificate's, are
+// removed by the next cluster started.
 func TestTheClusterDiesWithTheProcessThatStartedIt(t *testing.T) {
 	if os.Getenv("KFSM_CLUSTER_HOLDER") != "" {
 		holdACluster(t)
@@ -71,10 +74,13 @@ func TestTheClusterDiesWithTheProcessThatStartedIt(t *testing.T) {
 		t.Errorf("30s after the process that started the cluster was killed, its processes still ran: %v", left)
 	}
 	// etcd's data and the API server's certificates are in the cluster's
-	// directory, which the next cluster started removes, its owner gone.
+	// directory, the webhook server's certificate in one of its own, which
+	// the next cluster started removes, their owner gone.
 	abandoned := clusterDirs(t, tmp)
-	if others, _ := filepath.Glob(filepath.Join(tmp, "k8s_test_framework_*")); len(abandoned) != 1 || len(others) > 0 {
-		t.Fatalf("the killed process left the cluster directories %q and envtest's %q, want one of the cluster's own", abandoned, others)
+	others, _ := filepath.Glob(filepath.Join(tmp, "k8s_test_framework_*"))
+	certs, _ := filepath.Glob(filepath.Join(tmp, "envtest-serving-certs-*"))
+	if len(abandoned) != 2 || len(others)+len(certs) > 0 {
+		t.Fatalf("the killed process left the directories %q and envtest's %q, want two of the cluster package's own", abandoned, append(others, certs...))
 	}
 	t.Setenv("TMPDIR", tmp)
 	c, err := cluster.Start(t.Context(), cluster.Options{})
@@ -82,8 +88,8 @@ func TestTheClusterDiesWithTheProcessThatStartedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	if dirs := clusterDirs(t, tmp); len(dirs) != 1 || dirs[0] == abandoned[0] {
-		t.Errorf("with the directory %s of a cluster whose process died, the next cluster started left %q", abandoned[0], dirs)
+	if dirs := clusterDirs(t, tmp); len(dirs) != 1 || slices.Contains(abandoned, dirs[0]) {
+		t.Errorf("with the directories %q of a process that died, the next cluster started left %q", abandoned, dirs)
 	}
 }
 
@@ -97,11 +103,15 @@ func clusterDirs(t *testing.T, dir string) []string {
 	return dirs
 }
 
-// holdACluster starts a cluster, prints the process IDs of its processes
-// and waits to be killed.
+// holdACluster starts a cluster and makes a webhook server's certificate,
+// prints the process IDs of the cluster's processes and waits to be
+// killed.
 func holdACluster(t *testing.T) {
 	before := childProcesses(t)
 	if _, err := cluster.Start(context.Background(), cluster.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.NewWebhookServing(); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("cluster processes:", strings.Trim(fmt.Sprint(newProcesses(t, before)), "[]"))

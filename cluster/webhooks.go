@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -17,16 +20,38 @@ import (
 // it, for admission webhooks that a cluster's API server calls over TLS.
 type WebhookServing struct {
 	certs envtest.WebhookInstallOptions
+	dir   string
 }
 
 // NewWebhookServing picks a free port on 127.0.0.1 and makes a CA and a
-// serving certificate for it, in a directory that Close removes.
+// serving certificate for it, in a directory that Close removes, as does
+// the next Start once this process is gone.
 func NewWebhookServing() (*WebhookServing, error) {
 	w := &WebhookServing{certs: envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}}
 	if err := w.certs.PrepWithoutInstalling(); err != nil {
 		return nil, fmt.Errorf("making the webhooks' serving certificate: %w", err)
 	}
+	dir, err := ownedDir()
+	if err == nil {
+		w.dir = dir
+		err = adopt(&w.certs, dir)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("making the webhooks' serving certificate: %w", err), w.Close())
+	}
 	return w, nil
+}
+
+// adopt moves the directory of opts's serving certificate, which envtest
+// makes in the temporary directory and which would stay behind a process
+// killed, into dir, which removeAbandoned removes once the process is gone.
+func adopt(opts *envtest.WebhookInstallOptions, dir string) error {
+	certs := filepath.Join(dir, "webhook-certificates")
+	if err := os.Rename(opts.LocalServingCertDir, certs); err != nil {
+		return err
+	}
+	opts.LocalServingCertDir = certs
+	return nil
 }
 
 // ServerOptions are the options of a webhook server (controller-runtime's
@@ -65,4 +90,10 @@ func (w *WebhookServing) Install(ctx context.Context, c client.Client, srv webho
 }
 
 // Close removes the certificate's files.
-func (w *WebhookServing) Close() error { return w.certs.Cleanup() }
+func (w *WebhookServing) Close() error {
+	err := w.certs.Cleanup()
+	if w.dir != "" {
+		err = errors.Join(err, os.RemoveAll(w.dir))
+	}
+	return err
+}
