@@ -31,9 +31,6 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // as a manager's queue does, rather than finding nothing due with the
 // object still held by its finalizer.
 func TestAStepRunsAgainWhenTheFinalizersRemovalRaced(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs an API server, which -short does not start")
-	}
 	t.Parallel()
 	e := New(t)
 	m := fsm.New[*v1alpha1.Gadget]("raced", fsm.Lifecycle).
@@ -89,9 +86,6 @@ func TestAStepRunsAgainWhenTheFinalizersRemovalRaced(t *testing.T) {
 // such read; the step driver must judge that nothing is due by what the
 // API server holds, and see that the gadget is gone.
 func TestAStepDriverSeesTheDeletionPastAWatchCacheThatLags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs an API server, which -short does not start")
-	}
 	t.Parallel()
 	e := New(t)
 	var lagged atomic.Int32
@@ -153,9 +147,6 @@ func TestAStepDriverSeesTheDeletionPastAWatchCacheThatLags(t *testing.T) {
 // the test knows the operator wrote is past that version, so that every
 // test's check of its walks would catch one.
 func TestTheDeletionPathRunsOnceThoughTheCacheLags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs an API server, which -short does not start")
-	}
 	t.Parallel()
 	e := New(t)
 	var cleanups atomic.Int32
