@@ -108,9 +108,7 @@ func (in interner) lean(obj any) {
 	if !ok {
 		return // a tombstone of a deleted object
 	}
-	if o.GetManagedFields() != nil {
-		o.SetManagedFields(nil)
-	}
+	o.SetManagedFields(nil)
 	if _, ok := obj.(runtime.Unstructured); ok {
 		return // its getters return copies, and it holds its values as any
 	}
@@ -151,13 +149,15 @@ func (in interner) lean(obj any) {
 }
 
 func (in interner) leanStatus(s *Status) {
+	// A decoder grows a list by doubling it: a history of ten transitions
+	// holds room for sixteen, which the cache would keep as long as the
+	// object.
+	s.Conditions, s.History, s.Outputs, s.Actions = fit(s.Conditions), fit(s.History), fit(s.Outputs), fit(s.Actions)
 	state := func(s State) State { return State(in.Share(string(s))) }
 	s.State = state(s.State)
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
-		c.Type = in.Share(c.Type)
-		c.Status = metav1.ConditionStatus(in.Share(string(c.Status)))
-		c.Reason = in.Share(c.Reason)
+		c.Type, c.Status, c.Reason = in.Share(c.Type), metav1.ConditionStatus(in.Share(string(c.Status))), in.Share(c.Reason)
 	}
 	for i := range s.History {
 		t := &s.History[i]
@@ -165,7 +165,15 @@ func (in interner) leanStatus(s *Status) {
 	}
 	for i := range s.Outputs {
 		o := &s.Outputs[i]
-		o.Group, o.Kind, o.Namespace = in.Share(o.Group), in.Share(o.Kind), in.Share(o.Namespace)
-		o.State = state(o.State)
+		o.Group, o.Kind, o.Namespace, o.State = in.Share(o.Group), in.Share(o.Kind), in.Share(o.Namespace), state(o.State)
 	}
+}
+
+// fit returns list with no more room than its entries need: list itself,
+// or a copy.
+func fit[S ~[]E, E any](list S) S {
+	if cap(list) > len(list) && len(list) > 0 {
+		list = append(S(nil), list...)
+	}
+	return list
 }

@@ -245,6 +245,44 @@ func TestLeanCacheSharesRepeatingStrings(t *testing.T) {
 	same("output state", string(gs.Outputs[0].State), string(hs.Outputs[0].State))
 }
 
+// A decoder grows each list of the status by doubling it, so that a full
+// history of ten transitions holds room for sixteen; the cache keeps each
+// list with the room its entries need, and the same entries.
+func TestLeanCacheKeepsNoRoomInTheStatusLists(t *testing.T) {
+	transform := leanCacheOptions(t, cache.Options{}).DefaultTransform
+	g := &v1alpha1.Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}}
+	st := &g.Status.Status
+	for i := range 10 {
+		st.History = append(st.History, fsm.Transition{From: "A", To: "B", Reason: fmt.Sprint("R", i)})
+	}
+	for i := range 5 {
+		st.Conditions = append(st.Conditions, metav1.Condition{Type: fmt.Sprint("T", i), Status: metav1.ConditionTrue, Reason: "Passed"})
+	}
+	for i := range 3 {
+		st.Outputs = append(st.Outputs, fsm.OutputRef{Kind: "ConfigMap", Namespace: "ns", Name: fmt.Sprint("c", i)})
+	}
+	d := decoded(t, g)
+	ds := d.FSMStatus()
+	if cap(ds.History) == len(ds.History) && cap(ds.Conditions) == len(ds.Conditions) && cap(ds.Outputs) == len(ds.Outputs) {
+		t.Fatalf("the decoder left no room (capacities %d, %d and %d): the test shows nothing", cap(ds.History), cap(ds.Conditions), cap(ds.Outputs))
+	}
+	want := d.DeepCopy()
+	if _, err := transform(d); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, d); diff != "" {
+		t.Errorf("the cached object changed: -want +got:\n%s", diff)
+	}
+	for _, l := range []struct {
+		name     string
+		len, cap int
+	}{{"history", len(ds.History), cap(ds.History)}, {"conditions", len(ds.Conditions), cap(ds.Conditions)}, {"outputs", len(ds.Outputs), cap(ds.Outputs)}} {
+		if l.cap != l.len {
+			t.Errorf("the %s hold %d entries in room for %d, want no more room than they need", l.name, l.len, l.cap)
+		}
+	}
+}
+
 // The children of one parent with the same labels hold one map of them
 // in the cache; a child whose labels differ, or another parent's, keeps
 // its own; and a transform that runs again changes no shared map.
