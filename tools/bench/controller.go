@@ -148,7 +148,7 @@ func controllerMain(args []string) (err error) {
 	case "kfsm":
 		// As the operators that kfsm init writes have it.
 		fsm.LeanCache(&opts)
-	case "hand-full":
+	case "hand", "hand-full":
 		stripManagedFields(&opts)
 	}
 	if a.shard == "" {
@@ -204,9 +204,11 @@ func managerOptions(namespace string, resync *resyncer, decodes *decodeCounter, 
 	}, nil
 }
 
-// stripManagedFields gives the hand-written controller that keeps kfsm's
-// data a cache without managed fields, as kfsm's has, in the way that
-// controller-runtime offers: its transform after each other one.
+// stripManagedFields gives the filtered hand-written controllers a cache
+// without managed fields, as kfsm's has, in the way that
+// controller-runtime offers: its transform after each other one. A
+// careful engineer strips them once the cache's memory matters; the
+// controller as it is often written keeps them.
 func stripManagedFields(opts *ctrl.Options) {
 	strip := cache.TransformStripManagedFields()
 	opts.Cache.DefaultTransform = strip

@@ -73,8 +73,10 @@
 // hand is the hand-written controller with the two filters that a careful
 // engineer adds: the Gadgets' watch passes changes of the generation, the
 // annotations or the labels only, and the children's watches drop their
-// create events; a status conflict is requeued. -impl hand-unfiltered adds
-// the same controller without the filters, as it is often written.
+// create events; a status conflict is requeued; and its cache keeps no
+// managed fields (controller-runtime's transform), as kfsm's keeps none.
+// -impl hand-unfiltered adds the same controller without the filters and
+// with the default cache, as it is often written.
 //
 // -impl hand-full adds the filtered hand-written controller made to
 // keep the same data as kfsm, its labels on each child and a status of the
