@@ -150,7 +150,7 @@ func (in interner) lean(obj any) {
 
 func (in interner) leanStatus(s *Status) {
 	// A decoder grows a list by doubling it: a history of ten transitions
-	// holds room for sixteen, which the cache would keep as long as the
+	// holds room for seventeen, which the cache would keep as long as the
 	// object.
 	s.Conditions, s.History, s.Outputs, s.Actions = fit(s.Conditions), fit(s.History), fit(s.Outputs), fit(s.Actions)
 	state := func(s State) State { return State(in.Share(string(s))) }

@@ -246,7 +246,7 @@ func TestLeanCacheSharesRepeatingStrings(t *testing.T) {
 }
 
 // A decoder grows each list of the status by doubling it, so that a full
-// history of ten transitions holds room for sixteen; the cache keeps each
+// history of ten transitions holds room for seventeen; the cache keeps each
 // list with the room its entries need, and the same entries.
 func TestLeanCacheKeepsNoRoomInTheStatusLists(t *testing.T) {
 	transform := leanCacheOptions(t, cache.Options{}).DefaultTransform
