@@ -138,7 +138,7 @@ func (m *Machine[T]) publishWith(mgr manager.Manager) error {
 		for wait := time.Second; ; wait = min(2*wait, 5*time.Minute) {
 			err := m.publish(ctx, mgr, gvk, g, log)
 			switch {
-			case err == nil:
+			case err == nil, errors.Is(err, context.Canceled): // published, or the manager stopped meanwhile
 				return nil
 			case apierrors.IsForbidden(err), apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, errBuiltIn):
 				log.Info("not publishing the machine's graph", "reason", err.Error())
@@ -177,10 +177,7 @@ func (m *Machine[T]) publish(ctx context.Context, mgr manager.Manager, gvk schem
 	key := AnnotationGraphPrefix + m.name
 	wrote := !sameGraph(crd.GetAnnotations()[key], doc)
 	if wrote {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: doc}}})
-		if err != nil {
-			return err
-		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: doc}}}) // maps of strings: no error
 		switch err := mgr.GetClient().Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch)); {
 		case apierrors.IsForbidden(err):
 			log.Info("the CRD does not carry the machine's graph, and the operator may not patch it: tools show the CRD's graph, or none; install the CRD with the annotation that Machine.GraphAnnotation makes",

@@ -101,16 +101,20 @@ func (r *reconciler[T]) patchFinalizer(ctx context.Context, obj T, change func(c
 // writeFailed turns a failed write into a result.
 func (r *reconciler[T]) writeFailed(ctx context.Context, err error) (reconcile.Result, error) {
 	if quiet(err) {
-		logf.FromContext(ctx).V(1).Info("write raced with another change; retrying", "machine", r.m.name, "error", err.Error())
+		logf.FromContext(ctx).V(1).Info("write not taken; retrying", "machine", r.m.name, "error", err.Error())
 		return reconcile.Result{RequeueAfter: soon}, nil
 	}
 	return reconcile.Result{}, r.redactedError(err)
 }
 
 // quiet reports whether a failed write is the normal life of a controller:
-// someone else changed the object meanwhile, or it is gone. Such writes
-// are retried soon, without an error.
-func quiet(err error) bool { return apierrors.IsConflict(err) || apierrors.IsNotFound(err) }
+// someone else changed the object meanwhile, or it is gone, or the
+// manager stopped, as in every rolling update, and cancelled the write (the
+// walk is not recorded, and the next process walks the object again).
+// Such writes are retried soon, without an error.
+func quiet(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err) || errors.Is(err, context.Canceled)
+}
 
 // unwritable reports a status that the API server refuses, for example
 // one over its size limit: the walk is not recorded, so nothing of it is

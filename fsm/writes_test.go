@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,6 +51,48 @@ func TestAChangeDuringAWalkKeepsTheWalk(t *testing.T) {
 	e.reconcile(r, "g")
 	if g := e.get("g"); g.Status.ObservedGeneration != 2 || calls.Load() != 2 {
 		t.Errorf("observedGeneration %d after %d runs, want 2 after 2", g.Status.ObservedGeneration, calls.Load())
+	}
+}
+
+// An operator that stops while a walk runs, as one does in every rolling
+// update, leaves the walk unrecorded for its next process to run again,
+// and says nothing wrong of it: the status write that the stop cancelled
+// is not one that the API server refused, so there is no StatusWriteFailed
+// event or condition, no kfsm_status_write_errors_total and no error line.
+func TestUnderManagerAStopDuringAWalkReportsNoStatusWriteError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	running := make(chan struct{})
+	var once sync.Once
+	m := fsm.New[*gadget]("stopped-mid-walk", fsm.Lifecycle).
+		Initial("A").
+		State("A", func(ctx context.Context, _ *request) fsm.Result {
+			once.Do(func() { close(running) })
+			<-ctx.Done() // the operator stops meanwhile
+			return fsm.Next("B")
+		}, fsm.To("B")).
+		State("B", done, fsm.Final())
+	l := run(e, m)
+	e.gadget("g", v1alpha1.GadgetSpec{})
+	select {
+	case <-running:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler of A never ran")
+	}
+	l.op.Stop() // returns once the manager, and its event writer, stopped
+	if n := occurrences(e.apiEvents(), fsm.ReasonStatusWriteFailed); n != 0 {
+		t.Errorf("%d StatusWriteFailed events for a write that the operator's stop cancelled", n)
+	}
+	if c := condition(e.get("g"), fsm.ConditionReady); c != nil && c.Reason == fsm.ReasonStatusWriteFailed {
+		t.Errorf("Ready = %+v, want no StatusWriteFailed condition", c)
+	}
+	if n := metricValue(t, "kfsm_status_write_errors_total", map[string]string{"machine": "stopped-mid-walk"}); n != 0 {
+		t.Errorf("kfsm_status_write_errors_total = %v, want 0: the API server refused nothing", n)
+	}
+	for _, line := range l.logs.all() {
+		if line.level < 0 {
+			t.Errorf("an error line as the operator stopped: %s", line)
+		}
 	}
 }
 
